@@ -1,0 +1,297 @@
+// Package contracts reads responsibility contracts: Markdown files with YAML
+// front matter that a person reads as a runbook and the engine executes as a
+// monitor. It owns the format, the cell shorthand, compilation of every
+// expression at load time, and diagnostics that point into the original file.
+//
+// Parsing knows nothing of transports or scheduling: the result of Load is a
+// plain model plus compiled expression programs.
+package contracts
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/expr-lang/expr/vm"
+)
+
+// Pos is a position in a contract file. Line and Col are 1-based and always
+// refer to the original file, front matter included.
+type Pos struct {
+	File string `json:"file"`
+	Line int    `json:"line"`
+	Col  int    `json:"col"`
+}
+
+func (p Pos) String() string { return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Col) }
+
+// Severity is the verdict of a cell, row, step, agent or run. The zero value
+// is SeverityUnknown, so nothing is healthy by accident.
+type Severity int
+
+// Severities in the order the engine escalates them. Unknown and Unreachable
+// are reported as themselves and never count as healthy.
+const (
+	SeverityUnknown Severity = iota
+	SeverityHealthy
+	SeverityDegraded
+	SeverityCritical
+	SeverityUnreachable
+	SeveritySkipped
+)
+
+var severityNames = map[Severity]string{
+	SeverityUnknown:     "unknown",
+	SeverityHealthy:     "healthy",
+	SeverityDegraded:    "degraded",
+	SeverityCritical:    "critical",
+	SeverityUnreachable: "unreachable",
+	SeveritySkipped:     "skipped",
+}
+
+func (s Severity) String() string {
+	if n, ok := severityNames[s]; ok {
+		return n
+	}
+	return fmt.Sprintf("severity(%d)", int(s))
+}
+
+// MarshalText renders the severity by name.
+func (s Severity) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// UnmarshalText parses a severity name; it fails on an unknown name.
+func (s *Severity) UnmarshalText(b []byte) error {
+	for k, v := range severityNames {
+		if v == string(b) {
+			*s = k
+			return nil
+		}
+	}
+	return fmt.Errorf("unknown severity %q", b)
+}
+
+// Contract is one loaded, validated and compiled responsibility contract.
+type Contract struct {
+	Path             string
+	Kind             string
+	Name             string
+	Title            string
+	Description      string
+	Version          string
+	RuntimeContract  int
+	Agent            string   // the agent this contract runs as (front matter `agent`)
+	ReportOnlyAgents []string // detect and report, never repair
+	Schedule         Schedule
+	Commands         []string // on-demand command names, e.g. zulip-status
+	Guards           Guards
+	Targets          map[string]*Target
+	Notify           []NotifyRoute
+	Vars             map[string]string
+	Secrets          []string // environment variable names exported to scripts and redacted
+	ForEach          map[string][]map[string]any
+	AlertOn          string // "change" (default), "repair" (alert only on repair), "critical"
+	Maintains        Maintains
+	Stages           []*Stage
+	Escalation       []*EscalationRule
+	Log              string // optional log file for one line per run and per action
+}
+
+// IsReportOnly reports whether agent is listed in report_only_agents.
+func (c *Contract) IsReportOnly(agent string) bool {
+	for _, a := range c.ReportOnlyAgents {
+		if a == agent {
+			return true
+		}
+	}
+	return false
+}
+
+// Schedule says when a contract runs under `contractd serve`.
+type Schedule struct {
+	Every   time.Duration
+	OnStart bool
+}
+
+// Guards are the contract-wide repair guards; action rows may override some.
+type Guards struct {
+	Debounce         time.Duration // per agent, between repairs (default 300s)
+	CrashLoop        CrashLoop
+	UnreachableAfter int           // consecutive unreachable runs before it counts critical
+	RecoverAfter     int           // consecutive healthy runs before a unit counts healthy again
+	After            int           // consecutive failing runs before a repair fires (default 1)
+	Budget           *Budget       // N repairs per window per unit
+	Grace            time.Duration // verify-after-repair grace (default 30s)
+	EscalateAfter    int           // failed repairs before escalating instead of repairing
+	Repeat           time.Duration // alert reminder interval (default 4h)
+}
+
+// CrashLoop turns repairs into alerts when a unit restarts too often.
+type CrashLoop struct {
+	MaxRestarts int
+	Per         time.Duration
+	Then        string // "alert"
+}
+
+// Budget allows Count repairs per Window.
+type Budget struct {
+	Count  int
+	Window time.Duration
+}
+
+func (b Budget) String() string { return fmt.Sprintf("%d per %s", b.Count, b.Window) }
+
+// Target is one link of a transport chain. Exactly one of SSH, PCT, Docker or
+// Local is set; Via names the parent target (empty means the engine's host).
+type Target struct {
+	Name   string
+	SSH    string // user@host[:port]
+	PCT    int
+	Docker string
+	Local  bool
+	Via    string
+	// Options for ssh targets.
+	KnownHosts   string // known_hosts file (default ~/.ssh/known_hosts)
+	HostKey      string // "strict" (default) or "accept-new"
+	Identity     []string
+	ConnectTimeout time.Duration
+	Pos          Pos
+}
+
+// Kind names the transport of this link: "local", "ssh", "pct" or "docker".
+func (t *Target) Kind() string {
+	switch {
+	case t.SSH != "":
+		return "ssh"
+	case t.PCT != 0:
+		return "pct"
+	case t.Docker != "":
+		return "docker"
+	default:
+		return "local"
+	}
+}
+
+// NotifyRoute is one configured notifier.
+type NotifyRoute struct {
+	Kind    string            // "log", "command", "webhook", "zulip"
+	Options map[string]string // notifier-specific options (site, stream, url, command, format …)
+	Pos     Pos
+}
+
+// Maintains is the schema of the snapshot the contract keeps.
+type Maintains struct {
+	Keys  []*MaintainedKey
+	Agent []*MaintainedKey // per-agent snapshot schema (from the JSON example)
+}
+
+// MaintainedKey is one `key: type` bullet (or one field of the per-agent schema).
+type MaintainedKey struct {
+	Name string
+	Type string   // "string", "enum", "timestamp", "map", "bool", "int", "number"
+	Enum []string // allowed values when Type is "enum"
+	Doc  string
+	Pos  Pos
+}
+
+// Stage is an H3 section of `## Execution`: one agent or platform, run
+// independently of the others. A critical gate stage skips the stages after it.
+type Stage struct {
+	ID      string
+	Title   string
+	Agent   string
+	On      string // target name; "" or "local" is the engine's host
+	Gate    bool
+	ForEach string // name of a for_each list; the stage is expanded per item
+	Steps   []*Step
+	Actions []*ActionRow
+	Pos     Pos
+}
+
+// Step kinds.
+const (
+	KindBash = "bash"
+	KindSh   = "sh"
+	KindHTTP = "http"
+	KindTCP  = "tcp"
+)
+
+// Step is one probe: a fenced code block with `{id=… }` attributes.
+type Step struct {
+	ID      string
+	Title   string
+	Kind    string // bash, sh, http, tcp
+	Script  string // exec steps: the script; http: the request text; tcp: host:port
+	On      string // overrides the stage's target
+	Timeout time.Duration
+	As      string // "json" or "" (text)
+	Via     string // http/tcp: tunnel through this ssh target
+	HTTP    *HTTPRequest
+	Health  []*HealthRow
+	Pos     Pos
+}
+
+// HTTPRequest is a parsed `http` block.
+type HTTPRequest struct {
+	Method  string
+	URL     string
+	Headers map[string]string
+	Body    string
+}
+
+// HealthRow is one row of a health table, or the row an `Expected:` line makes.
+type HealthRow struct {
+	Field string // the row's subject; "stdout" for Expected lines
+	Cells []*Cell
+	Pos   Pos
+}
+
+// Cell is one health-table cell compiled to an expression with the row's
+// field as subject (`it`).
+type Cell struct {
+	Severity Severity
+	Source   string // as written, backticks removed
+	Expr     string // the expr-lang expression it compiled to
+	Program  *vm.Program
+	Pos      Pos
+}
+
+// Built-in actions that run nothing on a target.
+const (
+	ActionLog      = "log"
+	ActionAlert    = "alert"
+	ActionMonitor  = "monitor"
+	ActionEscalate = "escalate"
+)
+
+// ActionRow is one row of an action table: a condition and the literal action.
+type ActionRow struct {
+	Condition string // as written
+	Expr      string
+	Program   *vm.Program
+	Action    string // literal command, or a built-in name
+	Builtin   string // "" for a command, else one of the Action* built-ins
+	Message   string // text for log/alert/escalate rows
+	On        string // target the command runs on (defaults to the stage's)
+	Guard     ActionGuard
+	Tier      int // 0 = no tier; rows of one condition key ordered by occurrence
+	Pos       Pos
+}
+
+// ActionGuard overrides contract guards for one action row. Zero means inherit.
+type ActionGuard struct {
+	After         int
+	Budget        *Budget
+	Grace         time.Duration
+	EscalateAfter int
+	RestartCount  string // expression reading a restart count from the target's probes (e.g. pm2.restarts)
+}
+
+// EscalationRule is a row of the escalation table, evaluated over aggregates
+// (critical_count, degraded_count, unreachable_count, agents, gate_ok).
+type EscalationRule struct {
+	Condition string
+	Expr      string
+	Program   *vm.Program
+	Action    string // alert, relay, recover, log
+	Message   string
+	Pos       Pos
+}
