@@ -1,0 +1,99 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/contractd/contractd/contracts"
+)
+
+// Report is the outcome of one run of one contract. Its JSON form is the
+// documented `contractd run --json` schema (docs/report-schema.md).
+type Report struct {
+	Contract        string                  `json:"contract"`
+	Version         string                  `json:"version,omitempty"`
+	RunID           string                  `json:"run_id"`
+	StartedAt       time.Time               `json:"started_at"`
+	FinishedAt      time.Time               `json:"finished_at"`
+	DurationMS      int64                   `json:"duration_ms"`
+	DryRun          bool                    `json:"dry_run,omitempty"`
+	OverallSeverity contracts.Severity      `json:"overall_severity"`
+	GateOK          bool                    `json:"gate_ok"`
+	Stages          []*StageReport          `json:"stages"`
+	Agents          map[string]*AgentReport `json:"agents"`
+	Actions         []*ActionReport         `json:"actions"`
+	Alerts          []*AlertReport          `json:"alerts"`
+	Errors          []string                `json:"errors,omitempty"`  // engine-level problems (store, lock); a sick agent is not an error
+	Skipped         string                  `json:"skipped,omitempty"` // the whole run was skipped, e.g. "another run holds the lock"
+}
+
+// AgentReport is the per-agent verdict: the worst of its stages.
+type AgentReport struct {
+	Agent      string             `json:"agent"`
+	Severity   contracts.Severity `json:"severity"`
+	Raw        contracts.Severity `json:"raw_severity"` // before hysteresis (unreachable_after, recover_after)
+	ReportOnly bool               `json:"report_only,omitempty"`
+	Stages     []string           `json:"stages"`
+}
+
+// Stage statuses.
+const (
+	StatusOK          = "ok"
+	StatusFailed      = "failed"
+	StatusSkipped     = "skipped"
+	StatusUnreachable = "unreachable"
+)
+
+// StageReport is what one stage saw.
+type StageReport struct {
+	ID       string             `json:"id"`
+	Title    string             `json:"title,omitempty"`
+	Agent    string             `json:"agent,omitempty"`
+	Target   string             `json:"target"`
+	Gate     bool               `json:"gate,omitempty"`
+	Item     map[string]any     `json:"item,omitempty"` // the for_each item, when expanded
+	Severity contracts.Severity `json:"severity"`
+	Status   string             `json:"status"` // ok, failed, skipped (gate: ID), unreachable
+	Reason   string             `json:"reason,omitempty"`
+	Steps    []*StepReport      `json:"steps"`
+}
+
+// StepReport is what one step saw and how it was judged.
+type StepReport struct {
+	ID         string             `json:"id"`
+	Kind       string             `json:"kind"`
+	Severity   contracts.Severity `json:"severity"`
+	DurationMS int64              `json:"duration_ms"`
+	ExitCode   int                `json:"exit_code"`
+	TimedOut   bool               `json:"timed_out,omitempty"`
+	HTTPStatus string             `json:"http_status,omitempty"`
+	Stdout     string             `json:"stdout,omitempty"`
+	Stderr     string             `json:"stderr,omitempty"`
+	Error      string             `json:"error,omitempty"` // transport error (unreachable)
+	Findings   []string           `json:"findings"`
+	Values     map[string]any     `json:"values,omitempty"` // the fields the tables read
+}
+
+// ActionReport is one candidate action and what the guards made of it.
+type ActionReport struct {
+	Agent     string   `json:"agent"`
+	Stage     string   `json:"stage"`
+	Condition string   `json:"condition"`
+	Action    string   `json:"action"`
+	Status    string   `json:"status"` // ran, failed, pending, blocked, report-only, dry-run, alert, escalate, logged, monitor, remediated, remediation-failed
+	Reason    string   `json:"reason"`
+	Guard     string   `json:"guard,omitempty"`
+	Trace     []string `json:"trace,omitempty"`
+	ExitCode  *int     `json:"exit_code,omitempty"`
+	Verify    string   `json:"verify,omitempty"` // remediated | remediation failed
+}
+
+// AlertReport is one alert decision of the run.
+type AlertReport struct {
+	Key       string `json:"key"`
+	Agent     string `json:"agent,omitempty"`
+	Condition string `json:"condition"`
+	Kind      string `json:"kind"` // open, reminder, resolved, escalate, holddown
+	Text      string `json:"text"`
+	Sent      bool   `json:"sent"`
+	Error     string `json:"error,omitempty"`
+}
