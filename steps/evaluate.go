@@ -1,0 +1,164 @@
+package steps
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/expr-lang/expr"
+
+	"github.com/contractd/contractd/contracts"
+)
+
+// Rank orders severities for "worst of": healthy < unknown < degraded <
+// unreachable < critical. Skipped ranks lowest: it says nothing.
+func Rank(s contracts.Severity) int {
+	switch s {
+	case contracts.SeveritySkipped:
+		return 0
+	case contracts.SeverityHealthy:
+		return 1
+	case contracts.SeverityUnknown:
+		return 2
+	case contracts.SeverityDegraded:
+		return 3
+	case contracts.SeverityUnreachable:
+		return 4
+	case contracts.SeverityCritical:
+		return 5
+	}
+	return 2
+}
+
+// Worst returns the worse of two severities by Rank.
+func Worst(a, b contracts.Severity) contracts.Severity {
+	if Rank(b) > Rank(a) {
+		return b
+	}
+	return a
+}
+
+// Lookup resolves a field name, possibly dotted (`health.connected`), in env.
+// The second result is false when any part is missing.
+func Lookup(env map[string]any, field string) (any, bool) {
+	if v, ok := env[field]; ok {
+		return v, true
+	}
+	parts := strings.Split(field, ".")
+	var cur any = env
+	for _, p := range parts {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if cur, ok = m[p]; !ok {
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
+// Evaluate judges o with the step's health table, in env (which the engine
+// builds: the step's values, earlier steps by id, vars, state, functions).
+// A row's severity is its worst matching column; a row where no column
+// matches is unknown and names itself; the step is its worst row. An
+// unreachable step is unreachable whatever its table says.
+func Evaluate(step *contracts.Step, o *Observation, env map[string]any) {
+	if o.Err != nil {
+		o.Severity = contracts.SeverityUnreachable
+		o.Findings = append(o.Findings, "unreachable: "+o.Err.Error())
+		return
+	}
+	if len(step.Health) == 0 {
+		o.Severity = contracts.SeverityHealthy
+		if to, _ := o.Values["timed_out"].(bool); to {
+			o.Severity = contracts.SeverityUnknown
+			o.Findings = append(o.Findings, "timed out → unknown")
+		} else if code, _ := o.Values["exit_code"].(int); code != 0 && IsExec(step.Kind) {
+			o.Severity = contracts.SeverityUnknown
+			o.Findings = append(o.Findings, fmt.Sprintf("exit code %d → unknown", code))
+		}
+		return
+	}
+	sev := contracts.SeverityHealthy
+	for _, row := range step.Health {
+		rs, finding := EvaluateRow(row, env)
+		sev = Worst(sev, rs)
+		if finding != "" {
+			o.Findings = append(o.Findings, finding)
+		}
+	}
+	o.Severity = sev
+}
+
+// EvaluateRow judges one row; the finding is empty when the row is healthy.
+func EvaluateRow(row *contracts.HealthRow, env map[string]any) (contracts.Severity, string) {
+	it, present := Lookup(env, row.Field)
+	prevIt, hadIt := env["it"]
+	env["it"] = it
+	defer func() {
+		if hadIt {
+			env["it"] = prevIt
+		} else {
+			delete(env, "it")
+		}
+	}()
+	matched := false
+	sev := contracts.SeverityHealthy
+	var hit *contracts.Cell
+	var errs []string
+	for _, c := range row.Cells {
+		if c.Program == nil {
+			continue
+		}
+		out, err := expr.Run(c.Program, env)
+		if err != nil {
+			errs = append(errs, firstLine(err.Error()))
+			continue
+		}
+		if b, ok := out.(bool); ok && b {
+			if !matched || Rank(c.Severity) > Rank(sev) {
+				sev, hit = c.Severity, c
+			}
+			matched = true
+		}
+	}
+	shown := FormatValue(it)
+	if !present {
+		shown = "missing"
+	}
+	if !matched {
+		msg := fmt.Sprintf("%s (%s): no column matched → unknown", row.Field, shown)
+		if present && len(errs) > 0 {
+			msg += " (" + errs[0] + ")"
+		}
+		return contracts.SeverityUnknown, msg
+	}
+	if sev == contracts.SeverityHealthy {
+		return sev, ""
+	}
+	return sev, fmt.Sprintf("%s (%s) %s → %s", row.Field, shown, hit.Source, sev)
+}
+
+// FormatValue renders a value for a finding: null for nil, JSON for maps
+// and lists, the plain value otherwise.
+func FormatValue(v any) string {
+	switch x := v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return x
+	case map[string]any, []any:
+		b, _ := json.Marshal(x)
+		return string(b)
+	default:
+		return fmt.Sprint(x)
+	}
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}

@@ -1,0 +1,165 @@
+package steps
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/transports"
+)
+
+// maxBody bounds how much of an HTTP answer a probe keeps.
+const maxBody = transports.DefaultOutputCap
+
+// probeHTTP sends the step's request from the dialer's vantage point. A
+// request that got no answer is http_status "000", an observation like any
+// other; only a dialer that cannot reach its own host makes the step
+// unreachable. Redirects are not followed: a 302 is what the probe saw.
+func probeHTTP(ctx context.Context, step *contracts.Step, vars map[string]string, d Dialer) *Observation {
+	start := time.Now()
+	o := &Observation{StepID: step.ID, Kind: step.Kind, HTTPStatus: "000"}
+	o.Values = map[string]any{"http_status": "000", "status_code": 0, "stdout": "", "stderr": "", "exit_code": 0, "timed_out": false, "unreachable": false}
+	defer func() {
+		o.Duration = time.Since(start)
+		o.Values["duration"] = o.Duration.Seconds()
+	}()
+
+	req, err := buildRequest(ctx, step, vars)
+	if err != nil {
+		o.Values["stderr"] = err.Error()
+		o.Values["exit_code"] = 1
+		o.Findings = append(o.Findings, err.Error())
+		return o
+	}
+	tr := &http.Transport{DisableKeepAlives: true, ResponseHeaderTimeout: 0}
+	if d != nil {
+		tr.DialContext = d.DialContext
+	}
+	defer tr.CloseIdleConnections()
+	client := &http.Client{
+		Transport:     tr,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		if errors.Is(err, transports.ErrUnreachable) {
+			o.Err = err
+			o.Values["unreachable"] = true
+			return o
+		}
+		if ctx.Err() != nil || isTimeout(err) {
+			o.Values["timed_out"] = true
+			o.Result.TimedOut = true
+		}
+		o.Values["stderr"] = err.Error()
+		o.Values["exit_code"] = 7
+		return o
+	}
+	defer resp.Body.Close()
+	body, rerr := io.ReadAll(io.LimitReader(resp.Body, maxBody+1))
+	if rerr != nil && ctx.Err() != nil {
+		o.Values["timed_out"] = true
+	}
+	truncated := len(body) > maxBody
+	if truncated {
+		body = body[:maxBody]
+	}
+	o.HTTPStatus = fmt.Sprintf("%03d", resp.StatusCode)
+	o.Values["http_status"] = o.HTTPStatus
+	o.Values["status_code"] = resp.StatusCode
+	o.Values["stdout"] = strings.TrimRight(string(body), "\r\n")
+	o.Result.Stdout = string(body)
+	o.Result.StdoutBytes = int64(len(body))
+	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if step.As == "json" || (step.As == "" && (ct == "application/json" || strings.HasSuffix(ct, "+json"))) {
+		mergeJSON(o, body)
+	}
+	return o
+}
+
+func isTimeout(err error) bool {
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}
+
+// buildRequest makes the request from the step's parsed http block (or its
+// raw text when the parser left it unparsed), with ${vars} expanded.
+func buildRequest(ctx context.Context, step *contracts.Step, vars map[string]string) (*http.Request, error) {
+	spec := step.HTTP
+	if spec == nil {
+		var err error
+		if spec, err = ParseHTTPBlock(step.Script); err != nil {
+			return nil, err
+		}
+	}
+	method := spec.Method
+	if method == "" {
+		method = http.MethodGet
+	}
+	var body io.Reader
+	if spec.Body != "" {
+		body = strings.NewReader(Expand(spec.Body, vars))
+	}
+	req, err := http.NewRequestWithContext(ctx, method, Expand(spec.URL, vars), body)
+	if err != nil {
+		return nil, fmt.Errorf("http step %s: %w", step.ID, err)
+	}
+	for k, v := range spec.Headers {
+		req.Header.Set(k, Expand(v, vars))
+	}
+	if req.Header.Get("User-Agent") == "" {
+		req.Header.Set("User-Agent", "contractd")
+	}
+	return req, nil
+}
+
+// ParseHTTPBlock reads an http block: `METHOD URL`, header lines, a blank
+// line, then the body. It fails when the request line is missing.
+func ParseHTTPBlock(text string) (*contracts.HTTPRequest, error) {
+	sc := bufio.NewScanner(strings.NewReader(text))
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	r := &contracts.HTTPRequest{Headers: map[string]string{}}
+	state := 0
+	var body []string
+	for sc.Scan() {
+		line := sc.Text()
+		switch state {
+		case 0:
+			if strings.TrimSpace(line) == "" {
+				continue
+			}
+			f := strings.Fields(line)
+			if len(f) == 1 {
+				r.Method, r.URL = http.MethodGet, f[0]
+			} else {
+				r.Method, r.URL = strings.ToUpper(f[0]), f[1]
+			}
+			state = 1
+		case 1:
+			if strings.TrimSpace(line) == "" {
+				state = 2
+				continue
+			}
+			k, v, ok := strings.Cut(line, ":")
+			if !ok {
+				return nil, fmt.Errorf("http header %q: want Name: value", line)
+			}
+			r.Headers[strings.TrimSpace(k)] = strings.TrimSpace(v)
+		default:
+			body = append(body, line)
+		}
+	}
+	if r.URL == "" {
+		return nil, errors.New("http block has no request line (METHOD URL)")
+	}
+	r.Body = strings.Join(body, "\n")
+	return r, nil
+}

@@ -1,0 +1,186 @@
+// Package steps turns a contract step into something that runs and a result
+// into a judged observation: exec steps become transport commands, http and
+// tcp steps are native probes, and health tables are evaluated here.
+//
+// Steps know nothing of scheduling, stages or repairs; the engine decides.
+package steps
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/transports"
+)
+
+// Observation is what one step saw and how its health table judged it.
+type Observation struct {
+	StepID     string
+	Kind       string
+	Values     map[string]any // fields visible to expressions: builtins plus JSON fields
+	Severity   contracts.Severity
+	Findings   []string
+	Result     transports.Result
+	HTTPStatus string // http steps; "000" when nothing answered
+	Err        error  // the target was unreachable
+	Duration   time.Duration
+}
+
+// Unreachable reports whether the step could not reach its target.
+func (o *Observation) Unreachable() bool { return o.Err != nil }
+
+// Dialer opens network connections from a vantage point (the engine's host,
+// or the loopback of an SSH target).
+type Dialer interface {
+	DialContext(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// ProbeFn runs a native probe step.
+type ProbeFn func(ctx context.Context, step *contracts.Step, vars map[string]string, d Dialer) *Observation
+
+// Probers lists the native step kinds; exec kinds (bash, sh) go through a transport.
+var Probers = map[string]ProbeFn{
+	contracts.KindHTTP: probeHTTP,
+	contracts.KindTCP:  probeTCP,
+}
+
+// IsExec reports whether the step kind runs a script through a transport.
+func IsExec(kind string) bool { return kind == contracts.KindBash || kind == contracts.KindSh }
+
+var varRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_.]*)\}`)
+
+// Expand substitutes ${name} references from vars. Unknown names are left as
+// written (lint reports them at load time).
+func Expand(s string, vars map[string]string) string {
+	return varRef.ReplaceAllStringFunc(s, func(m string) string {
+		name := m[2 : len(m)-1]
+		if v, ok := vars[name]; ok {
+			return v
+		}
+		return m
+	})
+}
+
+// ExpandQuoted substitutes ${name} references with shell-quoted values; it is
+// used for action commands so a value can never become shell syntax.
+func ExpandQuoted(s string, vars map[string]string) string {
+	return varRef.ReplaceAllStringFunc(s, func(m string) string {
+		name := m[2 : len(m)-1]
+		if v, ok := vars[name]; ok {
+			return ShellQuote(v)
+		}
+		return m
+	})
+}
+
+// ShellQuote quotes s for POSIX sh as one word.
+func ShellQuote(s string) string {
+	if s != "" && !strings.ContainsFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=@,+%", r))
+	}) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+var shellName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// ExecCommand builds the transport command for an exec step: the contract's
+// vars are set as shell variables at the top of the script, the named
+// secrets travel in Env (exported and redacted by the transport).
+func ExecCommand(step *contracts.Step, vars map[string]string, secrets map[string]string, timeout time.Duration) transports.Command {
+	var b strings.Builder
+	names := make([]string, 0, len(vars))
+	for k := range vars {
+		if shellName.MatchString(k) {
+			names = append(names, k)
+		}
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		fmt.Fprintf(&b, "%s=%s\n", k, ShellQuote(vars[k]))
+	}
+	b.WriteString(step.Script)
+	if !strings.HasSuffix(step.Script, "\n") {
+		b.WriteByte('\n')
+	}
+	shell := "bash"
+	if step.Kind == contracts.KindSh {
+		shell = "sh"
+	}
+	return transports.Command{Script: b.String(), Shell: shell, Timeout: timeout, Env: secrets}
+}
+
+// FromResult builds the observation of an exec step that ran (or could not
+// reach its target, when err is non-nil).
+func FromResult(step *contracts.Step, res transports.Result, err error) *Observation {
+	o := &Observation{StepID: step.ID, Kind: step.Kind, Result: res, Err: err, Duration: res.Duration}
+	o.Values = map[string]any{
+		"stdout":    strings.TrimRight(res.Stdout, "\r\n"),
+		"stderr":    strings.TrimRight(res.Stderr, "\r\n"),
+		"exit_code": res.ExitCode,
+		"timed_out": res.TimedOut,
+		"duration":  res.Duration.Seconds(),
+	}
+	if err != nil {
+		o.Values["unreachable"] = true
+		return o
+	}
+	o.Values["unreachable"] = false
+	if step.As == "json" {
+		mergeJSON(o, []byte(res.Stdout))
+	}
+	return o
+}
+
+// mergeJSON puts the fields of a JSON object at the top level of Values. A
+// body that is not a JSON object is recorded as a finding, and the fields
+// stay absent (so rows over them are unknown, never healthy).
+func mergeJSON(o *Observation, body []byte) {
+	var v any
+	if err := json.Unmarshal(body, &v); err != nil {
+		o.Findings = append(o.Findings, fmt.Sprintf("output is not JSON: %v", err))
+		return
+	}
+	o.Values["json"] = v
+	m, ok := v.(map[string]any)
+	if !ok {
+		return
+	}
+	for k, val := range m {
+		if _, builtin := o.Values[k]; builtin {
+			continue
+		}
+		o.Values[k] = normalizeNumber(val)
+	}
+}
+
+// normalizeNumber turns whole JSON numbers into ints so `retry_count == 0`
+// and `0–2` compare as an author expects.
+func normalizeNumber(v any) any {
+	switch x := v.(type) {
+	case float64:
+		if x == float64(int64(x)) && x < 1<<53 && x > -(1<<53) {
+			return int(x)
+		}
+		return x
+	case map[string]any:
+		for k, e := range x {
+			x[k] = normalizeNumber(e)
+		}
+		return x
+	case []any:
+		for i, e := range x {
+			x[i] = normalizeNumber(e)
+		}
+		return x
+	default:
+		return v
+	}
+}

@@ -1,0 +1,47 @@
+package steps
+
+import (
+	"context"
+	"errors"
+	"net"
+	"strings"
+	"time"
+
+	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/transports"
+)
+
+// probeTCP connects to host:port from the dialer's vantage point. `open` is
+// true when the connection was accepted; a refused or timed-out connect is an
+// observation (open=false), not an unreachable target.
+func probeTCP(ctx context.Context, step *contracts.Step, vars map[string]string, d Dialer) *Observation {
+	start := time.Now()
+	addr := strings.TrimSpace(Expand(step.Script, vars))
+	o := &Observation{StepID: step.ID, Kind: step.Kind}
+	o.Values = map[string]any{"open": false, "stdout": "", "stderr": "", "exit_code": 1, "timed_out": false, "unreachable": false}
+	var dial func(context.Context, string, string) (net.Conn, error)
+	if d != nil {
+		dial = d.DialContext
+	} else {
+		var nd net.Dialer
+		dial = nd.DialContext
+	}
+	conn, err := dial(ctx, "tcp", addr)
+	o.Duration = time.Since(start)
+	o.Values["duration"] = o.Duration.Seconds()
+	switch {
+	case err == nil:
+		conn.Close()
+		o.Values["open"] = true
+		o.Values["exit_code"] = 0
+	case errors.Is(err, transports.ErrUnreachable):
+		o.Err = err
+		o.Values["unreachable"] = true
+	default:
+		if ctx.Err() != nil || isTimeout(err) {
+			o.Values["timed_out"] = true
+		}
+		o.Values["stderr"] = err.Error()
+	}
+	return o
+}
