@@ -1,0 +1,372 @@
+package guard
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/contractd/contractd/contracts"
+)
+
+// Verdict statuses.
+const (
+	StatusRun        = "run"         // run the repair now
+	StatusPending    = "pending"     // held back; runs later by itself if the condition persists
+	StatusBlocked    = "blocked"     // not run: logged (over budget, unknown severity)
+	StatusReportOnly = "report-only" // report-only agent: recorded, never run
+	StatusEscalate   = "escalate"    // repairs exhausted: page a person instead
+	StatusAlert      = "alert"       // crash loop: alert instead of repair
+	StatusDryRun     = "dry-run"     // --dry-run: every guard allowed it, nothing runs
+)
+
+// Guard names, as they appear in a Verdict and its Trace, in chain order.
+const (
+	GuardSeverity   = "severity"
+	GuardTiers      = "tiers"
+	GuardCrashLoop  = "crash-loop"
+	GuardGrace      = "grace"
+	GuardHysteresis = "hysteresis"
+	GuardBudget     = "budget"
+	GuardDebounce   = "debounce"
+	GuardReportOnly = "report-only"
+	GuardDryRun     = "dry-run"
+)
+
+// Defaults applied by NewChain to zero contract guards.
+const (
+	DefaultDebounce      = 300 * time.Second
+	DefaultGrace         = 30 * time.Second
+	DefaultEscalateAfter = 3
+	DefaultRepeat        = 4 * time.Hour
+	DefaultMaxRepeat     = 24 * time.Hour
+)
+
+// Step is one guard's answer for one candidate repair.
+type Step struct {
+	Guard   string `json:"guard"`
+	Allowed bool   `json:"allowed"`
+	Status  string `json:"status"` // StatusRun when allowed, else what the guard imposes
+	Reason  string `json:"reason"`
+}
+
+func (s Step) String() string {
+	if s.Allowed {
+		return fmt.Sprintf("%s: allow (%s)", s.Guard, s.Reason)
+	}
+	return fmt.Sprintf("%s: %s (%s)", s.Guard, s.Status, s.Reason)
+}
+
+func allow(guard, reason string) Step {
+	return Step{Guard: guard, Allowed: true, Status: StatusRun, Reason: reason}
+}
+
+func deny(guard, status, reason string) Step {
+	return Step{Guard: guard, Status: status, Reason: reason}
+}
+
+// Verdict is the chain's decision for one candidate repair.
+type Verdict struct {
+	Run    bool   `json:"run"`    // true only for StatusRun
+	Status string `json:"status"` // one of the Status* constants
+	Guard  string `json:"guard"`  // the guard that decided ("" when all allowed and it runs)
+	Reason string `json:"reason"`
+	Trace  []Step `json:"trace"` // every guard's result, in chain order
+}
+
+func (v Verdict) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s: %s", v.Status, v.Reason)
+	for _, s := range v.Trace {
+		fmt.Fprintf(&b, "\n  %s", s)
+	}
+	return b.String()
+}
+
+// Candidate is one repair the action table asks for.
+type Candidate struct {
+	Condition string             // condition key within the unit, e.g. "response_pipeline=blocked"
+	Action    string             // the literal command, for messages
+	Severity  contracts.Severity // the unit's settled severity (Settled.Severity)
+	Guard     contracts.ActionGuard
+	// ReportOnly is set for report_only_agents: the verdict is report-only
+	// whatever the other guards say.
+	ReportOnly bool
+	// DryRun is set for --dry-run: every guard is evaluated and nothing runs.
+	// The engine must not record anything in dry-run.
+	DryRun bool
+}
+
+// Chain runs the guards in a fixed order for one candidate repair and
+// records what happened. The order is:
+//
+//  1. severity   — unknown never acts (blocked)
+//  2. tiers      — escalated, or EscalateAfter failed repairs (escalate)
+//  3. crash-loop — too many restarts in the window (alert)
+//  4. grace      — inside the post-repair grace (pending)
+//  5. hysteresis — condition not yet held After consecutive runs (pending)
+//  6. budget     — N per WINDOW used up (blocked)
+//  7. debounce   — inside the per-agent window (pending restart since T)
+//  8. report-only — report-only agents never run; the verdict lists what the
+//     other guards would have said
+//  9. dry-run    — nothing runs; the verdict says what would have
+//
+// Every guard is evaluated even after one denies, so the Trace is complete;
+// the first denial (or report-only, which outranks all) decides.
+type Chain struct {
+	Guards contracts.Guards // contract-wide guards with defaults applied
+	Clock  Clock
+}
+
+// NewChain returns a chain for a contract's guards, with zero fields set to
+// their defaults (debounce 300s, grace 30s, escalate after 3 failed repairs,
+// crash loop 10 per 1h, reminders every 4h, every count 1).
+func NewChain(g contracts.Guards, clock Clock) *Chain {
+	if g.Debounce == 0 {
+		g.Debounce = DefaultDebounce
+	}
+	if g.Grace == 0 {
+		g.Grace = DefaultGrace
+	}
+	if g.EscalateAfter == 0 {
+		g.EscalateAfter = DefaultEscalateAfter
+	}
+	if g.CrashLoop.MaxRestarts == 0 {
+		g.CrashLoop.MaxRestarts = 10
+	}
+	if g.CrashLoop.Per == 0 {
+		g.CrashLoop.Per = time.Hour
+	}
+	if g.CrashLoop.Then == "" {
+		g.CrashLoop.Then = "alert"
+	}
+	if g.Repeat == 0 {
+		g.Repeat = DefaultRepeat
+	}
+	g.After = atLeastOne(g.After)
+	g.UnreachableAfter = atLeastOne(g.UnreachableAfter)
+	g.RecoverAfter = atLeastOne(g.RecoverAfter)
+	return &Chain{Guards: g, Clock: clock}
+}
+
+// Hysteresis returns the unit-level hysteresis of the contract.
+func (c *Chain) Hysteresis() Hysteresis {
+	return Hysteresis{After: c.Guards.After, UnreachableAfter: c.Guards.UnreachableAfter, RecoverAfter: c.Guards.RecoverAfter, Clock: c.Clock}
+}
+
+// Incidents returns the contract's alert policy over the given incidents
+// (the ledger's map, which must not be nil).
+func (c *Chain) Incidents(state map[string]*Incident) Incidents {
+	return Incidents{Repeat: c.Guards.Repeat, MaxRepeat: DefaultMaxRepeat, State: state, Clock: c.Clock}
+}
+
+// Observe folds one run's observation of u into its state (see Hysteresis).
+func (c *Chain) Observe(u *Unit, o Observation) Settled {
+	return c.Hysteresis().Observe(u, o)
+}
+
+// Grace returns the post-repair grace for a row: its own, else the contract's.
+func (c *Chain) Grace(g contracts.ActionGuard) time.Duration {
+	if g.Grace > 0 {
+		return g.Grace
+	}
+	return c.Guards.Grace
+}
+
+// rules returns the guards for a candidate, row overrides applied.
+func (c *Chain) rules(g contracts.ActionGuard) (Tiers, CrashLoop, Grace, Hysteresis, Budget, Debounce) {
+	h := c.Hysteresis()
+	if g.After > 0 {
+		h.After = g.After
+	}
+	esc := c.Guards.EscalateAfter
+	if g.EscalateAfter > 0 {
+		esc = g.EscalateAfter
+	}
+	b := Budget{Clock: c.Clock}
+	if g.Budget != nil {
+		b.Count, b.Window = g.Budget.Count, g.Budget.Window
+	} else if c.Guards.Budget != nil {
+		b.Count, b.Window = c.Guards.Budget.Count, c.Guards.Budget.Window
+	}
+	return Tiers{EscalateAfter: esc, Clock: c.Clock},
+		CrashLoop{MaxRestarts: c.Guards.CrashLoop.MaxRestarts, Per: c.Guards.CrashLoop.Per, Clock: c.Clock},
+		Grace{Clock: c.Clock},
+		h, b,
+		Debounce{Window: c.Guards.Debounce, Clock: c.Clock}
+}
+
+// Decide runs every guard for one candidate repair of unit u and returns the
+// verdict. It does not change u: the engine records what it did with
+// RecordRepair, RecordPending or RecordEscalated. Built-in rows (log, alert,
+// monitor, escalate) run nothing and need no verdict.
+func (c *Chain) Decide(u *Unit, cand Candidate) Verdict {
+	if u == nil {
+		u = &Unit{}
+	}
+	tiers, crash, grace, hyst, budget, debounce := c.rules(cand.Guard)
+	trace := []Step{
+		Severity{}.Check(cand.Severity),
+		tiers.Check(u, cand.Condition),
+		crash.Check(u),
+		grace.Check(u),
+		hyst.Check(u, cand.Condition),
+		budget.Check(u),
+		debounce.Check(u, cand.Condition),
+	}
+	var first *Step
+	for i := range trace {
+		if !trace[i].Allowed {
+			first = &trace[i]
+			break
+		}
+	}
+	dry := allow(GuardDryRun, "live run")
+	if cand.DryRun {
+		dry = deny(GuardDryRun, StatusDryRun, "dry-run: nothing runs")
+	}
+
+	if cand.ReportOnly {
+		var reason string
+		if first == nil {
+			reason = fmt.Sprintf("report-only: would run %s (guards: %s)", cand.Action, summary(trace))
+		} else {
+			reason = fmt.Sprintf("report-only: would not run %s, %s says %s (guards: %s)", cand.Action, first.Guard, first.Status, summary(trace))
+		}
+		trace = append(trace, deny(GuardReportOnly, StatusReportOnly, "report-only agent: never repaired"), dry)
+		return Verdict{Status: StatusReportOnly, Guard: GuardReportOnly, Reason: reason, Trace: trace}
+	}
+	trace = append(trace, allow(GuardReportOnly, "agent may be repaired"), dry)
+
+	switch {
+	case first != nil:
+		return Verdict{Status: first.Status, Guard: first.Guard, Reason: first.Guard + ": " + first.Reason, Trace: trace}
+	case cand.DryRun:
+		return Verdict{Status: StatusDryRun, Guard: GuardDryRun, Reason: "dry-run: would run " + cand.Action, Trace: trace}
+	}
+	return Verdict{Run: true, Status: StatusRun, Reason: "all guards allow: run " + cand.Action, Trace: trace}
+}
+
+// summary renders the guards' answers compactly: "debounce=pending budget=allow".
+func summary(trace []Step) string {
+	parts := make([]string, 0, len(trace))
+	for _, s := range trace {
+		if s.Allowed {
+			parts = append(parts, s.Guard+"=allow")
+		} else {
+			parts = append(parts, s.Guard+"="+s.Status)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// keep is how long repair times and counter increments are kept: the
+// longest window any guard reads, and at least a day.
+func (c *Chain) keep() time.Duration {
+	k := 24 * time.Hour
+	for _, d := range []time.Duration{c.Guards.CrashLoop.Per, c.Guards.Debounce} {
+		k = max(k, d)
+	}
+	if c.Guards.Budget != nil {
+		k = max(k, c.Guards.Budget.Window)
+	}
+	return k
+}
+
+// RecordRepair records that a repair for cond ran on u now: it counts
+// toward debounce, budget and crash-loop, starts the post-repair grace
+// (Grace for the row), clears the pending mark and counts an attempt.
+func (c *Chain) RecordRepair(u *Unit, cond string, grace time.Duration) {
+	now := c.Clock.Now()
+	u.Repairs = append(u.Repairs, now)
+	cut := now.Add(-c.keep())
+	i := 0
+	for i < len(u.Repairs) && !u.Repairs[i].After(cut) {
+		i++
+	}
+	u.Repairs = u.Repairs[i:]
+	if grace > 0 {
+		u.GraceUntil = now.Add(grace)
+	}
+	k := u.ensure(cond, now)
+	k.PendingSince = time.Time{}
+	k.Attempts++
+	k.LastRepair = now
+}
+
+// RecordPending marks the repair for cond as pending from now, unless it is
+// already pending (the first time is kept, so reports say "since T").
+func (c *Chain) RecordPending(u *Unit, cond string) {
+	now := c.Clock.Now()
+	k := u.ensure(cond, now)
+	if k.PendingSince.IsZero() {
+		k.PendingSince = now
+	}
+}
+
+// RecordVerify records the verification after a repair for cond:
+// remediated resets the failed-repair count; otherwise it grows toward
+// escalation. Either way the post-repair grace ends.
+func (c *Chain) RecordVerify(u *Unit, cond string, remediated bool) {
+	k := u.ensure(cond, c.Clock.Now())
+	u.GraceUntil = time.Time{}
+	if remediated {
+		k.LastVerify = Remediated
+		k.FailedRepairs = 0
+		return
+	}
+	k.LastVerify = RemediationFailed
+	k.FailedRepairs++
+}
+
+// RecordEscalated marks cond as escalated: repairs stop until it clears or
+// Reset. It reports whether the mark is new, so the engine pages once.
+func (c *Chain) RecordEscalated(u *Unit, cond string) bool {
+	k := u.ensure(cond, c.Clock.Now())
+	if k.Escalated {
+		return false
+	}
+	k.Escalated = true
+	return true
+}
+
+// RecordRestartCounter records a reading of the unit's external restart
+// counter (pm2 `restarts`, systemd `NRestarts`). The first reading is a
+// baseline; later ones add their increase as a sample; a reading lower than
+// the last means the counter was reset (the process manager restarted), and
+// the reading itself counts as the increase since.
+func (c *Chain) RecordRestartCounter(u *Unit, value int64) {
+	now := c.Clock.Now()
+	if u.Restarts == nil {
+		u.Restarts = &Counter{Last: value, LastAt: now}
+		return
+	}
+	delta := value - u.Restarts.Last
+	if delta < 0 {
+		delta = value
+	}
+	cut := now.Add(-c.keep())
+	kept := u.Restarts.Increments[:0]
+	for _, s := range u.Restarts.Increments {
+		if s.At.After(cut) {
+			kept = append(kept, s)
+		}
+	}
+	if delta > 0 {
+		kept = append(kept, Sample{At: now, N: delta})
+	}
+	u.Restarts.Increments = kept
+	u.Restarts.Last, u.Restarts.LastAt = value, now
+}
+
+// Reset is the operator's release of a unit: escalations, failed-repair
+// counts, pending repairs and the grace are cleared. Repair times stay, so
+// budgets and the crash-loop guard still hold.
+func Reset(u *Unit) {
+	u.GraceUntil = time.Time{}
+	for _, k := range u.Conditions {
+		k.Escalated = false
+		k.FailedRepairs = 0
+		k.Attempts = 0
+		k.PendingSince = time.Time{}
+	}
+}

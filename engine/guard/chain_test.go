@@ -1,0 +1,225 @@
+package guard
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/contractd/contractd/contracts"
+)
+
+// zulipGuards are the guards of the flagship contract plus a budget.
+var zulipGuards = contracts.Guards{
+	Debounce:         300 * time.Second,
+	CrashLoop:        contracts.CrashLoop{MaxRestarts: 10, Per: time.Hour, Then: "alert"},
+	UnreachableAfter: 3,
+	Budget:           &contracts.Budget{Count: 2, Window: time.Hour},
+}
+
+func TestChainDecide(t *testing.T) {
+	const action = "pm2 restart abiba-zulip"
+	held := func(n int) map[string]*Condition {
+		return map[string]*Condition{"stuck": {Held: n, Since: t0}}
+	}
+	tests := []struct {
+		name       string
+		unit       *Unit
+		cand       Candidate
+		now        time.Duration
+		wantRun    bool
+		wantStatus string
+		wantGuard  string
+		wantReason string
+	}{
+		{name: "all allow", unit: &Unit{Conditions: held(1)}, cand: Candidate{Severity: C},
+			wantRun: true, wantStatus: StatusRun, wantReason: "all guards allow: run " + action},
+		{name: "unknown never acts", unit: &Unit{Conditions: held(1)}, cand: Candidate{Severity: U},
+			wantStatus: StatusBlocked, wantGuard: GuardSeverity, wantReason: "severity unknown never acts"},
+		{name: "debounce pends", unit: &Unit{Conditions: held(1), Repairs: repairsAt(0)}, cand: Candidate{Severity: C}, now: time.Minute,
+			wantStatus: StatusPending, wantGuard: GuardDebounce, wantReason: "debounce: pending restart since 2026-11-29T19:01:00Z"},
+		{name: "debounce passed and condition still holds", unit: &Unit{Conditions: held(3), Repairs: repairsAt(0)}, cand: Candidate{Severity: C}, now: 6 * time.Minute,
+			wantRun: true, wantStatus: StatusRun},
+		{name: "budget blocks before debounce", unit: &Unit{Conditions: held(1), Repairs: repairsAt(0, 10*time.Minute)}, cand: Candidate{Severity: C}, now: 12 * time.Minute,
+			wantStatus: StatusBlocked, wantGuard: GuardBudget, wantReason: "over budget: 2 of 2 per 1h0m0s used"},
+		{name: "row budget overrides the contract's", unit: &Unit{Conditions: held(1), Repairs: repairsAt(0)}, now: 6 * time.Minute,
+			cand:       Candidate{Severity: C, Guard: contracts.ActionGuard{Budget: &contracts.Budget{Count: 1, Window: 10 * time.Minute}}},
+			wantStatus: StatusBlocked, wantGuard: GuardBudget},
+		{name: "crash loop alerts", unit: &Unit{Conditions: held(1), Restarts: &Counter{Last: 50, Increments: []Sample{{At: at(0), N: 11}}}},
+			cand: Candidate{Severity: C}, now: 30 * time.Minute,
+			wantStatus: StatusAlert, wantGuard: GuardCrashLoop, wantReason: "crash loop: 11 restarts"},
+		{name: "escalated condition escalates", unit: &Unit{Conditions: map[string]*Condition{"stuck": {Held: 9, FailedRepairs: 3}}},
+			cand: Candidate{Severity: C}, wantStatus: StatusEscalate, wantGuard: GuardTiers, wantReason: "3 repairs did not clear stuck"},
+		{name: "row escalate_after overrides", unit: &Unit{Conditions: map[string]*Condition{"stuck": {Held: 9, FailedRepairs: 1}}},
+			cand: Candidate{Severity: C, Guard: contracts.ActionGuard{EscalateAfter: 1}}, wantStatus: StatusEscalate, wantGuard: GuardTiers},
+		{name: "row after needs more runs", unit: &Unit{Conditions: held(1)}, cand: Candidate{Severity: C, Guard: contracts.ActionGuard{After: 2}},
+			wantStatus: StatusPending, wantGuard: GuardHysteresis, wantReason: "condition held 1 of 2 consecutive runs needed"},
+		{name: "condition never seen", unit: &Unit{}, cand: Candidate{Severity: C},
+			wantStatus: StatusPending, wantGuard: GuardHysteresis},
+		{name: "dry-run runs nothing", unit: &Unit{Conditions: held(1)}, cand: Candidate{Severity: C, DryRun: true},
+			wantStatus: StatusDryRun, wantGuard: GuardDryRun, wantReason: "dry-run: would run " + action},
+		{name: "dry-run shows the blocking guard", unit: &Unit{Conditions: held(1), Repairs: repairsAt(0)}, cand: Candidate{Severity: C, DryRun: true}, now: time.Minute,
+			wantStatus: StatusPending, wantGuard: GuardDebounce},
+		{name: "report-only lists the other guards", unit: &Unit{Conditions: held(1)}, cand: Candidate{Severity: C, ReportOnly: true},
+			wantStatus: StatusReportOnly, wantGuard: GuardReportOnly,
+			wantReason: "report-only: would run " + action + " (guards: severity=allow tiers=allow crash-loop=allow grace=allow hysteresis=allow budget=allow debounce=allow)"},
+		{name: "report-only says which guard would hold it", unit: &Unit{Conditions: held(1), Repairs: repairsAt(0)}, cand: Candidate{Severity: C, ReportOnly: true}, now: time.Minute,
+			wantStatus: StatusReportOnly, wantGuard: GuardReportOnly,
+			wantReason: "report-only: would not run " + action + ", debounce says pending (guards: severity=allow tiers=allow crash-loop=allow grace=allow hysteresis=allow budget=allow debounce=pending)"},
+		{name: "report-only outranks unknown", unit: &Unit{}, cand: Candidate{Severity: U, ReportOnly: true},
+			wantStatus: StatusReportOnly, wantGuard: GuardReportOnly, wantReason: "severity says blocked"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := NewChain(zulipGuards, NewFakeClock(at(tt.now)))
+			tt.cand.Condition, tt.cand.Action = "stuck", action
+			v := c.Decide(tt.unit, tt.cand)
+			if v.Run != tt.wantRun || v.Status != tt.wantStatus || v.Guard != tt.wantGuard {
+				t.Fatalf("verdict = run %v %q by %q, want run %v %q by %q\n%s", v.Run, v.Status, v.Guard, tt.wantRun, tt.wantStatus, tt.wantGuard, v)
+			}
+			if !strings.Contains(v.Reason, tt.wantReason) {
+				t.Errorf("reason %q does not contain %q", v.Reason, tt.wantReason)
+			}
+			if len(v.Trace) != 9 {
+				t.Errorf("trace has %d steps, want all 9 guards:\n%s", len(v.Trace), v)
+			}
+		})
+	}
+}
+
+func TestChainOrderIsFixed(t *testing.T) {
+	// A unit that every guard would stop: the trace lists them all in the
+	// documented order and the first one decides.
+	u := &Unit{
+		Repairs:    repairsAt(0, time.Minute),
+		GraceUntil: at(10 * time.Minute),
+		Restarts:   &Counter{Increments: []Sample{{At: at(0), N: 20}}},
+		Conditions: map[string]*Condition{"stuck": {Escalated: true}},
+	}
+	v := NewChain(zulipGuards, NewFakeClock(at(2*time.Minute))).Decide(u, Candidate{Condition: "stuck", Action: "x", Severity: C})
+	var order, statuses []string
+	for _, s := range v.Trace {
+		order = append(order, s.Guard)
+		statuses = append(statuses, s.Status)
+	}
+	wantOrder := "severity tiers crash-loop grace hysteresis budget debounce report-only dry-run"
+	if got := strings.Join(order, " "); got != wantOrder {
+		t.Errorf("order = %s, want %s", got, wantOrder)
+	}
+	wantStatuses := "run escalate alert pending pending blocked pending run run"
+	if got := strings.Join(statuses, " "); got != wantStatuses {
+		t.Errorf("statuses = %s, want %s", got, wantStatuses)
+	}
+	if v.Guard != GuardTiers {
+		t.Errorf("decided by %s, want tiers", v.Guard)
+	}
+}
+
+// TestDebounceScenario follows the flagship's strategy: a repair inside the
+// debounce window is pending with a timestamp; once the window has passed
+// and the condition still holds, it runs; if the condition cleared, nothing
+// runs.
+func TestDebounceScenario(t *testing.T) {
+	clock := NewFakeClock(t0)
+	c := NewChain(contracts.Guards{Debounce: 300 * time.Second}, clock)
+	u := &Unit{}
+	cand := Candidate{Condition: "response_pipeline=blocked", Action: "pm2 restart abiba-zulip"}
+	run := func(conds ...string) Verdict {
+		s := c.Observe(u, Observation{Severity: C, Conditions: conds})
+		cand.Severity = s.Severity
+		v := c.Decide(u, cand)
+		switch v.Status {
+		case StatusRun:
+			c.RecordRepair(u, cand.Condition, c.Grace(cand.Guard))
+			c.RecordVerify(u, cand.Condition, false)
+		case StatusPending:
+			c.RecordPending(u, cand.Condition)
+		}
+		return v
+	}
+
+	if v := run(cand.Condition); !v.Run {
+		t.Fatalf("first repair: %s", v)
+	}
+	clock.Advance(2 * time.Minute)
+	if v := run(cand.Condition); v.Status != StatusPending || !strings.Contains(v.Reason, "pending restart since 2026-11-29T19:02:00Z") {
+		t.Fatalf("inside window: %s", v)
+	}
+	clock.Advance(2 * time.Minute)
+	if v := run(cand.Condition); !strings.Contains(v.Reason, "pending restart since 2026-11-29T19:02:00Z") {
+		t.Fatalf("still inside window should keep the first pending time: %s", v)
+	}
+	clock.Advance(2 * time.Minute)
+	if v := run(cand.Condition); !v.Run {
+		t.Fatalf("after the window with the condition still there: %s", v)
+	}
+	if got := u.Attempts(cand.Condition); got != 2 {
+		t.Errorf("attempts = %d, want 2", got)
+	}
+	if got := len(u.Repairs); got != 2 {
+		t.Errorf("repairs recorded = %d, want 2", got)
+	}
+}
+
+// TestEscalationScenario: after EscalateAfter repairs that did not clear the
+// condition, repairs stop and the verdict is escalate until the condition
+// clears, or an operator resets the unit.
+func TestEscalationScenario(t *testing.T) {
+	clock := NewFakeClock(t0)
+	c := NewChain(contracts.Guards{Debounce: time.Minute, EscalateAfter: 2}, clock)
+	u := &Unit{}
+	cand := Candidate{Condition: "stuck", Action: "systemctl --user restart lab-a2a-sol"}
+	var statuses []string
+	var pages int
+	for range 5 {
+		cand.Severity = c.Observe(u, Observation{Severity: C, Conditions: []string{"stuck"}}).Severity
+		v := c.Decide(u, cand)
+		statuses = append(statuses, v.Status)
+		switch v.Status {
+		case StatusRun:
+			c.RecordRepair(u, "stuck", 0)
+			c.RecordVerify(u, "stuck", false)
+		case StatusEscalate:
+			if c.RecordEscalated(u, "stuck") {
+				pages++
+			}
+		}
+		clock.Advance(2 * time.Minute)
+	}
+	if got := strings.Join(statuses, " "); got != "run run escalate escalate escalate" {
+		t.Fatalf("statuses = %s", got)
+	}
+	if pages != 1 {
+		t.Errorf("paged %d times, want once", pages)
+	}
+
+	Reset(u)
+	cand.Severity = c.Observe(u, Observation{Severity: C, Conditions: []string{"stuck"}}).Severity
+	if v := c.Decide(u, cand); !v.Run {
+		t.Fatalf("after operator reset: %s", v)
+	}
+
+	// A remediated repair resets the failed count; the condition clearing
+	// drops it entirely.
+	c.RecordRepair(u, "stuck", 0)
+	c.RecordVerify(u, "stuck", true)
+	if u.Conditions["stuck"].FailedRepairs != 0 || u.Conditions["stuck"].LastVerify != Remediated {
+		t.Errorf("remediated not recorded: %+v", u.Conditions["stuck"])
+	}
+	s := c.Observe(u, Observation{Severity: H})
+	if len(s.Cleared) != 1 || u.Attempts("stuck") != 0 {
+		t.Errorf("condition did not clear: %+v attempts=%d", s, u.Attempts("stuck"))
+	}
+}
+
+func TestRecordRepairPrunesOldTimes(t *testing.T) {
+	clock := NewFakeClock(t0)
+	c := NewChain(contracts.Guards{}, clock)
+	u := &Unit{}
+	for range 30 {
+		c.RecordRepair(u, "stuck", 0)
+		clock.Advance(2 * time.Hour)
+	}
+	if n := len(u.Repairs); n > 13 {
+		t.Errorf("kept %d repair times over 60h, want only the last day's", n)
+	}
+}

@@ -1,0 +1,126 @@
+package guard
+
+import (
+	"fmt"
+	"strings"
+	"time"
+)
+
+// What an incident observation asks the engine to send.
+const (
+	SendNothing  = ""
+	SendOpen     = "open"
+	SendReminder = "reminder"
+	SendResolved = "resolved"
+)
+
+// Incident is one alert incident, keyed by (contract, agent, condition).
+type Incident struct {
+	OpenedAt   time.Time `json:"opened_at"`
+	LastSent   time.Time `json:"last_sent"`
+	Reminders  int       `json:"reminders,omitempty"`
+	Resolved   bool      `json:"resolved,omitempty"`
+	ResolvedAt time.Time `json:"resolved_at,omitzero"`
+}
+
+// Action is what Observe decided for one incident key.
+type Action struct {
+	Send     string   // SendNothing, SendOpen, SendReminder or SendResolved
+	Key      string   // the incident key
+	Incident Incident // the incident after this observation
+	Reason   string
+}
+
+// IncidentKey joins (contract, agent, condition) into the ledger's key.
+// Condition may be empty for a unit-level incident.
+func IncidentKey(contract, agent, condition string) string {
+	return strings.Join([]string{contract, agent, condition}, "/")
+}
+
+// Incidents is the alert policy over the ledger's incidents: one open
+// incident per key; alert once when it opens; a reminder after Repeat
+// (default 4h) that doubles each time up to MaxRepeat (default 24h);
+// exactly one resolved message when it closes. Because the state lives in
+// the ledger, nothing is sent twice across runs or process restarts.
+//
+// State is the ledger's map and must not be nil; Observe adds and updates
+// its entries.
+type Incidents struct {
+	Repeat    time.Duration
+	MaxRepeat time.Duration
+	State     map[string]*Incident
+	Clock     Clock
+}
+
+// interval returns the wait before reminder number n+1.
+func (p Incidents) interval(n int) time.Duration {
+	repeat, limit := p.Repeat, p.MaxRepeat
+	if repeat <= 0 {
+		repeat = DefaultRepeat
+	}
+	if limit <= 0 {
+		limit = DefaultMaxRepeat
+	}
+	d := repeat
+	for i := 0; i < n && d < limit; i++ {
+		d *= 2
+	}
+	return min(d, limit)
+}
+
+// Observe records whether the condition behind key is active this run and
+// returns what to send. suppressOpen is set for the children of a gate that
+// is down: no incident is created for them, but an open one still resolves
+// when it clears. The engine must not call Observe for a unit whose settled
+// severity is unknown: unknown neither opens nor resolves.
+func (p Incidents) Observe(key string, active, suppressOpen bool) Action {
+	now := p.Clock.Now()
+	inc := p.State[key]
+	open := inc != nil && !inc.Resolved
+	switch {
+	case active && !open:
+		if suppressOpen {
+			return Action{Key: key, Reason: "not opened: its gate is down"}
+		}
+		inc = &Incident{OpenedAt: now, LastSent: now}
+		p.State[key] = inc
+		return Action{Send: SendOpen, Key: key, Incident: *inc, Reason: "opened"}
+	case active && open:
+		wait := p.interval(inc.Reminders)
+		if now.Sub(inc.LastSent) < wait {
+			return Action{Key: key, Incident: *inc, Reason: fmt.Sprintf("open since %s; next reminder at %s", stamp(inc.OpenedAt), stamp(inc.LastSent.Add(wait)))}
+		}
+		inc.Reminders++
+		inc.LastSent = now
+		return Action{Send: SendReminder, Key: key, Incident: *inc, Reason: fmt.Sprintf("still open since %s (reminder %d)", stamp(inc.OpenedAt), inc.Reminders)}
+	case !active && open:
+		inc.Resolved, inc.ResolvedAt, inc.LastSent = true, now, now
+		return Action{Send: SendResolved, Key: key, Incident: *inc, Reason: fmt.Sprintf("resolved after %s", now.Sub(inc.OpenedAt).Round(time.Second))}
+	}
+	return Action{Key: key, Reason: "not active"}
+}
+
+// Open returns the keys of open incidents, so the engine can resolve those
+// whose condition it no longer sees at all (a row removed, a unit gone).
+func (p Incidents) Open() []string {
+	var keys []string
+	for k, inc := range p.State {
+		if !inc.Resolved {
+			keys = append(keys, k)
+		}
+	}
+	return keys
+}
+
+// Prune deletes incidents resolved more than age ago and returns how many.
+func (p Incidents) Prune(age time.Duration) int {
+	cut := p.Clock.Now().Add(-age)
+	n := 0
+	for k, inc := range p.State {
+		if inc.Resolved && inc.ResolvedAt.Before(cut) {
+			delete(p.State, k)
+			n++
+		}
+	}
+	return n
+}
