@@ -1,0 +1,177 @@
+package notify
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// poster sends one HTTP request with a per-attempt timeout and retries with
+// exponential backoff on transport errors, 429 and 5xx answers. It never
+// puts the URL's path or query, a header, or a known secret in its errors.
+type poster struct {
+	client  *http.Client
+	timeout time.Duration
+	retries int
+	backoff time.Duration
+	where   string   // what errors name: scheme://host only
+	secrets []string // values scrubbed from errors
+}
+
+func newPoster(o opt, deps Deps, rawURL string) (poster, error) {
+	p := poster{client: deps.Client}
+	if p.client == nil {
+		p.client = &http.Client{}
+	}
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return p, fmt.Errorf("%w: %q is not an http(s) URL", ErrConfig, redactURL(rawURL))
+	}
+	p.where = u.Scheme + "://" + u.Host
+	if p.timeout, err = o.duration("timeout", 10*time.Second); err != nil {
+		return p, err
+	}
+	if p.retries, err = o.count("retries", 2); err != nil {
+		return p, err
+	}
+	if p.backoff, err = o.duration("backoff", time.Second); err != nil {
+		return p, err
+	}
+	return p, nil
+}
+
+// redactURL keeps only the scheme and host of a URL-looking string.
+func redactURL(s string) string {
+	if u, err := url.Parse(s); err == nil && u.Host != "" {
+		return u.Scheme + "://" + u.Host + "/…"
+	}
+	return "…"
+}
+
+// errRetry marks an attempt worth retrying.
+type errRetry struct {
+	err   error
+	after time.Duration // from Retry-After, when the server said
+}
+
+func (e errRetry) Error() string { return e.err.Error() }
+func (e errRetry) Unwrap() error { return e.err }
+
+// do sends the request built by build until it succeeds, a permanent error,
+// the retries are spent, or ctx ends. check judges a response with a 2xx
+// status (nil for "any 2xx is success").
+func (p poster) do(ctx context.Context, build func(context.Context) (*http.Request, error), check func([]byte) error) error {
+	wait := p.backoff
+	var last error
+	tries := 0
+	for attempt := 0; attempt <= p.retries; attempt++ {
+		if attempt > 0 {
+			d := wait
+			var r errRetry
+			if errors.As(last, &r) && r.after > d {
+				d = min(r.after, 30*time.Second)
+			}
+			t := time.NewTimer(d)
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return p.scrub(fmt.Errorf("post %s: %w (gave up waiting to retry after: %v)", p.where, ctx.Err(), last))
+			case <-t.C:
+			}
+			wait *= 2
+		}
+		tries++
+		last = p.once(ctx, build, check)
+		if last == nil {
+			return nil
+		}
+		if !errors.As(last, new(errRetry)) {
+			break
+		}
+	}
+	if tries > 1 {
+		return p.scrub(fmt.Errorf("post %s: %w (%d attempts)", p.where, last, tries))
+	}
+	return p.scrub(fmt.Errorf("post %s: %w", p.where, last))
+}
+
+func (p poster) once(ctx context.Context, build func(context.Context) (*http.Request, error), check func([]byte) error) error {
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
+	defer cancel()
+	req, err := build(ctx)
+	if err != nil {
+		return err
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		// *url.Error carries the full URL; keep only the cause.
+		var ue *url.Error
+		if errors.As(err, &ue) {
+			err = ue.Err
+		}
+		if ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			return errRetry{err: fmt.Errorf("timed out after %s: %w", p.timeout, context.DeadlineExceeded)}
+		}
+		return errRetry{err: err}
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode/100 == 2 {
+		if check != nil {
+			return check(body)
+		}
+		return nil
+	}
+	err = fmt.Errorf("%s: %s", resp.Status, excerpt(body))
+	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
+		r := errRetry{err: err}
+		if s, e := strconv.Atoi(resp.Header.Get("Retry-After")); e == nil && s > 0 {
+			r.after = time.Duration(s) * time.Second
+		}
+		return r
+	}
+	return err
+}
+
+// scrub replaces every known secret in err's text.
+func (p poster) scrub(err error) error {
+	msg := err.Error()
+	changed := false
+	for _, s := range p.secrets {
+		if s != "" && strings.Contains(msg, s) {
+			msg = strings.ReplaceAll(msg, s, "[redacted]")
+			changed = true
+		}
+	}
+	if !changed {
+		return err
+	}
+	return scrubbed{msg: msg, err: err}
+}
+
+// scrubbed keeps the wrapped chain for errors.Is but prints the scrubbed text.
+type scrubbed struct {
+	msg string
+	err error
+}
+
+func (s scrubbed) Error() string { return s.msg }
+func (s scrubbed) Unwrap() error { return errors.Unwrap(s.err) }
+
+// excerpt returns the start of a response body on one line.
+func excerpt(b []byte) string {
+	s := strings.Join(strings.Fields(string(b)), " ")
+	if len(s) > 200 {
+		s = s[:200] + "…"
+	}
+	if s == "" {
+		return "(empty body)"
+	}
+	return s
+}

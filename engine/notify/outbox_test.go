@@ -1,0 +1,129 @@
+package notify
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/contractd/contractd/engine/guard"
+)
+
+func TestSenderQueuesAndRetriesNextRun(t *testing.T) {
+	rec := newRecorder(t, "", 503)
+	hook, err := New("webhook", map[string]string{"url": rec.srv.URL, "retries": "0", "format": "text"}, Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logBuf bytes.Buffer
+	clock := guard.NewFakeClock(msgTime)
+	s := Sender{Notifiers: []Notifier{NewLog(&logBuf), hook}, Clock: clock}
+	msg := func(text string) Message { m := testMessage(); m.Text = text; return m }
+
+	// Run 1: the webhook is down. The log still gets both messages; the
+	// webhook is tried once, and the second message is queued untried.
+	var out Outbox
+	ds := s.Send(t.Context(), &out, msg("one"), msg("two"))
+	if got := summarize(ds); got != "log:one:ok log:two:ok webhook:one:queued webhook:two:queued" {
+		t.Fatalf("run 1: %s", got)
+	}
+	if n := len(rec.requests()); n != 1 {
+		t.Errorf("webhook tried %d times, want once per run", n)
+	}
+	if !strings.Contains(ds[3].Err.Error(), "not tried: webhook failed earlier in this run") {
+		t.Errorf("second message error: %v", ds[3].Err)
+	}
+	if strings.Count(logBuf.String(), "\n") != 2 {
+		t.Errorf("log got %q", logBuf.String())
+	}
+
+	// The outbox survives a restart: it is JSON in the ledger.
+	b, err := json.Marshal(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reloaded Outbox
+	if err := json.Unmarshal(b, &reloaded); err != nil {
+		t.Fatal(err)
+	}
+
+	// Run 2: the webhook is back. Queued messages go first, in order, then
+	// this run's message.
+	rec.mu.Lock()
+	rec.statuses = []int{200}
+	rec.reqs = nil
+	rec.mu.Unlock()
+	clock.Advance(15 * time.Minute)
+	ds = s.Send(t.Context(), &reloaded, msg("three"))
+	if got := summarize(ds); got != "log:three:ok webhook:one:retried webhook:two:retried webhook:three:ok" {
+		t.Fatalf("run 2: %s", got)
+	}
+	var texts []string
+	for _, r := range rec.requests() {
+		texts = append(texts, string(r.body))
+	}
+	if got := strings.Join(texts, ","); !strings.Contains(got, `one"},{"text":"zulip-health: two"},{"text":"zulip-health: three"}`) {
+		t.Errorf("webhook received %s", got)
+	}
+	if len(reloaded.Queue) != 0 {
+		t.Errorf("outbox kept %d messages after delivery", len(reloaded.Queue))
+	}
+}
+
+func TestSenderDropsAfterMaxAttemptsAndAge(t *testing.T) {
+	rec := newRecorder(t, "", 500)
+	hook, err := New("webhook", map[string]string{"url": rec.srv.URL, "retries": "0"}, Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := guard.NewFakeClock(msgTime)
+	s := Sender{Notifiers: []Notifier{hook}, Clock: clock, MaxAttempts: 3}
+	var out Outbox
+	var got []string
+	got = append(got, summarize(s.Send(t.Context(), &out, testMessage())))
+	for range 3 {
+		clock.Advance(time.Minute)
+		got = append(got, summarize(s.Send(t.Context(), &out)))
+	}
+	if strings.Join(got, " | ") != "webhook:restarted:queued | webhook:restarted:queued-retry | webhook:restarted:dropped | " {
+		t.Errorf("runs: %s", strings.Join(got, " | "))
+	}
+
+	// Age: a message older than MaxAge is dropped even with attempts left.
+	s.MaxAttempts, s.MaxAge = 100, time.Hour
+	out = Outbox{}
+	s.Send(t.Context(), &out, testMessage())
+	clock.Advance(2 * time.Hour)
+	if got := summarize(s.Send(t.Context(), &out)); got != "webhook:restarted:dropped" {
+		t.Errorf("old message: %s", got)
+	}
+
+	// A notifier removed from the contract: its queue is dropped.
+	out = Outbox{Queue: []Queued{{Notifier: "pager", Message: testMessage(), Attempts: 1, Since: msgTime}}}
+	ds := s.Send(t.Context(), &out)
+	if len(ds) != 1 || !ds[0].Dropped || ds[0].Err.Error() != "notifier pager is no longer configured" || len(out.Queue) != 0 {
+		t.Errorf("removed notifier: %+v queue %v", ds, out.Queue)
+	}
+}
+
+// summarize renders deliveries as notifier:first-word-of-text:outcome.
+func summarize(ds []Delivery) string {
+	var parts []string
+	for _, d := range ds {
+		outcome := "ok"
+		switch {
+		case d.Err == nil && d.Retry:
+			outcome = "retried"
+		case d.Dropped:
+			outcome = "dropped"
+		case d.Queued && d.Retry:
+			outcome = "queued-retry"
+		case d.Queued:
+			outcome = "queued"
+		}
+		parts = append(parts, fmt.Sprintf("%s:%s:%s", d.Notifier, strings.Fields(d.Message.Text)[0], outcome))
+	}
+	return strings.Join(parts, " ")
+}

@@ -1,0 +1,123 @@
+package notify
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strings"
+)
+
+// Zulip posts each message to a Zulip server's REST API,
+// POST {site}/api/v1/messages, with HTTP basic auth (bot email, API key) read
+// from the environment variables named by bot_email_env and api_key_env.
+// With `stream` it sends `type=stream&to=STREAM&topic=TOPIC&content=…`
+// (topic defaults to the contract's name); with `to` (an email) it sends a
+// direct message `type=direct&to=["EMAIL"]`. The content is the message
+// line. Timeouts and retries work as for Webhook. The API key never appears
+// in an error.
+//
+// Options: site, bot_email_env, api_key_env (required), stream or to,
+// topic, timeout, retries, backoff, name.
+type Zulip struct {
+	name     string
+	endpoint string
+	stream   string
+	topic    string
+	to       string
+	email    string
+	key      string
+	post     poster
+}
+
+var _ Notifier = (*Zulip)(nil)
+
+func newZulip(opts map[string]string, deps Deps) (Notifier, error) {
+	o, err := options(opts, "site", "stream", "topic", "to", "bot_email_env", "api_key_env", "timeout", "retries", "backoff")
+	if err != nil {
+		return nil, err
+	}
+	z := &Zulip{name: o.str("name", "zulip"), stream: o.str("stream", ""), topic: o.str("topic", ""), to: o.str("to", "")}
+	site, err := o.required("site")
+	if err != nil {
+		return nil, err
+	}
+	z.endpoint = strings.TrimRight(site, "/") + "/api/v1/messages"
+	if (z.stream == "") == (z.to == "") {
+		return nil, fmt.Errorf("%w: exactly one of stream or to is required", ErrConfig)
+	}
+	for _, v := range []struct {
+		opt string
+		dst *string
+	}{{"bot_email_env", &z.email}, {"api_key_env", &z.key}} {
+		env, err := o.required(v.opt)
+		if err != nil {
+			return nil, err
+		}
+		if deps.Getenv != nil {
+			*v.dst = deps.Getenv(env)
+		}
+		if *v.dst == "" {
+			return nil, fmt.Errorf("%w: %s: environment variable %s is empty", ErrConfig, v.opt, env)
+		}
+	}
+	if z.post, err = newPoster(o, deps, z.endpoint); err != nil {
+		return nil, err
+	}
+	z.post.secrets = []string{z.key}
+	return z, nil
+}
+
+// Name returns the notifier's name.
+func (z *Zulip) Name() string { return z.name }
+
+// Notify sends m. It returns an error when Zulip did not answer
+// {"result": "success"} after the retries, with Zulip's own `msg`.
+func (z *Zulip) Notify(ctx context.Context, m Message) error {
+	form := url.Values{"content": {m.Line()}}
+	if z.stream != "" {
+		topic := z.topic
+		if topic == "" {
+			topic = m.Contract
+		}
+		form.Set("type", "stream")
+		form.Set("to", z.stream)
+		form.Set("topic", topic)
+	} else {
+		to, err := json.Marshal([]string{z.to})
+		if err != nil {
+			return fmt.Errorf("encode recipient: %w", err)
+		}
+		form.Set("type", "direct")
+		form.Set("to", string(to))
+	}
+	body := form.Encode()
+	err := z.post.do(ctx, func(ctx context.Context) (*http.Request, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, z.endpoint, strings.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		req.SetBasicAuth(z.email, z.key)
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("User-Agent", "contractd")
+		return req, nil
+	}, func(b []byte) error {
+		var r struct {
+			Result string `json:"result"`
+			Msg    string `json:"msg"`
+		}
+		if err := json.Unmarshal(b, &r); err != nil {
+			return fmt.Errorf("zulip answered with something other than JSON: %s", excerpt(b))
+		}
+		if r.Result != "success" {
+			return errors.New("zulip: " + r.Msg)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("notify %s: %w", z.name, err)
+	}
+	return nil
+}
