@@ -1,0 +1,400 @@
+// Package serve is `contractd serve`: a daemon that runs every contract of a
+// directory on its schedule and on demand, never two runs of one contract at
+// once, backs off when runs fail and holds a contract down after repeated
+// failures, reloads edited contracts, answers an HTTP API with Prometheus
+// metrics, and reports its own liveness to systemd.
+//
+// The daemon decides when to run; the engine (a Runner) decides what a run
+// does. A sick agent is a finished run; only an engine failure (a Run error,
+// a deadline, a panic) counts toward backoff and hold-down.
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine"
+	"github.com/fsnotify/fsnotify"
+)
+
+// Defaults used when a Config field is zero.
+const (
+	DefaultListen        = "127.0.0.1:9464"
+	DefaultEvery         = 15 * time.Minute
+	DefaultStagger       = 30 * time.Second // the CLI's --stagger default; a zero Config.Stagger means none
+	DefaultShutdownGrace = 30 * time.Second
+	DefaultRunTimeout    = 10 * time.Minute
+	DefaultDebounce      = 250 * time.Millisecond
+	DefaultHeldPoll      = 5 * time.Second
+	DefaultHeartbeat     = time.Second
+	DefaultStuckAfter    = 30 * time.Second
+)
+
+// Runner runs one contract once. *engine.Engine satisfies it. A non-nil
+// error means the engine itself failed (store, lock, deadline); a report
+// with Skipped set means another process held the contract's run lock.
+type Runner interface {
+	Run(ctx context.Context, c *contracts.Contract) (*engine.Report, error)
+}
+
+// LoadFunc reads one contract file. It returns the contract and any warning
+// lines when the file lints clean; it returns a non-nil error (and the
+// diagnostic lines, `file:line:col: error: msg`) when it does not, and the
+// daemon keeps that file out.
+type LoadFunc func(path string) (*contracts.Contract, []string, error)
+
+// Clock is the daemon's time source. RealClock is the default.
+type Clock interface {
+	Now() time.Time
+	After(d time.Duration) <-chan time.Time
+}
+
+// RealClock is the wall clock.
+type RealClock struct{}
+
+// Now returns the current time.
+func (RealClock) Now() time.Time { return time.Now() }
+
+// After returns a channel that receives once d has passed.
+func (RealClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+// Config configures a Daemon. Dir, StateDir, Runner and Load are required.
+type Config struct {
+	Dir       string // contract files: every *.md directly inside
+	StateDir  string // NAME.scheduler.json files live here
+	Listen    string // HTTP address; "" means DefaultListen
+	TokenFile string // bearer token for POST endpoints; "" disables them
+	Runner    Runner
+	Load      LoadFunc
+	// Notify delivers the daemon's own alerts (one per hold-down). Nil means
+	// the alert is only logged.
+	Notify func(ctx context.Context, text string) error
+	// Snapshot returns a contract's last Maintains snapshot for
+	// GET /contracts/{name}; nil, or a nil result, leaves it out.
+	Snapshot func(name string) (json.RawMessage, error)
+	Clock    Clock                // nil means RealClock
+	Logf     func(string, ...any) // nil means log.Printf
+	Reload   <-chan os.Signal     // each receive reloads the directory (wire SIGHUP here)
+	Systemd  Systemd              // sd_notify target; see SystemdFromEnv
+	// DisableWatch turns off the fsnotify watch of Dir (e.g. on network
+	// file systems); reloads then happen only on Reload.
+	DisableWatch bool
+
+	Stagger       time.Duration // max random phase per contract; 0 means none
+	ShutdownGrace time.Duration // how long running runs may finish after ctx is cancelled
+	RunTimeout    time.Duration // deadline of one run
+	Debounce      time.Duration // quiet time after a file event before reloading
+	HeldPoll      time.Duration // how often a held contract looks for a Reset
+	Heartbeat     time.Duration // scheduler loop tick
+	StuckAfter    time.Duration // /healthz fails when the last tick is older
+}
+
+// Errors callers branch on.
+var (
+	ErrUnknownContract = errors.New("unknown contract")
+	ErrOverlap         = errors.New("a run of this contract is already going")
+	ErrStopping        = errors.New("the daemon is shutting down")
+)
+
+// Daemon is a running `contractd serve`. Create it with New, drive it with Run.
+type Daemon struct {
+	cfg     Config
+	clock   Clock
+	logf    func(string, ...any)
+	ln      net.Listener
+	srv     *http.Server
+	metrics *metrics
+
+	mu      sync.Mutex
+	entries map[string]*entry     // by contract name
+	files   map[string]*fileState // by path
+
+	hbMu sync.Mutex
+	hb   heartbeat
+
+	runs       sync.WaitGroup
+	runCtx     context.Context // outlives Run's ctx by up to ShutdownGrace
+	cancelRuns context.CancelFunc
+	loopCtx    context.Context
+	stopLoops  context.CancelFunc
+	stopping   atomic.Bool
+	reloadReq  chan struct{}
+}
+
+// New checks cfg, fills defaults and opens the HTTP listener, so an address
+// already in use fails here rather than later. It returns an error naming the
+// missing field or the listen failure. Nothing runs until Run.
+func New(cfg Config) (*Daemon, error) {
+	switch {
+	case cfg.Dir == "":
+		return nil, errors.New("serve: Config.Dir is required")
+	case cfg.StateDir == "":
+		return nil, errors.New("serve: Config.StateDir is required")
+	case cfg.Runner == nil:
+		return nil, errors.New("serve: Config.Runner is required")
+	case cfg.Load == nil:
+		return nil, errors.New("serve: Config.Load is required")
+	}
+	if cfg.Listen == "" {
+		cfg.Listen = DefaultListen
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = RealClock{}
+	}
+	if cfg.Logf == nil {
+		cfg.Logf = log.Printf
+	}
+	setDefault(&cfg.ShutdownGrace, DefaultShutdownGrace)
+	setDefault(&cfg.RunTimeout, DefaultRunTimeout)
+	setDefault(&cfg.Debounce, DefaultDebounce)
+	setDefault(&cfg.HeldPoll, DefaultHeldPoll)
+	setDefault(&cfg.Heartbeat, DefaultHeartbeat)
+	setDefault(&cfg.StuckAfter, DefaultStuckAfter)
+	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("serve: create state dir: %w", err)
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("serve: listen %s: %w", cfg.Listen, err)
+	}
+	d := &Daemon{
+		cfg:       cfg,
+		clock:     cfg.Clock,
+		logf:      cfg.Logf,
+		ln:        ln,
+		entries:   map[string]*entry{},
+		files:     map[string]*fileState{},
+		reloadReq: make(chan struct{}, 1),
+		hb:        heartbeat{stuckAfter: cfg.StuckAfter},
+	}
+	d.metrics = newMetrics(d.tickAgeSeconds)
+	d.srv = &http.Server{Handler: d.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	return d, nil
+}
+
+func setDefault(d *time.Duration, v time.Duration) {
+	if *d <= 0 {
+		*d = v
+	}
+}
+
+// Addr returns the address the HTTP API listens on.
+func (d *Daemon) Addr() net.Addr { return d.ln.Addr() }
+
+// Reload asks the daemon to re-read its contract directory, as SIGHUP does.
+// It never blocks; requests made while one is pending coalesce.
+func (d *Daemon) Reload() {
+	select {
+	case d.reloadReq <- struct{}{}:
+	default:
+	}
+}
+
+// Serve runs a daemon until ctx is cancelled; it is New followed by Run.
+// It returns nil on a clean stop and the first error otherwise.
+func Serve(ctx context.Context, cfg Config) error {
+	d, err := New(cfg)
+	if err != nil {
+		return err
+	}
+	return d.Run(ctx)
+}
+
+// Run loads the contracts, starts their schedules and the HTTP API, tells
+// systemd it is ready, and runs until ctx is cancelled. Then it stops
+// scheduling, lets running runs finish within ShutdownGrace, cancels the
+// rest, and returns nil. It returns an error when the HTTP server fails or
+// runs ignore cancellation past a second grace period.
+func (d *Daemon) Run(ctx context.Context) error {
+	d.runCtx, d.cancelRuns = context.WithCancel(context.WithoutCancel(ctx))
+	defer d.cancelRuns()
+	d.loopCtx, d.stopLoops = context.WithCancel(ctx)
+	defer d.stopLoops()
+
+	d.beat()
+	var watcher *fsnotify.Watcher
+	var werr error
+	if !d.cfg.DisableWatch {
+		watcher, werr = fsnotify.NewWatcher()
+	}
+	if watcher != nil && werr == nil {
+		if err := watcher.Add(d.cfg.Dir); err != nil {
+			werr = err
+			watcher.Close()
+		}
+	}
+	switch {
+	case werr != nil:
+		d.logf("serve: watching %s failed, reload only on SIGHUP: %v", d.cfg.Dir, werr)
+		watcher = nil
+	case watcher != nil:
+		defer watcher.Close()
+	}
+
+	d.reload()
+	srvErr := make(chan error, 1)
+	go func() { srvErr <- d.srv.Serve(d.ln) }()
+
+	loaded, rejected := d.counts()
+	d.logf("serve: %d contracts loaded, %d rejected; listening on %s", loaded, rejected, d.Addr())
+	if err := d.cfg.Systemd.Notify(fmt.Sprintf("READY=1\nSTATUS=%d contracts loaded, %d rejected", loaded, rejected)); err != nil {
+		d.logf("serve: %v", err)
+	}
+
+	var events <-chan fsnotify.Event
+	var watchErrs <-chan error
+	if watcher != nil {
+		events, watchErrs = watcher.Events, watcher.Errors
+	}
+	var wdTick <-chan time.Time
+	if d.cfg.Systemd.Watchdog > 0 {
+		wdTick = d.clock.After(d.cfg.Systemd.Watchdog / 2)
+	}
+	hbTick := d.clock.After(d.cfg.Heartbeat)
+	var debounce <-chan time.Time
+	var runErr error
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case err := <-srvErr:
+			runErr = fmt.Errorf("serve: http: %w", err)
+			break loop
+		case <-hbTick:
+			d.beat()
+			hbTick = d.clock.After(d.cfg.Heartbeat)
+		case <-wdTick:
+			if age, ok := d.health(); ok {
+				if err := d.cfg.Systemd.Notify("WATCHDOG=1"); err != nil {
+					d.logf("serve: %v", err)
+				}
+			} else {
+				d.logf("serve: scheduler stuck for %s; withholding the watchdog ping", age.Round(time.Second))
+			}
+			wdTick = d.clock.After(d.cfg.Systemd.Watchdog / 2)
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			if isContractFile(ev.Name) {
+				debounce = d.clock.After(d.cfg.Debounce)
+			}
+		case err, ok := <-watchErrs:
+			if !ok {
+				watchErrs = nil
+				continue
+			}
+			d.logf("serve: watch %s: %v", d.cfg.Dir, err)
+		case <-debounce:
+			debounce = nil
+			d.reload()
+		case _, ok := <-d.cfg.Reload:
+			if ok {
+				d.logf("serve: reload requested")
+				d.reload()
+			}
+		case <-d.reloadReq:
+			d.reload()
+		}
+	}
+	if err := d.shutdown(); err != nil && runErr == nil {
+		runErr = err
+	}
+	return runErr
+}
+
+// shutdown stops scheduling, stops the HTTP server, waits up to
+// ShutdownGrace for running runs, then cancels them and waits once more.
+func (d *Daemon) shutdown() error {
+	d.stopping.Store(true)
+	if err := d.cfg.Systemd.Notify("STOPPING=1"); err != nil {
+		d.logf("serve: %v", err)
+	}
+	d.stopLoops()
+	d.mu.Lock()
+	loops := make([]*entry, 0, len(d.entries))
+	for _, e := range d.entries {
+		loops = append(loops, e)
+	}
+	d.mu.Unlock()
+	for _, e := range loops {
+		<-e.done
+	}
+
+	runsDone := make(chan struct{})
+	go func() { d.runs.Wait(); close(runsDone) }()
+	httpDone := make(chan struct{})
+	go func() {
+		// In-flight on-demand runs are awaited below; the server only has
+		// to drain handlers, which end when their run ends.
+		sctx, cancel := context.WithTimeout(d.runCtx, d.cfg.ShutdownGrace+5*time.Second)
+		defer cancel()
+		if err := d.srv.Shutdown(sctx); err != nil {
+			d.srv.Close()
+		}
+		close(httpDone)
+	}()
+
+	var err error
+	select {
+	case <-runsDone:
+	case <-d.clock.After(d.cfg.ShutdownGrace):
+		running := d.runningNames()
+		d.logf("serve: cancelling runs still going after %s: %v", d.cfg.ShutdownGrace, running)
+		d.cancelRuns()
+		select {
+		case <-runsDone:
+		case <-d.clock.After(5 * time.Second):
+			err = fmt.Errorf("serve: runs ignored cancellation: %v", d.runningNames())
+		}
+	}
+	d.cancelRuns()
+	<-httpDone
+	return err
+}
+
+func (d *Daemon) beat() {
+	now := d.clock.Now()
+	d.hbMu.Lock()
+	d.hb.last = now
+	d.hbMu.Unlock()
+}
+
+// health returns the age of the scheduler's last tick and whether it is alive.
+func (d *Daemon) health() (time.Duration, bool) {
+	d.hbMu.Lock()
+	hb := d.hb
+	d.hbMu.Unlock()
+	return hb.check(d.clock.Now())
+}
+
+func (d *Daemon) tickAgeSeconds() float64 {
+	age, _ := d.health()
+	return age.Seconds()
+}
+
+func (d *Daemon) runningNames() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var out []string
+	for name, e := range d.entries {
+		e.mu.Lock()
+		if e.running {
+			out = append(out, name)
+		}
+		e.mu.Unlock()
+	}
+	return out
+}

@@ -1,0 +1,568 @@
+package serve
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine"
+)
+
+func TestScheduledRuns(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeContract(t, dir, "every-second", "1", "1s", true)
+	writeContract(t, dir, "hourly", "1", "1h", false)
+	log := newRunLog()
+	h := startDaemon(t, Config{Dir: dir, StateDir: t.TempDir(), Runner: &fakeRunner{run: func(ctx context.Context, c *contracts.Contract) (*engine.Report, error) {
+		log.begin(c)
+		defer log.end(c)
+		return report(c), nil
+	}}})
+
+	h.waitFor(10*time.Second, "3 runs of every-second", func() bool { return log.count("every-second") >= 3 })
+	starts := log.times("every-second")
+	for i := 1; i < len(starts); i++ {
+		// Timers never fire early, so a gap under the interval means the
+		// scheduler ran the contract more often than its schedule says.
+		if gap := starts[i].Sub(starts[i-1]); gap < 900*time.Millisecond {
+			t.Errorf("runs %d and %d only %s apart; schedule is every 1s", i-1, i, gap)
+		}
+	}
+	if n := log.count("hourly"); n != 0 {
+		t.Errorf("hourly (on_start: false) ran %d times in the first seconds", n)
+	}
+	st := h.status("every-second")
+	if st.LastResult != ResultOK || st.LastRunAt == nil || st.NextRunAt == nil || st.Schedule.Every != "1s" || !st.Schedule.OnStart {
+		t.Errorf("status after runs = %+v", st)
+	}
+	if hr := h.status("hourly"); hr.NextRunAt == nil || time.Until(*hr.NextRunAt) < 59*time.Minute {
+		t.Errorf("hourly next run = %v, want about an hour from now", hr.NextRunAt)
+	}
+	var det ContractDetail
+	if code := h.get("/contracts/every-second", &det); code != http.StatusOK || det.LastReport == nil || det.LastReport.Contract != "every-second" {
+		t.Errorf("GET /contracts/every-second = %d, last report %+v", code, det.LastReport)
+	}
+	if code := h.get("/contracts/nope", nil); code != http.StatusNotFound {
+		t.Errorf("GET /contracts/nope = %d, want 404", code)
+	}
+}
+
+func TestOverlapIsRecorded(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeContract(t, dir, "slow", "1", "1s", true)
+	log := newRunLog()
+	var calls atomic.Int32
+	h := startDaemon(t, Config{Dir: dir, StateDir: t.TempDir(), Runner: &fakeRunner{run: func(ctx context.Context, c *contracts.Contract) (*engine.Report, error) {
+		log.begin(c)
+		defer log.end(c)
+		if calls.Add(1) == 1 {
+			time.Sleep(1800 * time.Millisecond) // outlasts the tick at 1s
+		}
+		return report(c), nil
+	}}})
+
+	h.waitFor(10*time.Second, "a skipped_overlap tick", func() bool { return h.status("slow").SkippedOverlap >= 1 })
+	h.waitFor(10*time.Second, "the run after the slow one", func() bool { return log.count("slow") >= 2 })
+	if v, _ := h.metric(`contractd_skipped_overlap_total{contract="slow"}`); v < 1 {
+		t.Errorf("contractd_skipped_overlap_total = %v, want >= 1", v)
+	}
+	if v, _ := h.metric(`contractd_runs_total{contract="slow",result="skipped_overlap"}`); v < 1 {
+		t.Errorf("runs_total{result=skipped_overlap} = %v, want >= 1", v)
+	}
+	log.mu.Lock()
+	maxAct := log.maxAct["slow"]
+	log.mu.Unlock()
+	if maxAct != 1 {
+		t.Errorf("%d runs of one contract overlapped", maxAct)
+	}
+	if !h.logs.contains("slow: skipped_overlap") {
+		t.Error("no skipped_overlap line in the log")
+	}
+}
+
+func TestAnotherProcessHoldingTheLockCountsAsOverlapNotFailure(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeContract(t, dir, "locked", "1", "1s", true)
+	var calls atomic.Int32
+	h := startDaemon(t, Config{Dir: dir, StateDir: t.TempDir(), Runner: &fakeRunner{run: func(ctx context.Context, c *contracts.Contract) (*engine.Report, error) {
+		calls.Add(1)
+		r := report(c)
+		r.Skipped = "another run holds the lock"
+		return r, nil
+	}}})
+	h.waitFor(10*time.Second, "two locked runs", func() bool { return calls.Load() >= 2 })
+	h.waitFor(5*time.Second, "status to settle", func() bool { return h.status("locked").State == "idle" })
+	st := h.status("locked")
+	if st.ConsecutiveFailures != 0 || st.HeldDown || st.LastResult != ResultSkippedOverlap || st.SkippedOverlap < 1 {
+		t.Errorf("status = %+v; a lock held elsewhere is an overlap, never a failure", st)
+	}
+}
+
+func TestHoldDownAfterThreeFailuresSurvivesRestartAndResetResumes(t *testing.T) {
+	t.Parallel()
+	dir, state := t.TempDir(), t.TempDir()
+	writeContract(t, dir, "broken", "1", "200ms", true)
+	log := newRunLog()
+	var failing atomic.Bool
+	failing.Store(true)
+	runner := &fakeRunner{run: func(ctx context.Context, c *contracts.Contract) (*engine.Report, error) {
+		log.begin(c)
+		defer log.end(c)
+		if failing.Load() {
+			return nil, errors.New("state store: disk full")
+		}
+		return report(c), nil
+	}}
+	var alertMu sync.Mutex
+	var alerts []string
+	notify := func(ctx context.Context, text string) error {
+		alertMu.Lock()
+		defer alertMu.Unlock()
+		alerts = append(alerts, text)
+		return nil
+	}
+	alertCount := func() int { alertMu.Lock(); defer alertMu.Unlock(); return len(alerts) }
+	cfg := Config{Dir: dir, StateDir: state, Runner: runner, Notify: notify}
+
+	h := startDaemon(t, cfg)
+	h.waitFor(10*time.Second, "hold-down", func() bool { return h.status("broken").HeldDown })
+	time.Sleep(800 * time.Millisecond) // several backoff periods and hold-down polls
+	if n := log.count("broken"); n != HoldDownAfter {
+		t.Errorf("%d runs before and during hold-down, want exactly %d", n, HoldDownAfter)
+	}
+	starts := log.times("broken")
+	if len(starts) == 3 {
+		if g := starts[2].Sub(starts[1]); g < 380*time.Millisecond {
+			t.Errorf("second retry came %s after the first; backoff should double the 200ms interval", g)
+		}
+	}
+	if n := alertCount(); n != 1 {
+		t.Fatalf("%d hold-down alerts, want 1: %q", n, alerts)
+	}
+	if !strings.Contains(alerts[0], "broken") || !strings.Contains(alerts[0], "disk full") || !strings.Contains(alerts[0], "contractd reset broken") {
+		t.Errorf("alert text %q should name the contract, the error and the way out", alerts[0])
+	}
+	st := h.status("broken")
+	if st.State != "held_down" || st.ConsecutiveFailures != 3 || st.LastError != "state store: disk full" || st.NextRunAt != nil {
+		t.Errorf("held status = %+v", st)
+	}
+	if v, _ := h.metric(`contractd_held_down{contract="broken"}`); v != 1 {
+		t.Errorf("contractd_held_down = %v, want 1", v)
+	}
+	if v, _ := h.metric(`contractd_runs_total{contract="broken",result="failed"}`); v != 3 {
+		t.Errorf("runs_total{failed} = %v, want 3", v)
+	}
+	if err := h.stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+
+	// A restarted daemon keeps the hold-down and does not alert again.
+	h2 := startDaemon(t, cfg)
+	if st := h2.status("broken"); !st.HeldDown {
+		t.Fatalf("after restart: %+v, want still held down", st)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if n := log.count("broken"); n != HoldDownAfter {
+		t.Errorf("a held contract ran after restart: %d runs", n)
+	}
+	if n := alertCount(); n != 1 {
+		t.Errorf("%d alerts after restart, want still 1", n)
+	}
+
+	// The operator fixes the cause and releases the hold-down.
+	failing.Store(false)
+	if err := Reset(state, "broken"); err != nil {
+		t.Fatal(err)
+	}
+	h2.waitFor(10*time.Second, "a run after reset", func() bool { return log.count("broken") > HoldDownAfter })
+	h2.waitFor(5*time.Second, "a healthy status", func() bool {
+		st := h2.status("broken")
+		return !st.HeldDown && st.LastResult == ResultOK && st.ConsecutiveFailures == 0
+	})
+	if v, _ := h2.metric(`contractd_held_down{contract="broken"}`); v != 0 {
+		t.Errorf("contractd_held_down after reset = %v, want 0", v)
+	}
+	if n := alertCount(); n != 1 {
+		t.Errorf("%d alerts after reset, want 1", n)
+	}
+}
+
+func TestResetErrors(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	cases := []struct {
+		name string
+		arg  string
+		want error
+	}{
+		{"never run", "ghost", os.ErrNotExist},
+		{"path, not a name", "../etc/passwd", nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Reset(state, tc.arg)
+			if err == nil {
+				t.Fatal("Reset succeeded")
+			}
+			if tc.want != nil && !errors.Is(err, tc.want) {
+				t.Errorf("Reset = %v, want wrapping %v", err, tc.want)
+			}
+		})
+	}
+}
+
+func TestCorruptStateIsMovedAsideAndReported(t *testing.T) {
+	t.Parallel()
+	state := t.TempDir()
+	path := StatePath(state, "x")
+	if err := os.WriteFile(path, []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	st, err := ReadState(state, "x")
+	if !errors.Is(err, ErrCorruptState) {
+		t.Fatalf("ReadState = %v, want ErrCorruptState", err)
+	}
+	if st.HeldDown || st.ConsecutiveFailures != 0 || st.Contract != "x" {
+		t.Errorf("state after corrupt file = %+v, want fresh", st)
+	}
+	aside, _ := filepath.Glob(path + ".corrupt-*")
+	if len(aside) != 1 {
+		t.Fatalf("corrupt file not moved aside: %v", aside)
+	}
+	if b, _ := os.ReadFile(aside[0]); string(b) != "{not json" {
+		t.Errorf("moved-aside content = %q", b)
+	}
+}
+
+func TestReloadOnEditKeepsLastGoodVersionOnBadEdit(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := writeContract(t, dir, "edited", "1", "300ms", true)
+	log := newRunLog()
+	h := startDaemon(t, Config{Dir: dir, StateDir: t.TempDir(), Runner: &fakeRunner{run: func(ctx context.Context, c *contracts.Contract) (*engine.Report, error) {
+		log.begin(c)
+		defer log.end(c)
+		return report(c), nil
+	}}})
+	h.waitFor(5*time.Second, "a run of version 1", func() bool { return log.count("edited") >= 1 })
+
+	writeContract(t, dir, "edited", "2", "300ms", true)
+	h.waitFor(10*time.Second, "a run of version 2", func() bool {
+		v := log.versions("edited")
+		return v[len(v)-1] == "2"
+	})
+
+	writeContract(t, dir, "edited", "3", "300ms", true, "bogus: key\n")
+	h.waitFor(10*time.Second, "the bad edit to be reported", func() bool { return len(h.status("edited").RejectedEdit) > 0 })
+	st := h.status("edited")
+	if st.Version != "2" || !strings.Contains(st.RejectedEdit[0], path+":6:1: error: unknown key") {
+		t.Errorf("after a bad edit: version %q, rejected %q", st.Version, st.RejectedEdit)
+	}
+	n := log.count("edited")
+	h.waitFor(10*time.Second, "runs to go on after the bad edit", func() bool { return log.count("edited") >= n+2 })
+	for _, v := range log.versions("edited")[n:] {
+		if v != "2" {
+			t.Fatalf("version %q ran after a bad edit; want the last good version 2", v)
+		}
+	}
+	if !h.logs.contains("unknown key") {
+		t.Error("the diagnostic is not in the log")
+	}
+	if v, _ := h.metric(`contractd_contracts{state="stale"}`); v != 1 {
+		t.Errorf(`contractd_contracts{state="stale"} = %v, want 1`, v)
+	}
+
+	// A new file that fails lint is kept out and listed.
+	bad := writeContract(t, dir, "newbad", "1", "oops", true)
+	h.waitFor(10*time.Second, "the new bad file to be listed", func() bool { return len(h.list().Rejected) == 1 })
+	list := h.list()
+	if list.Rejected[0].Path != bad || len(list.Contracts) != 1 {
+		t.Errorf("list = %+v, want newbad rejected and only edited loaded", list)
+	}
+
+	// Deleting a file stops its contract.
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	h.waitFor(10*time.Second, "edited to be unloaded", func() bool { return len(h.list().Contracts) == 0 })
+	if _, ok := h.metric(`contractd_runs_total{contract="edited",result="ok"}`); ok {
+		t.Error("series of a removed contract are still exported")
+	}
+}
+
+func TestReloadOnSignalWithoutWatch(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	hup := make(chan os.Signal, 1)
+	h := startDaemon(t, Config{Dir: dir, StateDir: t.TempDir(), DisableWatch: true, Reload: hup, Runner: &fakeRunner{run: func(ctx context.Context, c *contracts.Contract) (*engine.Report, error) {
+		return report(c), nil
+	}}})
+	if n := len(h.list().Contracts); n != 0 {
+		t.Fatalf("%d contracts in an empty dir", n)
+	}
+	writeContract(t, dir, "late", "1", "1h", false)
+	hup <- syscall.SIGHUP
+	h.waitFor(5*time.Second, "late to load after SIGHUP", func() bool { return h.status("late").Name == "late" })
+	if !h.logs.contains("reload requested") {
+		t.Error("reload not logged")
+	}
+}
+
+func TestOnDemandRunOverHTTP(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeContract(t, dir, "manual", "7", "1h", false)
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("s3cret-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	var blockNext atomic.Bool
+	runner := &fakeRunner{run: func(ctx context.Context, c *contracts.Contract) (*engine.Report, error) {
+		if blockNext.CompareAndSwap(true, false) {
+			<-release
+		}
+		r := report(c)
+		r.OverallSeverity = contracts.SeverityDegraded
+		return r, nil
+	}}
+	h := startDaemon(t, Config{Dir: dir, StateDir: t.TempDir(), TokenFile: tokenFile, Runner: runner})
+	noToken := startDaemon(t, Config{Dir: dir, StateDir: t.TempDir(), Runner: runner})
+
+	post := func(base, path, auth string) (int, map[string]any) {
+		req, _ := http.NewRequest(http.MethodPost, base+path, nil)
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var body map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		return resp.StatusCode, body
+	}
+	cases := []struct {
+		name string
+		base string
+		path string
+		auth string
+		want int
+	}{
+		{"no token", h.base, "/contracts/manual/run", "", http.StatusUnauthorized},
+		{"wrong token", h.base, "/contracts/manual/run", "Bearer s3cret-tokeN", http.StatusUnauthorized},
+		{"not bearer", h.base, "/contracts/manual/run", "Basic czNjcmV0LXRva2Vu", http.StatusUnauthorized},
+		{"unknown contract", h.base, "/contracts/ghost/run", "Bearer s3cret-token", http.StatusNotFound},
+		{"daemon without token file", noToken.base, "/contracts/manual/run", "Bearer s3cret-token", http.StatusForbidden},
+		{"right token", h.base, "/contracts/manual/run", "Bearer s3cret-token", http.StatusOK},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			code, body := post(tc.base, tc.path, tc.auth)
+			if code != tc.want {
+				t.Fatalf("POST %s = %d %v, want %d", tc.path, code, body, tc.want)
+			}
+			if code == http.StatusOK && (body["contract"] != "manual" || body["version"] != "7" || body["overall_severity"] != "degraded") {
+				t.Errorf("report = %v", body)
+			}
+		})
+	}
+	if st := h.status("manual"); st.LastResult != ResultOK || st.LastSeverity != contracts.SeverityDegraded {
+		t.Errorf("status after on-demand run = %+v", st)
+	}
+
+	t.Run("overlapping request", func(t *testing.T) {
+		blockNext.Store(true)
+		first := make(chan int, 1)
+		go func() { code, _ := post(h.base, "/contracts/manual/run", "Bearer s3cret-token"); first <- code }()
+		h.waitFor(5*time.Second, "the first run to start", func() bool { return h.status("manual").State == "running" })
+		code, body := post(h.base, "/contracts/manual/run", "Bearer s3cret-token")
+		close(release)
+		if code != http.StatusConflict {
+			t.Errorf("second POST while running = %d %v, want 409", code, body)
+		}
+		if c := <-first; c != http.StatusOK {
+			t.Errorf("first POST = %d, want 200", c)
+		}
+	})
+}
+
+func TestMetricsScrape(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeContract(t, dir, "scraped", "1", "1h", true)
+	exit0 := 0
+	var ran atomic.Bool
+	h := startDaemon(t, Config{Dir: dir, StateDir: t.TempDir(), Runner: &fakeRunner{run: func(ctx context.Context, c *contracts.Contract) (*engine.Report, error) {
+		r := report(c)
+		r.OverallSeverity = contracts.SeverityCritical
+		r.Agents = map[string]*engine.AgentReport{
+			"abiba": {Agent: "abiba", Severity: contracts.SeverityCritical},
+			"koby":  {Agent: "koby", Severity: contracts.SeverityHealthy},
+		}
+		r.Actions = []*engine.ActionReport{
+			{Agent: "abiba", Action: "pm2 restart abiba-zulip", Status: "ran", ExitCode: &exit0},
+			{Agent: "abiba", Action: "alert", Status: "alert"},
+		}
+		r.Alerts = []*engine.AlertReport{{Key: "scraped/abiba/down", Kind: "open", Sent: true}}
+		ran.Store(true)
+		return r, nil
+	}}})
+	h.waitFor(5*time.Second, "the on_start run", func() bool { return ran.Load() && h.status("scraped").LastResult == ResultOK })
+
+	want := map[string]float64{
+		`contractd_runs_total{contract="scraped",result="ok"}`:     1,
+		`contractd_runs_total{contract="scraped",result="failed"}`: 0,
+		`contractd_run_duration_seconds_count{contract="scraped"}`: 1,
+		`contractd_severity{agent="abiba",contract="scraped"}`:     float64(contracts.SeverityCritical),
+		`contractd_severity{agent="koby",contract="scraped"}`:      float64(contracts.SeverityHealthy),
+		`contractd_overall_severity{contract="scraped"}`:           float64(contracts.SeverityCritical),
+		`contractd_repairs_total{contract="scraped",result="ran"}`: 1,
+		`contractd_alerts_sent_total{contract="scraped"}`:          1,
+		`contractd_held_down{contract="scraped"}`:                  0,
+		`contractd_skipped_overlap_total{contract="scraped"}`:      0,
+		`contractd_contracts{state="loaded"}`:                      1,
+		`contractd_contracts{state="rejected"}`:                    0,
+	}
+	for series, v := range want {
+		t.Run(series, func(t *testing.T) {
+			got, ok := h.metric(series)
+			if !ok {
+				t.Fatalf("series %s missing from /metrics", series)
+			}
+			if got != v {
+				t.Errorf("%s = %v, want %v", series, got, v)
+			}
+		})
+	}
+	lines := h.scrape()
+	var sawGo, sawProcess bool
+	for _, line := range lines {
+		if strings.HasPrefix(line, "#") || line == "" {
+			continue
+		}
+		if !strings.HasPrefix(line, "contractd_") {
+			t.Errorf("series without the contractd_ prefix: %s", line)
+		}
+		sawGo = sawGo || strings.HasPrefix(line, "contractd_go_goroutines ")
+		sawProcess = sawProcess || strings.HasPrefix(line, "contractd_process_resident_memory_bytes ")
+	}
+	if !sawGo || !sawProcess {
+		t.Errorf("runtime collectors missing (go %v, process %v)", sawGo, sawProcess)
+	}
+}
+
+func TestHealthz(t *testing.T) {
+	t.Parallel()
+	clock := &offsetClock{}
+	h := startDaemon(t, Config{Dir: t.TempDir(), StateDir: t.TempDir(), Clock: clock,
+		Heartbeat: time.Hour, StuckAfter: 30 * time.Second,
+		Runner: &fakeRunner{run: func(ctx context.Context, c *contracts.Contract) (*engine.Report, error) { return report(c), nil }}})
+	var hz Health
+	if code := h.get("/healthz", &hz); code != http.StatusOK || hz.Status != "ok" || hz.TickAgeSeconds > 30 {
+		t.Fatalf("fresh daemon /healthz = %d %+v", code, hz)
+	}
+	// The scheduler loop has not ticked for a minute (its next beat is an
+	// hour away): the daemon must say so.
+	clock.add(time.Minute)
+	if code := h.get("/healthz", &hz); code != http.StatusServiceUnavailable || hz.Status != "stuck" || hz.TickAgeSeconds < 60 {
+		t.Errorf("stuck daemon /healthz = %d %+v, want 503 stuck", code, hz)
+	}
+	if v, _ := h.metric("contractd_scheduler_tick_age_seconds"); v < 60 {
+		t.Errorf("contractd_scheduler_tick_age_seconds = %v, want >= 60", v)
+	}
+}
+
+// offsetClock is the wall clock shifted by an adjustable offset: timers run
+// in real time while Now can jump ahead.
+type offsetClock struct {
+	mu  sync.Mutex
+	off time.Duration
+}
+
+func (c *offsetClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return time.Now().Add(c.off)
+}
+
+func (c *offsetClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
+
+func (c *offsetClock) add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.off += d
+}
+
+func TestShutdown(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name       string
+		grace      time.Duration
+		finishesIn time.Duration // the run finishes by itself after this; 0 means only on cancel
+		wantCancel bool
+	}{
+		{"running run finishes within grace", 5 * time.Second, 300 * time.Millisecond, false},
+		{"run past grace is cancelled", 200 * time.Millisecond, 0, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			writeContract(t, dir, "long", "1", "1h", true)
+			started := make(chan struct{})
+			type outcome struct {
+				cancelled bool
+				at        time.Time
+			}
+			ended := make(chan outcome, 1)
+			h := startDaemon(t, Config{Dir: dir, StateDir: t.TempDir(), ShutdownGrace: tc.grace, Runner: &fakeRunner{run: func(ctx context.Context, c *contracts.Contract) (*engine.Report, error) {
+				close(started)
+				var timer <-chan time.Time
+				if tc.finishesIn > 0 {
+					timer = time.After(tc.finishesIn)
+				}
+				select {
+				case <-timer:
+					ended <- outcome{false, time.Now()}
+					return report(c), nil
+				case <-ctx.Done():
+					ended <- outcome{true, time.Now()}
+					return nil, ctx.Err()
+				}
+			}}})
+			<-started
+			err := h.stop()
+			stopped := time.Now()
+			if err != nil {
+				t.Fatalf("Run returned %v on a clean stop", err)
+			}
+			var o outcome
+			select {
+			case o = <-ended:
+			default:
+				t.Fatal("Run returned while a run was still going")
+			}
+			if o.cancelled != tc.wantCancel {
+				t.Errorf("run cancelled = %v, want %v", o.cancelled, tc.wantCancel)
+			}
+			if o.at.After(stopped) {
+				t.Error("the run ended after Run returned")
+			}
+		})
+	}
+}

@@ -1,0 +1,310 @@
+package serve
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine"
+)
+
+// fakeRunner is the engine stand-in: a struct of function fields.
+type fakeRunner struct {
+	run func(ctx context.Context, c *contracts.Contract) (*engine.Report, error)
+}
+
+func (f *fakeRunner) Run(ctx context.Context, c *contracts.Contract) (*engine.Report, error) {
+	return f.run(ctx, c)
+}
+
+// report is what a healthy run of c returns.
+func report(c *contracts.Contract) *engine.Report {
+	now := time.Now()
+	return &engine.Report{
+		Contract: c.Name, Version: c.Version, RunID: now.Format("150405.000000000"),
+		StartedAt: now, FinishedAt: now, OverallSeverity: contracts.SeverityHealthy, GateOK: true,
+		Agents: map[string]*engine.AgentReport{},
+	}
+}
+
+// runLog records the runs a fake runner saw.
+type runLog struct {
+	mu      sync.Mutex
+	starts  map[string][]time.Time
+	version map[string][]string
+	active  map[string]int
+	maxAct  map[string]int
+}
+
+func newRunLog() *runLog {
+	return &runLog{starts: map[string][]time.Time{}, version: map[string][]string{}, active: map[string]int{}, maxAct: map[string]int{}}
+}
+
+func (l *runLog) begin(c *contracts.Contract) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.starts[c.Name] = append(l.starts[c.Name], time.Now())
+	l.version[c.Name] = append(l.version[c.Name], c.Version)
+	l.active[c.Name]++
+	l.maxAct[c.Name] = max(l.maxAct[c.Name], l.active[c.Name])
+}
+
+func (l *runLog) end(c *contracts.Contract) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.active[c.Name]--
+}
+
+func (l *runLog) count(name string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.starts[name])
+}
+
+func (l *runLog) times(name string) []time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]time.Time(nil), l.starts[name]...)
+}
+
+func (l *runLog) versions(name string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.version[name]...)
+}
+
+// loadTestContract reads the front matter subset the scheduler cares about
+// (name, version, every, on_start). An unknown key is a lint error with its
+// line, the way the real loader reports one.
+func loadTestContract(path string) (*contracts.Contract, []string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	c := &contracts.Contract{Path: path}
+	var diags []string
+	for i, line := range strings.Split(string(b), "\n") {
+		if line == "---" || strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		k, v, ok := strings.Cut(line, ":")
+		v = strings.TrimSpace(v)
+		switch {
+		case !ok:
+			diags = append(diags, fmt.Sprintf("%s:%d:1: error: expected key: value", path, i+1))
+		case k == "name":
+			c.Name = v
+		case k == "version":
+			c.Version = v
+		case k == "every":
+			d, err := time.ParseDuration(v)
+			if err != nil {
+				diags = append(diags, fmt.Sprintf("%s:%d:8: error: every: %v", path, i+1, err))
+			}
+			c.Schedule.Every = d
+		case k == "on_start":
+			c.Schedule.OnStart = v == "true"
+		default:
+			diags = append(diags, fmt.Sprintf("%s:%d:1: error: unknown key %q", path, i+1, k))
+		}
+	}
+	if len(diags) > 0 {
+		return nil, diags, fmt.Errorf("%s: %d errors", path, len(diags))
+	}
+	return c, nil, nil
+}
+
+func writeContract(t *testing.T, dir, name, version, every string, onStart bool, extra ...string) string {
+	t.Helper()
+	body := fmt.Sprintf("---\nname: %s\nversion: %s\nevery: %s\non_start: %t\n%s---\n", name, version, every, onStart, strings.Join(extra, ""))
+	path := filepath.Join(dir, name+".md")
+	// Write then rename so the watcher never sees a half-written file.
+	tmp := filepath.Join(dir, "."+name+".tmp")
+	if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// logBuf collects the daemon's log lines.
+type logBuf struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logBuf) logf(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, fmt.Sprintf(format, args...))
+}
+
+func (l *logBuf) contains(s string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, line := range l.lines {
+		if strings.Contains(line, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// daemon is one running daemon under test.
+type daemon struct {
+	t      *testing.T
+	d      *Daemon
+	base   string
+	cancel context.CancelFunc
+	done   chan error
+	logs   *logBuf
+}
+
+func startDaemon(t *testing.T, cfg Config) *daemon {
+	t.Helper()
+	if cfg.Listen == "" {
+		cfg.Listen = "127.0.0.1:0"
+	}
+	if cfg.Load == nil {
+		cfg.Load = loadTestContract
+	}
+	logs := &logBuf{}
+	if cfg.Logf == nil {
+		cfg.Logf = logs.logf
+	}
+	if cfg.HeldPoll == 0 {
+		cfg.HeldPoll = 50 * time.Millisecond
+	}
+	if cfg.Debounce == 0 {
+		cfg.Debounce = 50 * time.Millisecond
+	}
+	d, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	h := &daemon{t: t, d: d, base: "http://" + d.Addr().String(), cancel: cancel, done: make(chan error, 1), logs: logs}
+	go func() { h.done <- d.Run(ctx) }()
+	t.Cleanup(func() { h.stop() })
+	h.waitFor(5*time.Second, "daemon to answer /healthz", func() bool {
+		resp, err := http.Get(h.base + "/healthz")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return h
+}
+
+// stop cancels the daemon and returns what Run returned (once).
+func (h *daemon) stop() error {
+	h.cancel()
+	select {
+	case err, ok := <-h.done:
+		if !ok {
+			return nil
+		}
+		close(h.done)
+		return err
+	case <-time.After(20 * time.Second):
+		h.t.Fatal("daemon did not stop within 20s")
+		return nil
+	}
+}
+
+func (h *daemon) waitFor(limit time.Duration, what string, cond func() bool) {
+	h.t.Helper()
+	waitFor(h.t, limit, what, cond)
+}
+
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", limit, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (h *daemon) get(path string, v any) int {
+	h.t.Helper()
+	resp, err := http.Get(h.base + path)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if v != nil {
+		if err := json.NewDecoder(resp.Body).Decode(v); err != nil && !errors.Is(err, io.EOF) {
+			h.t.Fatalf("GET %s: decode: %v", path, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+func (h *daemon) status(name string) ContractStatus {
+	h.t.Helper()
+	var list ContractList
+	h.get("/contracts", &list)
+	for _, c := range list.Contracts {
+		if c.Name == name {
+			return c
+		}
+	}
+	return ContractStatus{}
+}
+
+func (h *daemon) list() ContractList {
+	h.t.Helper()
+	var list ContractList
+	h.get("/contracts", &list)
+	return list
+}
+
+// metric returns the value of one exposition line, e.g.
+// `contractd_runs_total{contract="a",result="ok"}`, and whether it exists.
+func (h *daemon) metric(series string) (float64, bool) {
+	h.t.Helper()
+	for _, line := range h.scrape() {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				h.t.Fatalf("metric %s: %v", series, err)
+			}
+			return f, true
+		}
+	}
+	return 0, false
+}
+
+func (h *daemon) scrape() []string {
+	h.t.Helper()
+	resp, err := http.Get(h.base + "/metrics")
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var lines []string
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	return lines
+}

@@ -1,0 +1,278 @@
+package serve
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Health is the body of GET /healthz.
+type Health struct {
+	Status         string    `json:"status"` // "ok" or "stuck"
+	LastTick       time.Time `json:"last_tick"`
+	TickAgeSeconds float64   `json:"tick_age_seconds"`
+	Contracts      int       `json:"contracts"`
+	Rejected       int       `json:"rejected"`
+	Running        []string  `json:"running"`
+}
+
+// ScheduleView is a contract's schedule as the API shows it.
+type ScheduleView struct {
+	Every   string `json:"every"`
+	OnStart bool   `json:"on_start"`
+}
+
+// ContractStatus is one entry of GET /contracts.
+type ContractStatus struct {
+	Name                string             `json:"name"`
+	Path                string             `json:"path"`
+	Version             string             `json:"version,omitempty"`
+	Schedule            ScheduleView       `json:"schedule"`
+	State               string             `json:"state"` // idle, running, held_down
+	NextRunAt           *time.Time         `json:"next_run_at,omitempty"`
+	LastRunAt           *time.Time         `json:"last_run_at,omitempty"`
+	LastResult          string             `json:"last_result,omitempty"`
+	LastError           string             `json:"last_error,omitempty"`
+	LastSeverity        contracts.Severity `json:"last_severity"`
+	ConsecutiveFailures int                `json:"consecutive_failures"`
+	HeldDown            bool               `json:"held_down"`
+	HeldSince           *time.Time         `json:"held_since,omitempty"`
+	SkippedOverlap      int64              `json:"skipped_overlap"`
+	// RejectedEdit holds the diagnostics of an edit of this file that failed
+	// lint; the version shown here keeps running until the file is fixed.
+	RejectedEdit []string `json:"rejected_edit,omitempty"`
+}
+
+// ContractDetail is the body of GET /contracts/{name}.
+type ContractDetail struct {
+	ContractStatus
+	LastReport *engine.Report  `json:"last_report,omitempty"`
+	Snapshot   json.RawMessage `json:"snapshot,omitempty"`
+}
+
+// RejectedFile is a contract file kept out because it failed lint.
+type RejectedFile struct {
+	Path        string   `json:"path"`
+	Diagnostics []string `json:"diagnostics"`
+}
+
+// ContractList is the body of GET /contracts.
+type ContractList struct {
+	Contracts []ContractStatus `json:"contracts"`
+	Rejected  []RejectedFile   `json:"rejected"`
+}
+
+// Handler returns the daemon's HTTP API: GET /healthz, GET /contracts,
+// GET /contracts/{name}, POST /contracts/{name}/run,
+// POST /contracts/{name}/reset and GET /metrics.
+func (d *Daemon) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", d.handleHealth)
+	mux.HandleFunc("GET /contracts", d.handleList)
+	mux.HandleFunc("GET /contracts/{name}", d.handleDetail)
+	mux.HandleFunc("POST /contracts/{name}/run", d.authorized(d.handleRun))
+	mux.HandleFunc("POST /contracts/{name}/reset", d.authorized(d.handleReset))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{}))
+	return mux
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v) // the client went away; nothing to do
+}
+
+type apiError struct {
+	Error  string         `json:"error"`
+	Report *engine.Report `json:"report,omitempty"`
+}
+
+func (d *Daemon) handleHealth(w http.ResponseWriter, r *http.Request) {
+	d.hbMu.Lock()
+	last := d.hb.last
+	d.hbMu.Unlock()
+	age, ok := d.health()
+	loaded, rejected := d.counts()
+	h := Health{Status: "ok", LastTick: last, TickAgeSeconds: age.Seconds(), Contracts: loaded, Rejected: rejected, Running: d.runningNames()}
+	if h.Running == nil {
+		h.Running = []string{}
+	}
+	sort.Strings(h.Running)
+	code := http.StatusOK
+	if !ok {
+		h.Status = "stuck"
+		code = http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, h)
+}
+
+func timePtr(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
+}
+
+func (d *Daemon) status(e *entry) ContractStatus {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	st := e.state
+	s := ContractStatus{
+		Name:                e.name,
+		Path:                e.path,
+		Version:             e.c.Version,
+		Schedule:            ScheduleView{Every: every(e.c).String(), OnStart: e.c.Schedule.OnStart},
+		State:               "idle",
+		LastRunAt:           timePtr(st.LastRunAt),
+		LastResult:          st.LastResult,
+		LastError:           st.LastError,
+		LastSeverity:        st.LastSeverity,
+		ConsecutiveFailures: st.ConsecutiveFailures,
+		HeldDown:            st.HeldDown,
+		HeldSince:           timePtr(st.HeldSince),
+		SkippedOverlap:      st.SkippedOverlap,
+		RejectedEdit:        e.rejected,
+	}
+	switch {
+	case e.running:
+		s.State = "running"
+	case st.HeldDown:
+		s.State = "held_down"
+	}
+	if !st.HeldDown {
+		s.NextRunAt = timePtr(e.next)
+	}
+	return s
+}
+
+func (d *Daemon) handleList(w http.ResponseWriter, r *http.Request) {
+	d.mu.Lock()
+	entries := make([]*entry, 0, len(d.entries))
+	for _, e := range d.entries {
+		entries = append(entries, e)
+	}
+	list := ContractList{Contracts: []ContractStatus{}, Rejected: []RejectedFile{}}
+	for _, fs := range d.files {
+		if len(fs.diags) == 0 {
+			continue
+		}
+		if e := d.entries[fs.name]; e != nil && e.path == fs.path {
+			continue // shown as the contract's rejected_edit
+		}
+		list.Rejected = append(list.Rejected, RejectedFile{Path: fs.path, Diagnostics: fs.diags})
+	}
+	d.mu.Unlock()
+	for _, e := range entries {
+		list.Contracts = append(list.Contracts, d.status(e))
+	}
+	sort.Slice(list.Contracts, func(i, j int) bool { return list.Contracts[i].Name < list.Contracts[j].Name })
+	sort.Slice(list.Rejected, func(i, j int) bool { return list.Rejected[i].Path < list.Rejected[j].Path })
+	writeJSON(w, http.StatusOK, list)
+}
+
+func (d *Daemon) entry(name string) *entry {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.entries[name]
+}
+
+func (d *Daemon) handleDetail(w http.ResponseWriter, r *http.Request) {
+	e := d.entry(r.PathValue("name"))
+	if e == nil {
+		writeJSON(w, http.StatusNotFound, apiError{Error: "unknown contract " + r.PathValue("name")})
+		return
+	}
+	det := ContractDetail{ContractStatus: d.status(e)}
+	e.mu.Lock()
+	det.LastReport = e.last
+	e.mu.Unlock()
+	if d.cfg.Snapshot != nil {
+		snap, err := d.cfg.Snapshot(e.name)
+		if err != nil {
+			d.logf("serve: %s: snapshot: %v", e.name, err)
+		} else {
+			det.Snapshot = snap
+		}
+	}
+	writeJSON(w, http.StatusOK, det)
+}
+
+// authorized admits a request that carries the token from TokenFile as
+// `Authorization: Bearer TOKEN`. The file is read on every request, so a
+// rotated token takes effect at once. Without a token file (or with an
+// empty one) the endpoint is disabled.
+func (d *Daemon) authorized(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if d.cfg.TokenFile == "" {
+			writeJSON(w, http.StatusForbidden, apiError{Error: "on-demand endpoints are disabled: the daemon has no --token-file"})
+			return
+		}
+		b, err := os.ReadFile(d.cfg.TokenFile)
+		want := strings.TrimSpace(string(b))
+		if err != nil || want == "" {
+			d.logf("serve: token file %s unusable: %v", d.cfg.TokenFile, err)
+			writeJSON(w, http.StatusServiceUnavailable, apiError{Error: "the daemon's token file is unreadable or empty"})
+			return
+		}
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		// Compare digests so neither the content nor the length leaks
+		// through timing.
+		gs, ws := sha256.Sum256([]byte(strings.TrimSpace(got))), sha256.Sum256([]byte(want))
+		if !ok || subtle.ConstantTimeCompare(gs[:], ws[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="contractd"`)
+			writeJSON(w, http.StatusUnauthorized, apiError{Error: "missing or wrong bearer token"})
+			return
+		}
+		next(w, r)
+	}
+}
+
+func (d *Daemon) handleRun(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	rep, err := d.RunNow(name)
+	switch {
+	case errors.Is(err, ErrUnknownContract):
+		writeJSON(w, http.StatusNotFound, apiError{Error: err.Error()})
+	case errors.Is(err, ErrOverlap):
+		writeJSON(w, http.StatusConflict, apiError{Error: err.Error()})
+	case errors.Is(err, ErrStopping):
+		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: err.Error()})
+	case err != nil:
+		writeJSON(w, http.StatusInternalServerError, apiError{Error: err.Error(), Report: rep})
+	case rep.Skipped != "":
+		writeJSON(w, http.StatusConflict, apiError{Error: rep.Skipped, Report: rep})
+	default:
+		writeJSON(w, http.StatusOK, rep)
+	}
+}
+
+func (d *Daemon) handleReset(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	e := d.entry(name)
+	if e == nil {
+		writeJSON(w, http.StatusNotFound, apiError{Error: "unknown contract " + name})
+		return
+	}
+	e.saveMu.Lock()
+	err := Reset(d.cfg.StateDir, name)
+	e.saveMu.Unlock()
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, apiError{Error: err.Error()})
+		return
+	}
+	d.syncReset(e)
+	e.poke()
+	writeJSON(w, http.StatusOK, d.status(e))
+}

@@ -1,0 +1,235 @@
+package serve
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/contractd/contractd/contracts"
+)
+
+// fileState is what the daemon knows of one *.md file in Dir.
+type fileState struct {
+	path  string
+	sum   [sha256.Size]byte
+	name  string   // the contract it provides, when it loaded (or last loaded) clean
+	diags []string // lint output of the current content when it failed
+}
+
+func isContractFile(path string) bool {
+	base := filepath.Base(path)
+	return strings.HasSuffix(base, ".md") && !strings.HasPrefix(base, ".")
+}
+
+// reload reads Dir and reconciles the running set with it: new files start,
+// edited files swap in, a file that fails lint is kept out (or, when an
+// older good version of it is running, keeps that version running and
+// records the diagnostics), and deleted files stop.
+func (d *Daemon) reload() {
+	paths, err := filepath.Glob(filepath.Join(d.cfg.Dir, "*.md"))
+	if err != nil {
+		d.logf("serve: read %s: %v", d.cfg.Dir, err)
+		return
+	}
+	sort.Strings(paths)
+	seen := map[string]bool{}
+	for _, path := range paths {
+		if !isContractFile(path) {
+			continue
+		}
+		seen[path] = true
+		d.reloadFile(path)
+	}
+	d.mu.Lock()
+	var gone []*fileState
+	for path, fs := range d.files {
+		if !seen[path] {
+			gone = append(gone, fs)
+			delete(d.files, path)
+		}
+	}
+	d.mu.Unlock()
+	for _, fs := range gone {
+		if fs.name != "" {
+			d.removeEntry(fs.name, fs.path)
+			d.logf("serve: %s: %s removed; contract stopped", fs.name, fs.path)
+		}
+	}
+	d.updateCounts()
+}
+
+func (d *Daemon) reloadFile(path string) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		d.logf("serve: read %s: %v", path, err)
+		return
+	}
+	sum := sha256.Sum256(b)
+	d.mu.Lock()
+	prev := d.files[path]
+	d.mu.Unlock()
+	if prev != nil && prev.sum == sum {
+		return
+	}
+	fs := &fileState{path: path, sum: sum}
+	if prev != nil {
+		fs.name = prev.name
+	}
+
+	c, diags, lerr := d.cfg.Load(path)
+	if lerr == nil && c == nil {
+		lerr = fmt.Errorf("%s: loader returned no contract", path)
+	}
+	if lerr != nil {
+		fs.diags = diags
+		if len(fs.diags) == 0 {
+			fs.diags = []string{lerr.Error()}
+		}
+		d.mu.Lock()
+		d.files[path] = fs
+		e := d.entries[fs.name]
+		d.mu.Unlock()
+		if e != nil && e.path == path {
+			e.mu.Lock()
+			e.rejected = fs.diags
+			e.mu.Unlock()
+			d.logf("serve: %s: edit of %s rejected, the last good version keeps running:", fs.name, path)
+		} else {
+			d.logf("serve: %s rejected, not scheduled:", path)
+		}
+		for _, line := range fs.diags {
+			d.logf("serve:   %s", line)
+		}
+		return
+	}
+	for _, line := range diags {
+		d.logf("serve: %s", line)
+	}
+
+	name := c.Name
+	if name == "" {
+		name = strings.TrimSuffix(filepath.Base(path), ".md")
+	}
+	if name != filepath.Base(name) || name == "." || name == ".." {
+		fs.diags = []string{fmt.Sprintf("%s:1:1: error: contract name %q cannot name a state file", path, name)}
+		d.mu.Lock()
+		d.files[path] = fs
+		d.mu.Unlock()
+		d.logf("serve: %s", fs.diags[0])
+		return
+	}
+
+	d.mu.Lock()
+	other := d.entries[name]
+	if other != nil && other.path != path {
+		d.mu.Unlock()
+		fs.diags = []string{fmt.Sprintf("%s:1:1: error: duplicate contract name %q (already loaded from %s)", path, name, other.path)}
+		d.mu.Lock()
+		d.files[path] = fs
+		d.mu.Unlock()
+		d.logf("serve: %s", fs.diags[0])
+		return
+	}
+	oldName := fs.name
+	fs.name = name
+	d.files[path] = fs
+	d.mu.Unlock()
+
+	if oldName != "" && oldName != name {
+		d.removeEntry(oldName, path)
+		d.logf("serve: %s: renamed to %s in %s", oldName, name, path)
+	}
+	if other != nil {
+		d.swap(other, c)
+		return
+	}
+	d.addEntry(d.newEntry(c, path, name))
+}
+
+// swap puts a new version of a running contract in place. Its state (failure
+// streak, hold-down) carries over; a changed interval takes effect now.
+func (d *Daemon) swap(e *entry, c *contracts.Contract) {
+	e.mu.Lock()
+	oldEvery := every(e.c)
+	e.c = c
+	e.rejected = nil
+	if iv := every(c); iv != oldEvery {
+		e.phase = Stagger{Max: d.cfg.Stagger}.Phase(iv)
+		if n := d.clock.Now().Add(iv); n.Before(e.next) || !e.running {
+			e.next = n
+		}
+	}
+	e.mu.Unlock()
+	e.poke()
+	d.logf("serve: %s: reloaded %s (version %s, every %s)", e.name, e.path, c.Version, every(c))
+}
+
+func (d *Daemon) addEntry(e *entry) {
+	d.mu.Lock()
+	if d.stopping.Load() {
+		d.mu.Unlock()
+		return
+	}
+	d.entries[e.name] = e
+	d.mu.Unlock()
+	d.metrics.add(e.name)
+	d.metrics.setHeld(e.name, e.state.HeldDown)
+	e.mu.Lock()
+	next, held := e.next, e.state.HeldDown
+	e.mu.Unlock()
+	if held {
+		d.logf("serve: %s: loaded from %s, held down since %s; `contractd reset %s` releases it", e.name, e.path, e.state.HeldSince.Format(time.RFC3339), e.name)
+	} else {
+		d.logf("serve: %s: loaded from %s, every %s, first run at %s", e.name, e.path, every(e.c), next.Format(time.RFC3339))
+	}
+	go d.loop(d.loopCtx, e)
+	if held {
+		// A hold-down whose alert was not delivered before a restart.
+		go d.holdDownAlert(e)
+	}
+}
+
+func (d *Daemon) removeEntry(name, path string) {
+	d.mu.Lock()
+	e := d.entries[name]
+	if e == nil || e.path != path {
+		d.mu.Unlock()
+		return
+	}
+	delete(d.entries, name)
+	d.mu.Unlock()
+	close(e.stop)
+	d.metrics.forget(name)
+}
+
+func (d *Daemon) counts() (loaded, rejected int) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, fs := range d.files {
+		if len(fs.diags) > 0 && (fs.name == "" || d.entries[fs.name] == nil || d.entries[fs.name].path != fs.path) {
+			rejected++
+		}
+	}
+	return len(d.entries), rejected
+}
+
+func (d *Daemon) updateCounts() {
+	loaded, rejected := d.counts()
+	stale := 0
+	d.mu.Lock()
+	for _, e := range d.entries {
+		e.mu.Lock()
+		if len(e.rejected) > 0 {
+			stale++
+		}
+		e.mu.Unlock()
+	}
+	d.mu.Unlock()
+	d.metrics.contracts.WithLabelValues("loaded").Set(float64(loaded))
+	d.metrics.contracts.WithLabelValues("rejected").Set(float64(rejected))
+	d.metrics.contracts.WithLabelValues("stale").Set(float64(stale))
+}

@@ -1,0 +1,144 @@
+package serve
+
+import (
+	"github.com/contractd/contractd/engine"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// metrics is the daemon's private Prometheus registry. Every series is named
+// contractd_*; the Go runtime and process collectors are registered under the
+// same prefix (contractd_go_*, contractd_process_*), so nothing here collides
+// with another exporter on the host.
+type metrics struct {
+	reg       *prometheus.Registry
+	runs      *prometheus.CounterVec
+	duration  *prometheus.HistogramVec
+	severity  *prometheus.GaugeVec
+	overall   *prometheus.GaugeVec
+	repairs   *prometheus.CounterVec
+	alerts    *prometheus.CounterVec
+	heldDown  *prometheus.GaugeVec
+	overlap   *prometheus.CounterVec
+	contracts *prometheus.GaugeVec
+	tickAge   prometheus.GaugeFunc
+}
+
+// builtinStatuses are action outcomes that are not repairs: they ran nothing
+// on a target.
+var builtinStatuses = map[string]bool{"alert": true, "escalate": true, "logged": true, "monitor": true}
+
+func newMetrics(tickAge func() float64) *metrics {
+	m := &metrics{
+		reg: prometheus.NewRegistry(),
+		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "contractd_runs_total",
+			Help: "Runs by result: ok (the engine finished, sick agents included), failed (the engine itself failed), skipped_overlap.",
+		}, []string{"contract", "result"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "contractd_run_duration_seconds",
+			Help:    "Wall time of finished runs.",
+			Buckets: []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600},
+		}, []string{"contract"}),
+		severity: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "contractd_severity",
+			Help: "Severity per agent after the last run: 0 unknown, 1 healthy, 2 degraded, 3 critical, 4 unreachable, 5 skipped.",
+		}, []string{"contract", "agent"}),
+		overall: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "contractd_overall_severity",
+			Help: "Overall severity of the last run, same codes as contractd_severity.",
+		}, []string{"contract"}),
+		repairs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "contractd_repairs_total",
+			Help: "Repair actions by outcome (ran, failed, pending, blocked, report-only, dry-run, remediated, remediation-failed).",
+		}, []string{"contract", "result"}),
+		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "contractd_alerts_sent_total",
+			Help: "Alerts delivered to a notifier, hold-down alerts included.",
+		}, []string{"contract"}),
+		heldDown: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "contractd_held_down",
+			Help: "1 while the contract is held down after consecutive failed runs; `contractd reset NAME` releases it.",
+		}, []string{"contract"}),
+		overlap: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "contractd_skipped_overlap_total",
+			Help: "Runs skipped because the previous run was still going or another process held the run lock.",
+		}, []string{"contract"}),
+		contracts: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "contractd_contracts",
+			Help: "Contract files by state: loaded, rejected (failed lint, kept out), stale (an edit failed lint; the last good version runs).",
+		}, []string{"state"}),
+	}
+	m.tickAge = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "contractd_scheduler_tick_age_seconds",
+		Help: "Seconds since the scheduler loop last ticked; /healthz fails when it exceeds the stuck threshold.",
+	}, tickAge)
+	m.reg.MustRegister(m.runs, m.duration, m.severity, m.overall, m.repairs, m.alerts, m.heldDown, m.overlap, m.contracts, m.tickAge)
+	prometheus.WrapRegistererWithPrefix("contractd_", m.reg).MustRegister(
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	)
+	return m
+}
+
+// add makes a contract's series exist at zero so a scrape shows them before
+// the first run.
+func (m *metrics) add(name string) {
+	m.runs.WithLabelValues(name, ResultOK)
+	m.runs.WithLabelValues(name, ResultFailed)
+	m.runs.WithLabelValues(name, ResultSkippedOverlap)
+	m.alerts.WithLabelValues(name)
+	m.overlap.WithLabelValues(name)
+	m.heldDown.WithLabelValues(name)
+}
+
+// forget drops every series of a contract whose file went away.
+func (m *metrics) forget(name string) {
+	l := prometheus.Labels{"contract": name}
+	m.runs.DeletePartialMatch(l)
+	m.duration.DeletePartialMatch(l)
+	m.severity.DeletePartialMatch(l)
+	m.overall.DeletePartialMatch(l)
+	m.repairs.DeletePartialMatch(l)
+	m.alerts.DeletePartialMatch(l)
+	m.heldDown.DeletePartialMatch(l)
+	m.overlap.DeletePartialMatch(l)
+}
+
+// record counts one finished run.
+func (m *metrics) record(name, result string, seconds float64, rep *engine.Report) {
+	m.runs.WithLabelValues(name, result).Inc()
+	if result == ResultSkippedOverlap {
+		m.overlap.WithLabelValues(name).Inc()
+		return
+	}
+	m.duration.WithLabelValues(name).Observe(seconds)
+	if rep == nil {
+		return
+	}
+	m.overall.WithLabelValues(name).Set(float64(rep.OverallSeverity))
+	m.severity.DeletePartialMatch(prometheus.Labels{"contract": name})
+	for agent, a := range rep.Agents {
+		if a != nil {
+			m.severity.WithLabelValues(name, agent).Set(float64(a.Severity))
+		}
+	}
+	for _, a := range rep.Actions {
+		if a != nil && !builtinStatuses[a.Status] {
+			m.repairs.WithLabelValues(name, a.Status).Inc()
+		}
+	}
+	for _, a := range rep.Alerts {
+		if a != nil && a.Sent {
+			m.alerts.WithLabelValues(name).Inc()
+		}
+	}
+}
+
+func (m *metrics) setHeld(name string, held bool) {
+	v := 0.0
+	if held {
+		v = 1
+	}
+	m.heldDown.WithLabelValues(name).Set(v)
+}

@@ -1,0 +1,365 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine"
+)
+
+// entry is one loaded contract and its schedule. Its loop goroutine owns the
+// timing; runs happen in their own goroutines so a long run never stalls the
+// loop, and a tick that finds a run still going is recorded as an overlap.
+type entry struct {
+	name string
+	path string
+
+	mu       sync.Mutex
+	c        *contracts.Contract // the last good version
+	rejected []string            // diagnostics of an edit that failed lint
+	state    SchedulerState
+	running  bool
+	runStart time.Time
+	trigger  string
+	last     *engine.Report
+	next     time.Time
+	phase    time.Duration
+
+	saveMu sync.Mutex // orders writes of the state file
+
+	wake chan struct{} // cap 1: recompute the wait
+	stop chan struct{} // closed when the contract is removed
+	done chan struct{} // closed when the loop has returned
+}
+
+func every(c *contracts.Contract) time.Duration {
+	if c.Schedule.Every > 0 {
+		return c.Schedule.Every
+	}
+	return DefaultEvery
+}
+
+func (e *entry) poke() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// newEntry builds a contract's schedule from its persisted state: a held
+// contract stays held, a failure streak keeps its backoff, and otherwise the
+// first run is at the random phase (on_start) or one interval after it.
+func (d *Daemon) newEntry(c *contracts.Contract, path, name string) *entry {
+	e := &entry{
+		name: name, path: path, c: c,
+		wake: make(chan struct{}, 1),
+		stop: make(chan struct{}),
+		done: make(chan struct{}),
+	}
+	st, err := ReadState(d.cfg.StateDir, name)
+	if err != nil {
+		d.logf("serve: %s: %v", name, err)
+	}
+	e.state = st
+	now := d.clock.Now()
+	iv := every(c)
+	e.phase = Stagger{Max: d.cfg.Stagger}.Phase(iv)
+	switch {
+	case st.ConsecutiveFailures > 0 && st.NextRunAt.After(now):
+		e.next = st.NextRunAt
+	case c.Schedule.OnStart:
+		e.next = now.Add(e.phase)
+	default:
+		e.next = now.Add(e.phase + iv)
+	}
+	return e
+}
+
+// loop waits for the next tick, or polls for a Reset while held down, until
+// the daemon stops or the contract is removed.
+func (d *Daemon) loop(ctx context.Context, e *entry) {
+	defer close(e.done)
+	for {
+		e.mu.Lock()
+		held, next := e.state.HeldDown, e.next
+		e.mu.Unlock()
+		var wait time.Duration
+		if held {
+			wait = d.cfg.HeldPoll
+		} else {
+			wait = max(0, next.Sub(d.clock.Now()))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.stop:
+			return
+		case <-e.wake:
+			continue
+		case <-d.clock.After(wait):
+		}
+		if held {
+			d.syncReset(e)
+			continue
+		}
+		d.tick(e)
+	}
+}
+
+// syncReset applies a Reset made by another process (or the HTTP API) since
+// the daemon last looked. It reports whether it released anything.
+func (d *Daemon) syncReset(e *entry) bool {
+	st, err := ReadState(d.cfg.StateDir, e.name)
+	if err != nil {
+		d.logf("serve: %s: %v", e.name, err)
+		return false
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return d.applyResetLocked(e, st)
+}
+
+func (d *Daemon) applyResetLocked(e *entry, onDisk SchedulerState) bool {
+	if !onDisk.ResetAt.After(e.state.ResetAt) {
+		return false
+	}
+	wasHeld := e.state.HeldDown
+	e.state.ResetAt = onDisk.ResetAt
+	e.state.ConsecutiveFailures = 0
+	e.state.LastError = ""
+	e.state.HeldDown = false
+	e.state.HeldSince = time.Time{}
+	e.state.HoldDownAlerted = false
+	e.next = d.clock.Now()
+	d.metrics.setHeld(e.name, false)
+	if wasHeld {
+		d.logf("serve: %s: hold-down released by reset; running now", e.name)
+	} else {
+		d.logf("serve: %s: failure streak reset", e.name)
+	}
+	return true
+}
+
+// tick is one scheduled moment: start a run, or record an overlap.
+func (d *Daemon) tick(e *entry) {
+	d.syncReset(e)
+	now := d.clock.Now()
+	e.mu.Lock()
+	if e.state.HeldDown || now.Before(e.next) {
+		e.mu.Unlock()
+		return
+	}
+	iv := every(e.c)
+	// Keep the cadence anchored to the schedule, not to when runs end.
+	e.next = e.next.Add(iv)
+	if !e.next.After(now) {
+		e.next = now.Add(iv)
+	}
+	if e.running {
+		e.state.SkippedOverlap++
+		e.state.LastResult = ResultSkippedOverlap
+		started := e.runStart
+		e.mu.Unlock()
+		d.metrics.record(e.name, ResultSkippedOverlap, 0, nil)
+		d.logf("serve: %s: skipped_overlap: the run started %s ago is still going", e.name, now.Sub(started).Round(time.Millisecond))
+		d.save(e)
+		return
+	}
+	e.running, e.runStart, e.trigger = true, now, "schedule"
+	c := e.c
+	e.mu.Unlock()
+	d.runs.Add(1)
+	go func() {
+		defer d.runs.Done()
+		d.execute(e, c)
+	}()
+}
+
+// RunNow runs a contract immediately and waits for its report, as
+// POST /contracts/{name}/run does. It returns ErrUnknownContract,
+// ErrStopping, or ErrOverlap (recorded as skipped_overlap) when the run could
+// not start; otherwise the report and the Runner's error, if any.
+func (d *Daemon) RunNow(name string) (*engine.Report, error) {
+	if d.stopping.Load() {
+		return nil, ErrStopping
+	}
+	d.mu.Lock()
+	e := d.entries[name]
+	d.mu.Unlock()
+	if e == nil {
+		return nil, fmt.Errorf("%w: %s", ErrUnknownContract, name)
+	}
+	now := d.clock.Now()
+	e.mu.Lock()
+	if e.running {
+		e.state.SkippedOverlap++
+		e.mu.Unlock()
+		d.metrics.record(name, ResultSkippedOverlap, 0, nil)
+		d.save(e)
+		return nil, fmt.Errorf("%s: %w", name, ErrOverlap)
+	}
+	e.running, e.runStart, e.trigger = true, now, "on demand"
+	c := e.c
+	e.mu.Unlock()
+	d.runs.Add(1)
+	defer d.runs.Done()
+	return d.execute(e, c)
+}
+
+// execute runs c once under the run deadline and records the outcome.
+func (d *Daemon) execute(e *entry, c *contracts.Contract) (*engine.Report, error) {
+	ctx, cancel := context.WithTimeout(d.runCtx, d.cfg.RunTimeout)
+	defer cancel()
+	start := d.clock.Now()
+	rep, err := d.safeRun(ctx, c)
+	if err == nil && rep == nil {
+		err = errors.New("engine returned no report")
+	}
+	if err == nil && ctx.Err() != nil && rep.Skipped == "" {
+		// The engine returned normally but past its deadline: the run did
+		// not finish its job.
+		err = fmt.Errorf("run deadline %s exceeded: %w", d.cfg.RunTimeout, ctx.Err())
+	}
+	d.finish(e, start, rep, err)
+	return rep, err
+}
+
+// safeRun turns a panic in the engine into a failed run: the daemon keeps
+// serving the other contracts.
+func (d *Daemon) safeRun(ctx context.Context, c *contracts.Contract) (rep *engine.Report, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			d.logf("serve: %s: engine panic: %v\n%s", c.Name, p, debug.Stack())
+			rep, err = nil, fmt.Errorf("engine panic: %v", p)
+		}
+	}()
+	return d.cfg.Runner.Run(ctx, c)
+}
+
+// finish records a run: result, failure streak, backoff, hold-down, metrics,
+// persisted state, and the one hold-down alert.
+func (d *Daemon) finish(e *entry, start time.Time, rep *engine.Report, runErr error) {
+	now := d.clock.Now()
+	onDisk, rerr := ReadState(d.cfg.StateDir, e.name)
+	if rerr != nil {
+		d.logf("serve: %s: %v", e.name, rerr)
+	}
+
+	e.mu.Lock()
+	d.applyResetLocked(e, onDisk)
+	e.running = false
+	trigger := e.trigger
+	iv := every(e.c)
+	result := ResultOK
+	switch {
+	case runErr != nil:
+		result = ResultFailed
+	case rep.Skipped != "":
+		result = ResultSkippedOverlap
+	}
+	e.state.LastResult = result
+	e.state.LastRunAt = start
+	e.state.LastDurationMS = now.Sub(start).Milliseconds()
+	justHeld := false
+	switch result {
+	case ResultFailed:
+		e.state.ConsecutiveFailures++
+		e.state.LastError = runErr.Error()
+		if (HoldDown{}).Trips(e.state.ConsecutiveFailures, e.state.HeldDown) {
+			e.state.HeldDown = true
+			e.state.HeldSince = now
+			justHeld = true
+		}
+		// Back off from when this run started; never sooner than the
+		// cadence already planned.
+		if n := start.Add(Backoff{Every: iv}.Delay(e.state.ConsecutiveFailures)); n.After(e.next) {
+			e.next = n
+		}
+	case ResultSkippedOverlap:
+		e.state.SkippedOverlap++
+	default:
+		e.state.ConsecutiveFailures = 0
+		e.state.LastError = ""
+		e.state.LastSeverity = rep.OverallSeverity
+	}
+	if rep != nil {
+		e.last = rep
+	}
+	e.state.NextRunAt = e.next
+	if e.state.HeldDown {
+		e.state.NextRunAt = time.Time{}
+	}
+	st := e.state
+	e.mu.Unlock()
+
+	d.metrics.record(e.name, result, now.Sub(start).Seconds(), rep)
+	d.metrics.setHeld(e.name, st.HeldDown)
+	switch result {
+	case ResultFailed:
+		d.logf("serve: %s: %s run failed (%d in a row): %v", e.name, trigger, st.ConsecutiveFailures, runErr)
+	case ResultSkippedOverlap:
+		d.logf("serve: %s: skipped_overlap: %s", e.name, rep.Skipped)
+	}
+	if justHeld {
+		d.logf("serve: %s: held down after %d consecutive failed runs; `contractd reset %s` releases it", e.name, st.ConsecutiveFailures, e.name)
+	}
+	d.save(e)
+	if justHeld {
+		d.holdDownAlert(e)
+	}
+	e.poke()
+}
+
+// holdDownAlert sends the one alert of a hold-down, unless it was already
+// sent (the flag survives restarts). A failed delivery is logged and retried
+// when the daemon next starts.
+func (d *Daemon) holdDownAlert(e *entry) {
+	e.mu.Lock()
+	if !e.state.HeldDown || e.state.HoldDownAlerted {
+		e.mu.Unlock()
+		return
+	}
+	text := fmt.Sprintf("contractd: %s held down after %d consecutive failed runs (last error: %s). Scheduled runs are paused until `contractd reset %s`.",
+		e.name, e.state.ConsecutiveFailures, e.state.LastError, e.name)
+	e.mu.Unlock()
+
+	if d.cfg.Notify != nil {
+		ctx, cancel := context.WithTimeout(d.runCtx, 30*time.Second)
+		err := d.cfg.Notify(ctx, text)
+		cancel()
+		if err != nil {
+			d.logf("serve: %s: hold-down alert not delivered (retried at next start): %v", e.name, err)
+			return
+		}
+		d.metrics.alerts.WithLabelValues(e.name).Inc()
+	} else {
+		d.logf("serve: alert: %s", text)
+	}
+	e.mu.Lock()
+	e.state.HoldDownAlerted = true
+	e.mu.Unlock()
+	d.save(e)
+}
+
+// save writes the entry's state, first applying a Reset that landed on disk
+// meanwhile so the daemon never overwrites an operator's release.
+func (d *Daemon) save(e *entry) {
+	e.saveMu.Lock()
+	defer e.saveMu.Unlock()
+	onDisk, err := ReadState(d.cfg.StateDir, e.name)
+	if err != nil {
+		d.logf("serve: %s: %v", e.name, err)
+	}
+	e.mu.Lock()
+	d.applyResetLocked(e, onDisk)
+	st := e.state
+	e.mu.Unlock()
+	if err := writeState(d.cfg.StateDir, st); err != nil {
+		d.logf("serve: %s: %v", e.name, err)
+	}
+}
