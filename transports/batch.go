@@ -1,0 +1,349 @@
+package transports
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Batching: consecutive probe commands for one target travel as one script
+// over one session (one process for local, pct and docker). The script
+// writes each step to a file in a private temporary directory on the
+// target, runs it in its own shell under its own `timeout -k`, with its
+// stdout and stderr going to files, and then emits the step framed by a
+// per-run random boundary (128 bits from crypto/rand) that no step can
+// predict:
+//
+//	\n<B> <i> <exit>\n  stdout bytes  \n<B> <i> e\n  stderr bytes  \n<B> <i> end\n
+//
+// Steps never write to the session's stdout themselves, so nothing a step
+// prints lands outside its frame, and a fake boundary in its output does
+// not match the real one. The reader counts the bytes of each section
+// itself (the boundary delimits them), which saves a `wc` process per step
+// on the target. A step that hangs is killed by its own timeout and the
+// steps after it still run; if the session dies mid-way, the steps framed
+// so far are returned and the rest are marked not run.
+
+// exitTempDir is the batch script's exit status when it found no writable
+// temporary directory; the batch then falls back to one session per step.
+const exitTempDir = 97
+
+// notRun is the Stderr of a step whose frame never arrived.
+const notRun = "[contractd: not run: the batch ended before this step finished]"
+
+const batchPrologue = `umask 077
+__d=$(mktemp -d 2>/dev/null) || { __d="${TMPDIR:-/tmp}/contractd-$$"; mkdir "$__d" 2>/dev/null; } || exit 97
+trap 'rm -rf "$__d"' EXIT
+trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 143' TERM
+__t=; if command -v timeout >/dev/null 2>&1; then __t=1; fi
+__b=sh; if command -v bash >/dev/null 2>&1; then __b="bash --norc"; fi
+__run() {
+	__s=sh; if [ "$3" = bash ]; then __s=$__b; fi
+	if [ -n "$__t" ] && [ "$2" != 0 ]; then
+		timeout -k 2 "$2" $__s "$__d/$1" <"/dev/null" >"$__d/$1.o" 2>"$__d/$1.e"
+	else
+		$__s "$__d/$1" <"/dev/null" >"$__d/$1.o" 2>"$__d/$1.e"
+	fi
+	__c=$?
+	printf '\n%s %s %s\n' "$__B" "$1" "$__c"
+	if [ -s "$__d/$1.o" ]; then cat "$__d/$1.o"; fi
+	printf '\n%s %s e\n' "$__B" "$1"
+	if [ -s "$__d/$1.e" ]; then cat "$__d/$1.e"; fi
+	printf '\n%s %s end\n' "$__B" "$1"
+	rm -f "$__d/$1" "$__d/$1.o" "$__d/$1.e"
+}
+`
+
+// execBatch is the run loop every transport's ExecBatch shares.
+func execBatch(ctx context.Context, r runner, cmds []Command, logf logger) ([]Result, error) {
+	switch len(cmds) {
+	case 0:
+		return nil, nil
+	case 1:
+		res, err := execOne(ctx, r, cmds[0], logf)
+		if err != nil {
+			return nil, err
+		}
+		return []Result{res}, nil
+	}
+	start := time.Now()
+	var secrets []string
+	for _, c := range cmds {
+		secrets = append(secrets, secretsOf(c.Env)...)
+	}
+	runCtx, cancel := batchDeadline(ctx, cmds)
+	defer cancel()
+	dl, ok := runCtx.Deadline()
+	boundary, marker := token(), token()
+	script := batchScript(cmds, boundary, marker)
+
+	pr, pw := io.Pipe()
+	parser := newFrameParser(boundary, cmds, start)
+	parsed := make(chan struct{})
+	go func() {
+		parser.consume(pr)
+		close(parsed)
+	}()
+	stderr := newCapture(DefaultOutputCap)
+	mw := newMarkerWriter(marker, stderr)
+	code, err := r.run(runCtx, shellArgv("sh", remoteSeconds(dl, ok, start)), strings.NewReader(script), pw, mw)
+	pw.Close()
+	<-parsed
+	mw.flush()
+	timedOut := runCtx.Err() != nil
+
+	if err == nil && !mw.seen {
+		msg := strings.TrimSpace(stderr.text(secrets))
+		if timedOut {
+			err = fmt.Errorf("%s: no shell started within the deadline: %w: %w", r, ErrUnreachable, ErrTimeout)
+		} else {
+			err = fmt.Errorf("%s: shell did not start (exit %d): %s: %w", r, code, msg, ErrUnreachable)
+		}
+		logf.printf(secrets, "%v", err)
+		return nil, err
+	}
+	if err == nil && code == exitTempDir && parser.started == 0 {
+		logf.printf(secrets, "%s: no writable temporary directory on the target; running %d steps one session each", r, len(cmds))
+		return execEach(ctx, r, cmds, logf)
+	}
+	results := parser.results(secrets, timedOut)
+	if err != nil {
+		logf.printf(secrets, "%s: batch ended after %d of %d steps: %v", r, parser.finished, len(cmds), err)
+		return results, err
+	}
+	if parser.finished < len(cmds) {
+		logf.printf(secrets, "%s: batch ended after %d of %d steps (exit %d, timed out %v): %s",
+			r, parser.finished, len(cmds), code, timedOut, strings.TrimSpace(stderr.text(secrets)))
+	}
+	return results, nil
+}
+
+// execEach runs cmds one session each, stopping at the first unreachable.
+func execEach(ctx context.Context, r runner, cmds []Command, logf logger) ([]Result, error) {
+	out := make([]Result, 0, len(cmds))
+	for _, c := range cmds {
+		res, err := execOne(ctx, r, c, logf)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, res)
+	}
+	return out, nil
+}
+
+// batchDeadline bounds the whole batch: the caller's deadline, and when
+// every step has a timeout, their sum plus each step's kill grace.
+func batchDeadline(ctx context.Context, cmds []Command) (context.Context, context.CancelFunc) {
+	var total time.Duration
+	for _, c := range cmds {
+		if c.Timeout <= 0 {
+			return context.WithCancel(ctx)
+		}
+		total += c.Timeout.Truncate(time.Second) + time.Second + killAfter + time.Second
+	}
+	return context.WithTimeout(ctx, total+5*time.Second)
+}
+
+// batchScript renders the framed script: start marker, shared exports,
+// prologue, then per step its file and its run.
+func batchScript(cmds []Command, boundary, marker string) string {
+	shared, own := splitEnv(cmds)
+	var b strings.Builder
+	fmt.Fprintf(&b, "printf '%%s\\n' %s >&2\n", marker)
+	b.WriteString(exports(shared))
+	fmt.Fprintf(&b, "__B=%s\n", boundary)
+	b.WriteString(batchPrologue)
+	for i, c := range cmds {
+		shell := "bash"
+		if c.Shell == "sh" {
+			shell = "sh"
+		}
+		secs := 0
+		if c.Timeout > 0 {
+			secs = max(1, int(math.Ceil(c.Timeout.Seconds())))
+		}
+		fmt.Fprintf(&b, "printf '%%s' %s >\"$__d/%d\"\n", quote(exports(own[i])+c.Script+"\n"), i)
+		fmt.Fprintf(&b, "__run %d %d %s\n", i, secs, shell)
+	}
+	return b.String()
+}
+
+// splitEnv exports a variable once at the top when every step that sets it
+// agrees on the value, and per step otherwise.
+func splitEnv(cmds []Command) (map[string]string, []map[string]string) {
+	shared := map[string]string{}
+	conflict := map[string]bool{}
+	for _, c := range cmds {
+		for k, v := range c.Env {
+			if old, ok := shared[k]; ok && old != v {
+				conflict[k] = true
+			}
+			shared[k] = v
+		}
+	}
+	own := make([]map[string]string, len(cmds))
+	for i, c := range cmds {
+		for k, v := range c.Env {
+			if conflict[k] {
+				if own[i] == nil {
+					own[i] = map[string]string{}
+				}
+				own[i][k] = v
+			}
+		}
+	}
+	for k := range conflict {
+		delete(shared, k)
+	}
+	return shared, own
+}
+
+// frameParser reads the batch's stdout and splits it into steps.
+type frameParser struct {
+	boundary []byte // "\n" + boundary + " "
+	cmds     []Command
+	start    time.Time
+
+	steps    []stepFrame
+	cur      *capture // section being read; nil outside a frame
+	curStep  int
+	started  int // headers seen
+	finished int // end lines seen
+	last     time.Time
+}
+
+type stepFrame struct {
+	stdout, stderr *capture
+	code           int
+	started, done  bool
+	duration       time.Duration
+}
+
+func newFrameParser(boundary string, cmds []Command, start time.Time) *frameParser {
+	p := &frameParser{boundary: []byte("\n" + boundary + " "), cmds: cmds, start: start, last: start, curStep: -1}
+	p.steps = make([]stepFrame, len(cmds))
+	for i, c := range cmds {
+		p.steps[i] = stepFrame{stdout: newCapture(c.Cap), stderr: newCapture(c.Cap), code: -1}
+	}
+	return p
+}
+
+// consume reads r to EOF, routing section bytes into captures. It keeps
+// back a tail shorter than the boundary so a boundary split across reads
+// is still found.
+func (p *frameParser) consume(r io.Reader) {
+	buf := make([]byte, 32<<10)
+	var pending []byte
+	for {
+		n, err := r.Read(buf)
+		pending = append(pending, buf[:n]...)
+		pending = p.scan(pending, err != nil)
+		if err != nil {
+			io.Copy(io.Discard, r)
+			return
+		}
+	}
+}
+
+// scan handles every complete boundary line in data and returns what must
+// wait for more input.
+func (p *frameParser) scan(data []byte, eof bool) []byte {
+	for {
+		i := bytes.Index(data, p.boundary)
+		if i < 0 {
+			keep := len(p.boundary) - 1
+			if eof {
+				keep = 0
+			}
+			if len(data) > keep {
+				p.emit(data[:len(data)-keep])
+				data = data[len(data)-keep:]
+			}
+			return data
+		}
+		nl := bytes.IndexByte(data[i+len(p.boundary):], '\n')
+		if nl < 0 {
+			p.emit(data[:i])
+			if eof {
+				return nil
+			}
+			return data[i:]
+		}
+		p.emit(data[:i])
+		p.header(string(data[i+len(p.boundary) : i+len(p.boundary)+nl]))
+		data = data[i+len(p.boundary)+nl+1:]
+	}
+}
+
+func (p *frameParser) emit(b []byte) {
+	if p.cur != nil && len(b) > 0 {
+		p.cur.Write(b)
+	}
+}
+
+// header handles "<i> <exit>", "<i> e" and "<i> end".
+func (p *frameParser) header(line string) {
+	f := strings.Fields(line)
+	if len(f) != 2 {
+		p.cur = nil
+		return
+	}
+	i, err := strconv.Atoi(f[0])
+	if err != nil || i < 0 || i >= len(p.steps) {
+		p.cur = nil
+		return
+	}
+	s := &p.steps[i]
+	switch f[1] {
+	case "e":
+		p.cur = s.stderr
+	case "end":
+		now := time.Now()
+		s.done, s.duration, p.last = true, now.Sub(p.last), now
+		p.finished++
+		p.cur = nil
+	default:
+		code, err := strconv.Atoi(f[1])
+		if err != nil {
+			p.cur = nil
+			return
+		}
+		s.started, s.code = true, code
+		p.started++
+		p.cur = s.stdout
+	}
+}
+
+// results turns frames into Results; steps without a complete frame get
+// exit code -1, a note in Stderr, and TimedOut when the batch ran out of time.
+func (p *frameParser) results(secrets []string, timedOut bool) []Result {
+	out := make([]Result, len(p.steps))
+	for i, s := range p.steps {
+		r := Result{
+			Stdout:      s.stdout.text(secrets),
+			Stderr:      s.stderr.text(secrets),
+			StdoutBytes: s.stdout.total,
+			StderrBytes: s.stderr.total,
+			ExitCode:    s.code,
+			Duration:    s.duration,
+		}
+		if s.done {
+			// timeout(1) exits 124 when it stopped the step, 137 when it had to KILL it.
+			r.TimedOut = p.cmds[i].Timeout > 0 && (s.code == 124 || s.code == 137)
+		} else {
+			r.ExitCode = -1
+			if r.Stderr != "" {
+				r.Stderr += "\n"
+			}
+			r.Stderr += notRun
+			r.TimedOut = timedOut
+		}
+		out[i] = r
+	}
+	return out
+}

@@ -1,0 +1,92 @@
+package transports
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"syscall"
+	"time"
+)
+
+// Local runs scripts on the engine's own host, each in its own process
+// group so that a timeout kills the whole tree.
+type Local struct {
+	logf logger
+}
+
+var _ Transport = (*Local)(nil)
+
+func openLocal(p *Pool, spec *Spec, _ runner) (Transport, error) {
+	return &Local{logf: p.logf}, nil
+}
+
+// Exec runs cmd with `bash -s` (or `sh -s`) on this host. It returns an
+// error wrapping ErrUnreachable only when no shell could be started.
+func (l *Local) Exec(ctx context.Context, cmd Command) (Result, error) {
+	return execOne(ctx, l, cmd, l.logf)
+}
+
+// ExecBatch runs cmds as one framed script in one shell. It returns an
+// error wrapping ErrUnreachable when no shell could be started.
+func (l *Local) ExecBatch(ctx context.Context, cmds []Command) ([]Result, error) {
+	return execBatch(ctx, l, cmds, l.logf)
+}
+
+// String names the transport: "local".
+func (l *Local) String() string { return "local" }
+
+// run starts argv in a new process group. When ctx ends it sends SIGTERM to
+// the group, then SIGKILL after killAfter, and reaps the process before
+// returning.
+func (l *Local) run(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	c := exec.Command(argv[0], argv[1:]...)
+	c.Stdin, c.Stdout, c.Stderr = stdin, stdout, stderr
+	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	// A descendant that left the group (setsid) may hold our pipes open;
+	// don't wait for it forever once the process itself is gone.
+	c.WaitDelay = killAfter
+	if err := c.Start(); err != nil {
+		return -1, fmt.Errorf("local: start %s: %w: %w", argv[0], err, ErrUnreachable)
+	}
+	pgid := c.Process.Pid
+	waitc := make(chan error, 1)
+	go func() { waitc <- c.Wait() }()
+	select {
+	case err := <-waitc:
+		return exitStatus(c, err)
+	case <-ctx.Done():
+	}
+	syscall.Kill(-pgid, syscall.SIGTERM)
+	timer := time.NewTimer(killAfter)
+	defer timer.Stop()
+	select {
+	case err := <-waitc:
+		// The leader is gone; stragglers that ignored SIGTERM are not.
+		syscall.Kill(-pgid, syscall.SIGKILL)
+		return exitStatus(c, err)
+	case <-timer.C:
+	}
+	syscall.Kill(-pgid, syscall.SIGKILL)
+	return exitStatus(c, <-waitc)
+}
+
+// exitStatus turns Wait's outcome into a shell-style exit code: 128+N for a
+// process killed by signal N.
+func exitStatus(c *exec.Cmd, err error) (int, error) {
+	ps := c.ProcessState
+	if ps == nil {
+		return -1, fmt.Errorf("local: wait: %w: %w", err, ErrUnreachable)
+	}
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal()), nil
+	}
+	var ee *exec.ExitError
+	if err == nil || errors.As(err, &ee) || errors.Is(err, exec.ErrWaitDelay) {
+		return ps.ExitCode(), nil
+	}
+	return ps.ExitCode(), nil
+}
+
+func (l *Local) logger() logger { return l.logf }

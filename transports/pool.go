@@ -1,0 +1,292 @@
+package transports
+
+import (
+	"context"
+	"crypto/ed25519"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+)
+
+// ErrPoolClosed is wrapped by Exec and dials after Pool.Close.
+var ErrPoolClosed = errors.New("transport pool closed")
+
+// opener builds the transport of one link; parent is the runner of Via
+// (nil when the link runs on the engine's host).
+type opener func(p *Pool, spec *Spec, parent runner) (Transport, error)
+
+// kinds is the one explicit list of transport kinds.
+var kinds = registry(
+	kind{"local", openLocal},
+	kind{"ssh", openSSH},
+	kind{"pct", openPCT},
+	kind{"docker", openDocker},
+)
+
+type kind struct {
+	name string
+	open opener
+}
+
+// registry builds the kind map and panics at init on a duplicate name.
+func registry(ks ...kind) map[string]opener {
+	m := make(map[string]opener, len(ks))
+	for _, k := range ks {
+		if _, dup := m[k.name]; dup {
+			panic("transports: duplicate kind " + k.name)
+		}
+		m[k.name] = k.open
+	}
+	return m
+}
+
+// PoolOptions configure a Pool.
+type PoolOptions struct {
+	// KeepAlive sends keepalive@openssh.com on each ssh connection at this
+	// interval and drops a connection that does not answer within it; 0
+	// disables keepalives.
+	KeepAlive time.Duration
+	// Logf receives one line per connection event (dial, reconnect,
+	// host key accepted, keepalive failure) and per failed command, with
+	// command secrets redacted. Nil discards them.
+	Logf func(format string, args ...any)
+}
+
+// Pool opens transports and owns the ssh connections they share: one per
+// (user, host, port, via chain), dialed on first use and redialed after it
+// died. It is safe for concurrent use.
+type Pool struct {
+	opts  PoolOptions
+	logf  logger
+	probe ssh.PublicKey // a key no host has, to ask known_hosts which key types it holds
+
+	mu     sync.Mutex
+	conns  map[string]*sshConn
+	closed bool
+}
+
+// sshConn is one pooled connection slot; mu serialises dials to it.
+type sshConn struct {
+	mu     sync.Mutex
+	client *ssh.Client
+	stop   chan struct{} // closed when client is dropped, ends its keepalive
+}
+
+// NewPool returns an empty pool. It never fails.
+func NewPool(opts PoolOptions) *Pool {
+	p := &Pool{opts: opts, conns: map[string]*sshConn{}}
+	if opts.Logf != nil {
+		p.logf = opts.Logf
+	}
+	if pub, _, err := ed25519.GenerateKey(rand.Reader); err == nil {
+		p.probe, _ = ssh.NewPublicKey(pub)
+	}
+	return p
+}
+
+// Open returns the transport for spec and its via chain. It is cheap:
+// nothing is dialed until the first Exec. It returns an error wrapping
+// ErrInvalidSpec for a malformed chain, or ErrPoolClosed.
+func (p *Pool) Open(spec *Spec) (Transport, error) {
+	if err := spec.validate(); err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	closed := p.closed
+	p.mu.Unlock()
+	if closed {
+		return nil, ErrPoolClosed
+	}
+	return p.open(spec)
+}
+
+func (p *Pool) open(spec *Spec) (Transport, error) {
+	var parent runner
+	if spec.Via != nil {
+		t, err := p.open(spec.Via)
+		if err != nil {
+			return nil, err
+		}
+		parent = t.(runner)
+	}
+	open, ok := kinds[spec.Kind]
+	if !ok {
+		return nil, fmt.Errorf("kind %q: %w", spec.Kind, ErrInvalidSpec)
+	}
+	return open(p, spec, parent)
+}
+
+// Dialer is how an http or tcp step reaches "the loopback of that host".
+type Dialer interface {
+	DialContext(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// Dialer returns a dialer that opens TCP connections from the host of
+// spec: through the pooled ssh connection (direct-tcpip) for an ssh spec,
+// or directly for local. It returns an error wrapping ErrInvalidSpec for
+// pct and docker links, which have no tunnel.
+func (p *Pool) Dialer(spec *Spec) (Dialer, error) {
+	if err := spec.validate(); err != nil {
+		return nil, err
+	}
+	switch spec.Kind {
+	case "local":
+		return &net.Dialer{}, nil
+	case "ssh":
+		return sshDialer{p: p, spec: spec}, nil
+	}
+	return nil, fmt.Errorf("%s: no tcp tunnel through %s links: %w", spec.chain(), spec.Kind, ErrInvalidSpec)
+}
+
+type sshDialer struct {
+	p    *Pool
+	spec *Spec
+}
+
+// DialContext opens network/addr from the ssh host. It returns an error
+// wrapping ErrUnreachable when the ssh host cannot be reached or refuses
+// the forward.
+func (d sshDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	c, err := d.p.client(ctx, d.spec)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := c.DialContext(ctx, network, addr)
+	if err != nil {
+		return nil, fmt.Errorf("%s: forward to %s: %w: %w", d.spec.chain(), addr, err, ErrUnreachable)
+	}
+	return conn, nil
+}
+
+// Close closes every pooled connection; later Opens fail with
+// ErrPoolClosed. It returns the first close error.
+func (p *Pool) Close() error {
+	p.mu.Lock()
+	p.closed = true
+	conns := p.conns
+	p.conns = map[string]*sshConn{}
+	p.mu.Unlock()
+	var first error
+	for _, c := range conns {
+		c.mu.Lock()
+		if c.client != nil {
+			if err := c.client.Close(); err != nil && first == nil && !errors.Is(err, net.ErrClosed) {
+				first = err
+			}
+			c.drop(c.client)
+		}
+		c.mu.Unlock()
+	}
+	return first
+}
+
+// drop forgets cl if it is still the slot's client. Callers hold c.mu.
+func (c *sshConn) drop(cl *ssh.Client) {
+	if c.client == cl && cl != nil {
+		c.client = nil
+		close(c.stop)
+	}
+}
+
+// chainKey identifies a pooled connection: user, host, port and the chain
+// it is reached through.
+func chainKey(s *Spec) string {
+	k := s.User + "@" + s.addr()
+	if s.Via != nil && s.Via.Kind == "ssh" {
+		k += " via " + chainKey(s.Via)
+	}
+	return k
+}
+
+// client returns the pooled connection for spec, dialing it when absent.
+func (p *Pool) client(ctx context.Context, spec *Spec) (*ssh.Client, error) {
+	key := chainKey(spec)
+	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		return nil, fmt.Errorf("%s: %w", spec.chain(), ErrPoolClosed)
+	}
+	c := p.conns[key]
+	if c == nil {
+		c = &sshConn{}
+		p.conns[key] = c
+	}
+	p.mu.Unlock()
+
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.client != nil {
+		return c.client, nil
+	}
+	cl, err := p.dial(ctx, spec)
+	if err != nil {
+		p.logf.printf(nil, "%v", err)
+		return nil, err
+	}
+	c.client, c.stop = cl, make(chan struct{})
+	p.logf.printf(nil, "%s: connected", spec.chain())
+	go func(stop chan struct{}) {
+		err := cl.Wait()
+		c.mu.Lock()
+		if c.client == cl {
+			p.logf.printf(nil, "%s: connection closed: %v", spec.chain(), err)
+		}
+		c.drop(cl)
+		c.mu.Unlock()
+	}(c.stop)
+	if p.opts.KeepAlive > 0 {
+		go p.keepalive(spec, cl, c.stop)
+	}
+	return cl, nil
+}
+
+// forget closes cl and drops it from its slot, after a failure that showed
+// it is dead, so that the next call redials.
+func (p *Pool) forget(spec *Spec, cl *ssh.Client) {
+	p.mu.Lock()
+	c := p.conns[chainKey(spec)]
+	p.mu.Unlock()
+	cl.Close()
+	if c != nil {
+		c.mu.Lock()
+		c.drop(cl)
+		c.mu.Unlock()
+	}
+}
+
+// keepalive pings the server every KeepAlive and closes the connection when
+// a ping fails or goes unanswered for a whole interval.
+func (p *Pool) keepalive(spec *Spec, cl *ssh.Client, stop chan struct{}) {
+	t := time.NewTicker(p.opts.KeepAlive)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+		}
+		reply := make(chan error, 1)
+		go func() {
+			_, _, err := cl.SendRequest("keepalive@openssh.com", true, nil)
+			reply <- err
+		}()
+		select {
+		case err := <-reply:
+			if err == nil {
+				continue
+			}
+			p.logf.printf(nil, "%s: keepalive failed: %v", spec.chain(), err)
+		case <-time.After(p.opts.KeepAlive):
+			p.logf.printf(nil, "%s: keepalive unanswered for %s", spec.chain(), p.opts.KeepAlive)
+		case <-stop:
+			return
+		}
+		cl.Close() // the Wait watcher drops it from the pool
+		return
+	}
+}

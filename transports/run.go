@@ -1,0 +1,89 @@
+package transports
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+)
+
+// runner starts one fixed argv on a target with a script on stdin. Every
+// transport is a runner; pct and docker prefix the argv and hand it to
+// their parent's runner, which is how chains compose.
+type runner interface {
+	// run runs argv with stdin and copies its output to stdout and stderr
+	// until it exits or ctx ends. When ctx ends it stops the process and
+	// what it started, and returns once that is done, with exit code -1
+	// if no status arrived. It returns an error wrapping ErrUnreachable
+	// when the target could not be reached or the argv not started.
+	run(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error)
+	// logger is where the chain's events go (PoolOptions.Logf).
+	logger() logger
+	String() string
+}
+
+// logger is PoolOptions.Logf or a no-op.
+type logger func(format string, args ...any)
+
+func (l logger) printf(secrets []string, format string, args ...any) {
+	if l != nil {
+		l("%s", Redact(fmt.Sprintf(format, args...), secrets))
+	}
+}
+
+// execOne is the run loop every transport's Exec shares: it frames the
+// script (start marker, exports, the script), runs it under the command's
+// deadline, captures and redacts the output and tells an unreachable
+// target from a script that ran.
+func execOne(ctx context.Context, r runner, cmd Command, logf logger) (Result, error) {
+	start := time.Now()
+	runCtx := ctx
+	if cmd.Timeout > 0 {
+		var cancel context.CancelFunc
+		runCtx, cancel = context.WithTimeout(ctx, cmd.Timeout)
+		defer cancel()
+	}
+	dl, ok := runCtx.Deadline()
+	secs := remoteSeconds(dl, ok, start)
+	secrets := secretsOf(cmd.Env)
+	marker := token()
+
+	var script strings.Builder
+	fmt.Fprintf(&script, "printf '%%s\\n' %s >&2\n", marker)
+	script.WriteString(exports(cmd.Env))
+	script.WriteString(cmd.Script)
+	script.WriteString("\n")
+
+	stdout, stderr := newCapture(cmd.Cap), newCapture(cmd.Cap)
+	mw := newMarkerWriter(marker, stderr)
+	code, err := r.run(runCtx, shellArgv(cmd.Shell, secs), strings.NewReader(script.String()), stdout, mw)
+	mw.flush()
+	res := Result{
+		Stdout:      stdout.text(secrets),
+		Stderr:      stderr.text(secrets),
+		StdoutBytes: stdout.total,
+		StderrBytes: stderr.total,
+		ExitCode:    code,
+		Duration:    time.Since(start),
+		TimedOut:    runCtx.Err() != nil,
+	}
+	if err != nil {
+		logf.printf(secrets, "%s: %v", r, err)
+		return res, err
+	}
+	if !mw.seen {
+		msg := strings.TrimSpace(res.Stderr)
+		if res.TimedOut {
+			err = fmt.Errorf("%s: no shell started within the deadline: %w: %w", r, ErrUnreachable, ErrTimeout)
+		} else {
+			err = fmt.Errorf("%s: shell did not start (exit %d): %s: %w", r, code, msg, ErrUnreachable)
+		}
+		logf.printf(secrets, "%v", err)
+		return res, err
+	}
+	if res.TimedOut {
+		logf.printf(secrets, "%s: command timed out after %s and was killed", r, res.Duration.Round(time.Millisecond))
+	}
+	return res, nil
+}

@@ -1,0 +1,211 @@
+package transports
+
+import (
+	"bytes"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"math"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// killAfter is the grace between the polite signal (SIGTERM) and SIGKILL,
+// both for local process groups and for `timeout -k` on targets.
+const killAfter = 2 * time.Second
+
+// quote returns s as one single-quoted shell word: 'it'\”s'.
+func quote(s string) string {
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+// joinArgv renders a fixed argv as a shell command line, each word quoted.
+func joinArgv(argv []string) string {
+	q := make([]string, len(argv))
+	for i, a := range argv {
+		q[i] = quote(a)
+	}
+	return strings.Join(q, " ")
+}
+
+var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// exports renders `export NAME='value'` lines in name order. Names that are
+// not shell identifiers are skipped: they could not be exported anyway.
+func exports(env map[string]string) string {
+	names := make([]string, 0, len(env))
+	for k := range env {
+		if envName.MatchString(k) {
+			names = append(names, k)
+		}
+	}
+	sort.Strings(names)
+	var b strings.Builder
+	for _, k := range names {
+		fmt.Fprintf(&b, "export %s=%s\n", k, quote(env[k]))
+	}
+	return b.String()
+}
+
+// secretsOf lists the non-empty values of env: every value a command
+// exports is treated as a secret.
+func secretsOf(env map[string]string) []string {
+	var s []string
+	for _, v := range env {
+		if v != "" {
+			s = append(s, v)
+		}
+	}
+	return s
+}
+
+// Redact replaces every occurrence of each non-empty secret in s by "***".
+// Longer secrets are replaced first so that a secret containing another is
+// hidden whole. It never fails.
+func Redact(s string, secrets []string) string {
+	if len(secrets) == 0 || s == "" {
+		return s
+	}
+	sorted := append([]string(nil), secrets...)
+	sort.Slice(sorted, func(i, j int) bool { return len(sorted[i]) > len(sorted[j]) })
+	for _, sec := range sorted {
+		if sec != "" {
+			s = strings.ReplaceAll(s, sec, "***")
+		}
+	}
+	return s
+}
+
+// redactTail hides a proper prefix of a secret that a cap cut off at the end
+// of s, so a truncated capture cannot leak the secret's first half.
+func redactTail(s string, secrets []string) string {
+	for _, sec := range secrets {
+		for n := len(sec) - 1; n >= 4; n-- {
+			if strings.HasSuffix(s, sec[:n]) {
+				return s[:len(s)-n] + "***"
+			}
+		}
+	}
+	return s
+}
+
+// token returns 128 random bits as hex, for start markers and batch
+// boundaries that no step output can predict.
+func token() string {
+	var b [16]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		// crypto/rand does not fail on Linux; keep going with what we have.
+		return fmt.Sprintf("contractd%x", time.Now().UnixNano())
+	}
+	return "contractd" + hex.EncodeToString(b[:])
+}
+
+// capture keeps the first max bytes written and counts them all.
+type capture struct {
+	max   int
+	buf   []byte
+	total int64
+}
+
+func newCapture(max int) *capture {
+	if max <= 0 {
+		max = DefaultOutputCap
+	}
+	return &capture{max: max}
+}
+
+func (c *capture) Write(p []byte) (int, error) {
+	c.total += int64(len(p))
+	if room := c.max - len(c.buf); room > 0 {
+		c.buf = append(c.buf, p[:min(room, len(p))]...)
+	}
+	return len(p), nil
+}
+
+// text returns the redacted capture, with a "[captured N of M bytes]" note
+// when the stream was longer than the cap.
+func (c *capture) text(secrets []string) string {
+	s := Redact(string(c.buf), secrets)
+	if c.total > int64(len(c.buf)) {
+		s = redactTail(s, secrets)
+		s += fmt.Sprintf("\n[captured %d of %d bytes]", len(c.buf), c.total)
+	}
+	return s
+}
+
+// markerWriter strips the start marker line from stderr and remembers that
+// it was seen: the marker proves the shell on the target began reading our
+// script, which separates "the target could not run it" (unreachable) from
+// "the script ran and failed" (a Result). Bytes before the marker (a noisy
+// login rc file) are kept.
+type markerWriter struct {
+	marker []byte
+	pre    []byte
+	seen   bool
+	done   bool
+	out    *capture
+}
+
+const markerSearchLimit = 64 << 10
+
+func newMarkerWriter(marker string, out *capture) *markerWriter {
+	return &markerWriter{marker: []byte(marker + "\n"), out: out}
+}
+
+func (m *markerWriter) Write(p []byte) (int, error) {
+	if m.done {
+		return m.out.Write(p)
+	}
+	m.pre = append(m.pre, p...)
+	if i := bytes.Index(m.pre, m.marker); i >= 0 {
+		m.seen, m.done = true, true
+		m.out.Write(m.pre[:i])
+		m.out.Write(m.pre[i+len(m.marker):])
+		m.pre = nil
+	} else if len(m.pre) > markerSearchLimit {
+		m.flush()
+	}
+	return len(p), nil
+}
+
+// flush gives up looking and passes buffered bytes on.
+func (m *markerWriter) flush() {
+	if !m.done {
+		m.done = true
+		m.out.Write(m.pre)
+		m.pre = nil
+	}
+}
+
+// remoteSeconds is the whole-second deadline handed to `timeout` on the
+// target: the time left until deadline, rounded up; 0 means none.
+func remoteSeconds(deadline time.Time, ok bool, now time.Time) int {
+	if !ok {
+		return 0
+	}
+	s := int(math.Ceil(deadline.Sub(now).Seconds()))
+	return max(s, 1)
+}
+
+// launcher is the constant program of the fixed argv every script runs
+// under. It picks the shell (bash with --norc so an ssh login does not
+// source ~/.bashrc a second time; sh when bash is absent or not asked for)
+// and, when the target has `timeout`, runs it under `timeout -k` so a hung
+// script cannot outlive its deadline even if our signal never arrives.
+// Arguments: $1 seconds (0 = none), $2 shell name.
+const launcher = `t=$1 s=$2; ` +
+	`if [ "$s" = bash ] && command -v bash >/dev/null 2>&1; then set -- bash --norc -s; else set -- sh -s; fi; ` +
+	`if [ "$t" != 0 ] && command -v timeout >/dev/null 2>&1; then exec timeout -k ` + "2" + ` "$t" "$@"; fi; ` +
+	`exec "$@"`
+
+// shellArgv is the fixed argv that reads a script from stdin: no script
+// text, only the launcher, a number and a shell name.
+func shellArgv(shell string, secs int) []string {
+	if shell != "sh" {
+		shell = "bash"
+	}
+	return []string{"sh", "-c", launcher, "contractd", strconv.Itoa(secs), shell}
+}

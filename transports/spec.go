@@ -1,0 +1,161 @@
+package transports
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// ErrInvalidSpec is wrapped by Open and Dialer when a chain link is malformed.
+var ErrInvalidSpec = errors.New("invalid transport spec")
+
+// Host-key policies for ssh links.
+const (
+	HostKeyStrict    = "strict"     // unknown and changed host keys are refused
+	HostKeyAcceptNew = "accept-new" // unknown keys are recorded and trusted; changed keys are refused
+)
+
+// DefaultConnectTimeout bounds an ssh dial and handshake when Spec.ConnectTimeout is 0.
+const DefaultConnectTimeout = 10 * time.Second
+
+// Spec is one link of a transport chain. The engine maps contracts.Target to
+// Spec; transports does not import contracts.
+type Spec struct {
+	Name string
+	Kind string // "local", "ssh", "pct", "docker"
+
+	User string // ssh
+	Host string // ssh
+	Port int    // ssh; 0 means 22
+
+	VMID      int    // pct
+	Container string // docker
+
+	Via *Spec // parent link; nil means the engine's host
+
+	KnownHosts     string   // ssh: known_hosts file; "" means ~/.ssh/known_hosts
+	HostKeyPolicy  string   // ssh: HostKeyStrict (default) or HostKeyAcceptNew
+	Identity       []string // ssh: private key files; SSH_AUTH_SOCK is used too when set
+	ConnectTimeout time.Duration
+
+	// Sudo runs pct or docker through `sudo -n` on the parent, for a parent
+	// login that is not root (see docs/transports.md for the sudoers rule).
+	Sudo bool
+}
+
+// ParseSSHAddr splits "user@host" or "user@host:port" ("user@[::1]:2222"
+// for IPv6). The port is 22 when absent. It returns an error wrapping
+// ErrInvalidSpec when the user or host is missing or the port is not a
+// number in 1..65535.
+func ParseSSHAddr(s string) (user, host string, port int, err error) {
+	at := strings.LastIndexByte(s, '@')
+	if at <= 0 || at == len(s)-1 {
+		return "", "", 0, fmt.Errorf("ssh address %q: want user@host[:port]: %w", s, ErrInvalidSpec)
+	}
+	user, hp := s[:at], s[at+1:]
+	port = 22
+	if h, p, splitErr := net.SplitHostPort(hp); splitErr == nil {
+		n, convErr := strconv.Atoi(p)
+		if convErr != nil || n < 1 || n > 65535 {
+			return "", "", 0, fmt.Errorf("ssh address %q: bad port %q: %w", s, p, ErrInvalidSpec)
+		}
+		host, port = h, n
+	} else {
+		host = strings.TrimSuffix(strings.TrimPrefix(hp, "["), "]")
+	}
+	if host == "" || strings.ContainsAny(host, " /@") {
+		return "", "", 0, fmt.Errorf("ssh address %q: bad host: %w", s, ErrInvalidSpec)
+	}
+	return user, host, port, nil
+}
+
+var containerName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+
+// validate checks one link and its parents. It returns an error wrapping
+// ErrInvalidSpec naming the first bad field.
+func (s *Spec) validate() error {
+	if s == nil {
+		return fmt.Errorf("nil spec: %w", ErrInvalidSpec)
+	}
+	switch s.Kind {
+	case "local":
+		if s.Via != nil {
+			return fmt.Errorf("%s: a local link cannot have via: %w", s.label(), ErrInvalidSpec)
+		}
+	case "ssh":
+		if s.User == "" || s.Host == "" {
+			return fmt.Errorf("%s: ssh needs user and host: %w", s.label(), ErrInvalidSpec)
+		}
+		if s.Port < 0 || s.Port > 65535 {
+			return fmt.Errorf("%s: bad port %d: %w", s.label(), s.Port, ErrInvalidSpec)
+		}
+		switch s.HostKeyPolicy {
+		case "", HostKeyStrict, HostKeyAcceptNew:
+		default:
+			return fmt.Errorf("%s: host key policy %q: want strict or accept-new: %w", s.label(), s.HostKeyPolicy, ErrInvalidSpec)
+		}
+		if s.Via != nil && s.Via.Kind != "ssh" && s.Via.Kind != "local" {
+			return fmt.Errorf("%s: ssh can only hop through another ssh host, not %s: %w", s.label(), s.Via.Kind, ErrInvalidSpec)
+		}
+	case "pct":
+		if s.VMID <= 0 {
+			return fmt.Errorf("%s: pct needs a VMID > 0: %w", s.label(), ErrInvalidSpec)
+		}
+	case "docker":
+		if !containerName.MatchString(s.Container) {
+			return fmt.Errorf("%s: docker container name %q: %w", s.label(), s.Container, ErrInvalidSpec)
+		}
+	default:
+		return fmt.Errorf("%s: unknown kind %q: %w", s.label(), s.Kind, ErrInvalidSpec)
+	}
+	if s.Via != nil {
+		return s.Via.validate()
+	}
+	return nil
+}
+
+func (s *Spec) port() int {
+	if s.Port == 0 {
+		return 22
+	}
+	return s.Port
+}
+
+func (s *Spec) connectTimeout() time.Duration {
+	if s.ConnectTimeout <= 0 {
+		return DefaultConnectTimeout
+	}
+	return s.ConnectTimeout
+}
+
+func (s *Spec) addr() string { return net.JoinHostPort(s.Host, strconv.Itoa(s.port())) }
+
+// label names one link for messages.
+func (s *Spec) label() string {
+	switch s.Kind {
+	case "ssh":
+		return "ssh " + s.User + "@" + s.addr()
+	case "pct":
+		return "pct " + strconv.Itoa(s.VMID)
+	case "docker":
+		return "docker " + s.Container
+	case "local":
+		return "local"
+	}
+	if s.Name != "" {
+		return s.Name
+	}
+	return s.Kind
+}
+
+// chain names the whole chain, outermost first: "ssh root@h:22 → pct 112".
+func (s *Spec) chain() string {
+	if s.Via == nil {
+		return s.label()
+	}
+	return s.Via.chain() + " → " + s.label()
+}

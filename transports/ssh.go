@@ -1,0 +1,395 @@
+package transports
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/crypto/ssh"
+	"golang.org/x/crypto/ssh/agent"
+	"golang.org/x/crypto/ssh/knownhosts"
+)
+
+// SSH runs scripts on a host over a pooled golang.org/x/crypto/ssh
+// connection: one session per command (or per batch), the script on the
+// session's stdin, the session command a fixed argv.
+type SSH struct {
+	pool *Pool
+	spec *Spec
+}
+
+var _ Transport = (*SSH)(nil)
+
+func openSSH(p *Pool, spec *Spec, _ runner) (Transport, error) {
+	return &SSH{pool: p, spec: spec}, nil
+}
+
+// Exec runs cmd in one session. It returns an error wrapping ErrUnreachable
+// when the host cannot be dialed, its key is unknown or changed,
+// authentication fails, or the connection drops mid-command.
+func (s *SSH) Exec(ctx context.Context, cmd Command) (Result, error) {
+	return execOne(ctx, s, cmd, s.pool.logf)
+}
+
+// ExecBatch runs cmds as one framed script in one session. It returns an
+// error wrapping ErrUnreachable as Exec does; when the connection drops
+// mid-batch the steps already framed are returned beside the error.
+func (s *SSH) ExecBatch(ctx context.Context, cmds []Command) ([]Result, error) {
+	return execBatch(ctx, s, cmds, s.pool.logf)
+}
+
+// String names the chain, e.g. "ssh root@h:22".
+func (s *SSH) String() string { return s.spec.chain() }
+
+// run opens a session (redialing once when the pooled connection turns out
+// dead), starts argv and waits. When ctx ends it signals the remote process
+// (TERM, then KILL after killAfter) and closes the session.
+func (s *SSH) run(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
+	sess, err := s.session(ctx)
+	if err != nil {
+		return -1, err
+	}
+	defer sess.Close()
+	sess.Stdin, sess.Stdout, sess.Stderr = stdin, stdout, stderr
+	// `exec` so the login shell replaces itself and a signal reaches our
+	// process, not a shell waiting on it.
+	if err := sess.Start("exec " + joinArgv(argv)); err != nil {
+		return -1, fmt.Errorf("%s: start session command: %w: %w", s, err, ErrUnreachable)
+	}
+	waitc := make(chan error, 1)
+	go func() { waitc <- sess.Wait() }()
+	select {
+	case err := <-waitc:
+		return s.exitStatus(err)
+	case <-ctx.Done():
+	}
+	sess.Signal(ssh.SIGTERM)
+	timer := time.NewTimer(killAfter)
+	defer timer.Stop()
+	select {
+	case err := <-waitc:
+		code, _ := s.exitStatus(err)
+		return code, nil
+	case <-timer.C:
+	}
+	sess.Signal(ssh.SIGKILL)
+	sess.Close()
+	select {
+	case <-waitc:
+	case <-time.After(killAfter):
+		// Wait is stuck on an output copy; the session is closed anyway.
+	}
+	return -1, nil
+}
+
+// exitStatus maps Session.Wait's outcome to an exit code; a session that
+// ended without a status means the connection died.
+func (s *SSH) exitStatus(err error) (int, error) {
+	var ee *ssh.ExitError
+	switch {
+	case err == nil:
+		return 0, nil
+	case errors.As(err, &ee):
+		if sig := ee.Signal(); sig != "" {
+			if n, ok := signalNumbers[sig]; ok {
+				return 128 + n, nil
+			}
+		}
+		return ee.ExitStatus(), nil
+	}
+	return -1, fmt.Errorf("%s: connection lost during the command: %w: %w", s, err, ErrUnreachable)
+}
+
+var signalNumbers = map[string]int{"HUP": 1, "INT": 2, "QUIT": 3, "KILL": 9, "PIPE": 13, "ALRM": 14, "TERM": 15}
+
+// session opens a session on the pooled connection. A connection that died
+// since its last use (sshd restarted, network flap) fails here; it is
+// dropped and dialed once more.
+func (s *SSH) session(ctx context.Context) (*ssh.Session, error) {
+	var last error
+	for attempt := 0; attempt < 2; attempt++ {
+		cl, err := s.pool.client(ctx, s.spec)
+		if err != nil {
+			return nil, err
+		}
+		sess, err := cl.NewSession()
+		if err == nil {
+			return sess, nil
+		}
+		var oce *ssh.OpenChannelError
+		if errors.As(err, &oce) {
+			// The server refused the channel (MaxSessions): the connection
+			// is alive and other sessions use it.
+			return nil, fmt.Errorf("%s: open session: %w: %w", s, err, ErrUnreachable)
+		}
+		last = err
+		s.pool.logf.printf(nil, "%s: pooled connection dead (%v), reconnecting", s, err)
+		s.pool.forget(s.spec, cl)
+	}
+	return nil, fmt.Errorf("%s: open session: %w: %w", s, last, ErrUnreachable)
+}
+
+// HostKeyError reports a host key that known_hosts does not vouch for:
+// unknown under the strict policy, or different from the recorded one.
+type HostKeyError struct {
+	Host        string // host:port as dialed
+	Fingerprint string // SHA256:... of the key the server presented
+	KeyType     string
+	KnownHosts  string
+	Want        []string // "file:line SHA256:..." of recorded keys; empty for an unknown host
+}
+
+// Error names the host, the presented fingerprint and what was expected.
+func (e *HostKeyError) Error() string {
+	if len(e.Want) == 0 {
+		return fmt.Sprintf("unknown host key for %s: %s %s is not in %s (host-key policy strict; add it or use accept-new)",
+			e.Host, e.KeyType, e.Fingerprint, e.KnownHosts)
+	}
+	return fmt.Sprintf("HOST KEY MISMATCH for %s: presented %s %s, known_hosts has %s; refusing to run anything",
+		e.Host, e.KeyType, e.Fingerprint, strings.Join(e.Want, ", "))
+}
+
+// dial connects and authenticates to spec's host, directly or through the
+// pooled connection of spec.Via, within the connect timeout.
+func (p *Pool) dial(ctx context.Context, spec *Spec) (*ssh.Client, error) {
+	name := spec.chain()
+	ctx, cancel := context.WithTimeout(ctx, spec.connectTimeout())
+	defer cancel()
+	addr := spec.addr()
+
+	hostKeys, algos, err := p.hostKeyCallback(spec)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w: %w", name, err, ErrUnreachable)
+	}
+	auth, closeAgent, err := authMethods(spec)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w: %w", name, err, ErrUnreachable)
+	}
+	defer closeAgent()
+
+	var nc net.Conn
+	if spec.Via != nil && spec.Via.Kind == "ssh" {
+		parent, err := p.client(ctx, spec.Via)
+		if err != nil {
+			return nil, err
+		}
+		nc, err = parent.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("%s: dial %s through %s: %w: %w", name, addr, spec.Via.chain(), err, ErrUnreachable)
+		}
+	} else {
+		nc, err = (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+		if err != nil {
+			return nil, fmt.Errorf("%s: dial %s: %w: %w", name, addr, err, ErrUnreachable)
+		}
+	}
+	cfg := &ssh.ClientConfig{
+		User:              spec.User,
+		Auth:              auth,
+		HostKeyCallback:   hostKeys,
+		HostKeyAlgorithms: algos,
+		Timeout:           spec.connectTimeout(),
+	}
+	// The handshake has no context of its own: close the socket when the
+	// deadline passes, which fails the handshake.
+	stop := context.AfterFunc(ctx, func() { nc.Close() })
+	sc, chans, reqs, err := ssh.NewClientConn(nc, addr, cfg)
+	if !stop() {
+		if err == nil {
+			sc.Close()
+		}
+		return nil, fmt.Errorf("%s: handshake: %w: %w", name, ctx.Err(), ErrUnreachable)
+	}
+	if err != nil {
+		nc.Close()
+		var hk *HostKeyError
+		switch {
+		case errors.As(err, &hk):
+			return nil, fmt.Errorf("%s: %w: %w", name, hk, ErrUnreachable)
+		case strings.Contains(err.Error(), "unable to authenticate"):
+			return nil, fmt.Errorf("%s: authentication failed for user %s (keys: %s): %w: %w",
+				name, spec.User, identityNames(spec), err, ErrUnreachable)
+		}
+		return nil, fmt.Errorf("%s: handshake: %w: %w", name, err, ErrUnreachable)
+	}
+	return ssh.NewClient(sc, chans, reqs), nil
+}
+
+// knownHostsFile is spec.KnownHosts or ~/.ssh/known_hosts.
+func knownHostsFile(spec *Spec) string {
+	if spec.KnownHosts != "" {
+		return spec.KnownHosts
+	}
+	home, err := os.UserHomeDir()
+	if err != nil {
+		return ".ssh/known_hosts"
+	}
+	return filepath.Join(home, ".ssh", "known_hosts")
+}
+
+// hostKeyCallback checks the presented key against known_hosts under the
+// spec's policy, and returns the key algorithms known for the host so that
+// the server is asked for the key type on record.
+func (p *Pool) hostKeyCallback(spec *Spec) (ssh.HostKeyCallback, []string, error) {
+	file := knownHostsFile(spec)
+	acceptNew := spec.HostKeyPolicy == HostKeyAcceptNew
+	if _, err := os.Stat(file); errors.Is(err, os.ErrNotExist) {
+		if !acceptNew {
+			return strictUnknown(file), nil, nil
+		}
+		if err := os.MkdirAll(filepath.Dir(file), 0o700); err != nil {
+			return nil, nil, fmt.Errorf("create known_hosts dir: %w", err)
+		}
+		if err := os.WriteFile(file, nil, 0o600); err != nil && !errors.Is(err, os.ErrExist) {
+			return nil, nil, fmt.Errorf("create known_hosts: %w", err)
+		}
+	}
+	check, err := knownhosts.New(file)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read known_hosts %s: %w", file, err)
+	}
+	algos := p.knownAlgorithms(check, spec.addr())
+	cb := func(hostname string, remote net.Addr, key ssh.PublicKey) error {
+		err := check(hostname, remote, key)
+		var ke *knownhosts.KeyError
+		if !errors.As(err, &ke) {
+			return err
+		}
+		hk := &HostKeyError{Host: hostname, Fingerprint: ssh.FingerprintSHA256(key), KeyType: key.Type(), KnownHosts: file}
+		for _, w := range ke.Want {
+			hk.Want = append(hk.Want, fmt.Sprintf("%s:%d %s", w.Filename, w.Line, ssh.FingerprintSHA256(w.Key)))
+		}
+		if len(ke.Want) > 0 || !acceptNew {
+			return hk
+		}
+		if err := appendKnownHost(file, hostname, key); err != nil {
+			return fmt.Errorf("accept-new %s: %w", hostname, err)
+		}
+		p.logf.printf(nil, "%s: accepted new host key %s %s into %s", spec.chain(), key.Type(), hk.Fingerprint, file)
+		return nil
+	}
+	return cb, algos, nil
+}
+
+func strictUnknown(file string) ssh.HostKeyCallback {
+	return func(hostname string, _ net.Addr, key ssh.PublicKey) error {
+		return &HostKeyError{Host: hostname, Fingerprint: ssh.FingerprintSHA256(key), KeyType: key.Type(), KnownHosts: file + " (missing)"}
+	}
+}
+
+// knownAlgorithms asks known_hosts which key types it holds for addr (by
+// checking a key no host has) and returns the matching algorithms.
+func (p *Pool) knownAlgorithms(check ssh.HostKeyCallback, addr string) []string {
+	if p.probe == nil {
+		return nil
+	}
+	err := check(addr, &net.TCPAddr{IP: net.IPv4zero}, p.probe)
+	var ke *knownhosts.KeyError
+	if !errors.As(err, &ke) {
+		return nil
+	}
+	var algos []string
+	seen := map[string]bool{}
+	for _, w := range ke.Want {
+		t := w.Key.Type()
+		as := []string{t}
+		if t == ssh.KeyAlgoRSA {
+			as = []string{ssh.KeyAlgoRSASHA512, ssh.KeyAlgoRSASHA256, ssh.KeyAlgoRSA}
+		}
+		for _, a := range as {
+			if !seen[a] {
+				seen[a] = true
+				algos = append(algos, a)
+			}
+		}
+	}
+	return algos
+}
+
+// appendKnownHost records key for hostname, holding an exclusive lock on
+// the file so concurrent engines do not interleave lines.
+func appendKnownHost(file, hostname string, key ssh.PublicKey) error {
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		return fmt.Errorf("lock %s: %w", file, err)
+	}
+	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	_, err = f.WriteString(knownhosts.Line([]string{knownhosts.Normalize(hostname)}, key) + "\n")
+	return err
+}
+
+// authMethods offers the identity files' keys and, when SSH_AUTH_SOCK is
+// set, the agent's, as one publickey method (the client tries each method
+// name once). The returned func closes the agent connection.
+func authMethods(spec *Spec) ([]ssh.AuthMethod, func(), error) {
+	var signers []ssh.Signer
+	files, explicit := spec.Identity, true
+	if len(files) == 0 {
+		explicit = false
+		if home, err := os.UserHomeDir(); err == nil {
+			for _, n := range []string{"id_ed25519", "id_ecdsa", "id_rsa"} {
+				files = append(files, filepath.Join(home, ".ssh", n))
+			}
+		}
+	}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			if explicit {
+				return nil, func() {}, fmt.Errorf("identity %s: %w", f, err)
+			}
+			continue
+		}
+		sg, err := ssh.ParsePrivateKey(b)
+		if err != nil {
+			if explicit {
+				return nil, func() {}, fmt.Errorf("identity %s: %w (encrypted keys must be loaded into ssh-agent)", f, err)
+			}
+			continue
+		}
+		signers = append(signers, sg)
+	}
+	closeAgent := func() {}
+	var ag agent.ExtendedAgent
+	if sock := os.Getenv("SSH_AUTH_SOCK"); sock != "" {
+		if c, err := net.Dial("unix", sock); err == nil {
+			ag = agent.NewClient(c)
+			closeAgent = func() { c.Close() }
+		}
+	}
+	cb := func() ([]ssh.Signer, error) {
+		all := append([]ssh.Signer(nil), signers...)
+		if ag != nil {
+			if more, err := ag.Signers(); err == nil {
+				all = append(all, more...)
+			}
+		}
+		return all, nil
+	}
+	return []ssh.AuthMethod{ssh.PublicKeysCallback(cb)}, closeAgent, nil
+}
+
+func identityNames(spec *Spec) string {
+	var names []string
+	names = append(names, spec.Identity...)
+	if len(names) == 0 {
+		names = append(names, "~/.ssh/id_*")
+	}
+	if os.Getenv("SSH_AUTH_SOCK") != "" {
+		names = append(names, "agent")
+	}
+	return strings.Join(names, ", ")
+}
+
+func (s *SSH) logger() logger { return s.pool.logf }
