@@ -126,7 +126,7 @@ func loadTestContract(path string) (*contracts.Contract, []string, error) {
 	return c, nil, nil
 }
 
-func writeContract(t *testing.T, dir, name, version, every string, onStart bool, extra ...string) string {
+func writeContract(t testing.TB, dir, name, version, every string, onStart bool, extra ...string) string {
 	t.Helper()
 	body := fmt.Sprintf("---\nname: %s\nversion: %s\nevery: %s\non_start: %t\n%s---\n", name, version, every, onStart, strings.Join(extra, ""))
 	path := filepath.Join(dir, name+".md")

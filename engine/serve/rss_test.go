@@ -1,0 +1,155 @@
+package serve
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine"
+)
+
+// idleContracts is how many contracts the idle-RSS measurement loads.
+const idleContracts = 50
+
+// BenchmarkDaemonIdleRSS measures the resident memory of a daemon with 50
+// contracts loaded and idle (bar: < 40 MB) and prints
+// `bench: daemon_idle_rss_mb N`.
+//
+// With CONTRACTD_BIN set to a built contractd, it measures the real binary:
+// `contractd serve` over 50 copies of fixtures/contracts/sibling-supervisor.md.
+// Without it, it measures this package's daemon in a child process (the test
+// binary re-executed as TestIdleDaemonHelper), which is the daemon plus the
+// test framework: an upper bound on the daemon's own share.
+func BenchmarkDaemonIdleRSS(b *testing.B) {
+	dir, state := b.TempDir(), b.TempDir()
+	addr := freeAddr(b)
+	var cmd *exec.Cmd
+	if bin := os.Getenv("CONTRACTD_BIN"); bin != "" {
+		tmpl, err := os.ReadFile(filepath.Join("..", "..", "fixtures", "contracts", "sibling-supervisor.md"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		nameLine := regexp.MustCompile(`(?m)^name: .*$`)
+		for i := range idleContracts {
+			name := fmt.Sprintf("idle-%02d", i)
+			body := nameLine.ReplaceAll(tmpl, []byte("name: "+name))
+			if err := os.WriteFile(filepath.Join(dir, name+".md"), body, 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
+		cmd = exec.Command(bin, "serve", "--dir", dir, "--state-dir", state, "--listen", addr)
+	} else {
+		for i := range idleContracts {
+			writeContract(b, dir, fmt.Sprintf("idle-%02d", i), "1", "1h", false)
+		}
+		cmd = exec.Command(os.Args[0], "-test.run=^TestIdleDaemonHelper$")
+		cmd.Env = append(os.Environ(), "SERVE_IDLE_HELPER="+strings.Join([]string{dir, state, addr}, "\x1f"))
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() {
+		cmd.Process.Signal(os.Interrupt)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+	}()
+
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		if n, err := loadedCount("http://" + addr); err == nil && n == idleContracts {
+			break
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("daemon did not load %d contracts within 20s", idleContracts)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	time.Sleep(time.Second) // let start-up garbage be collected
+	b.ResetTimer()
+	var mb float64
+	for range b.N {
+		kb, err := vmRSSKB(cmd.Process.Pid)
+		if err != nil {
+			b.Fatal(err)
+		}
+		mb = float64(kb) / 1024
+	}
+	b.ReportMetric(mb, "daemon_idle_rss_mb")
+	fmt.Printf("bench: daemon_idle_rss_mb %.1f\n", mb)
+}
+
+// TestIdleDaemonHelper is the child process of BenchmarkDaemonIdleRSS; it
+// does nothing in a normal test run.
+func TestIdleDaemonHelper(t *testing.T) {
+	spec := os.Getenv("SERVE_IDLE_HELPER")
+	if spec == "" {
+		t.Skip("child process of BenchmarkDaemonIdleRSS only")
+	}
+	parts := strings.Split(spec, "\x1f")
+	ctx, stop := signal.NotifyContext(t.Context(), os.Interrupt)
+	defer stop()
+	err := Serve(ctx, Config{Dir: parts[0], StateDir: parts[1], Listen: parts[2], Load: loadTestContract,
+		Logf:   func(string, ...any) {},
+		Runner: &fakeRunner{run: func(ctx context.Context, c *contracts.Contract) (*engine.Report, error) { return report(c), nil }}})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func freeAddr(tb testing.TB) string {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+func loadedCount(base string) (int, error) {
+	resp, err := http.Get(base + "/contracts")
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	var list ContractList
+	if err := json.NewDecoder(resp.Body).Decode(&list); err != nil {
+		return 0, err
+	}
+	return len(list.Contracts), nil
+}
+
+func vmRSSKB(pid int) (int64, error) {
+	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
+			return strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+		}
+	}
+	return 0, fmt.Errorf("no VmRSS in /proc/%d/status", pid)
+}
