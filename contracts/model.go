@@ -149,11 +149,11 @@ type Target struct {
 	Local  bool
 	Via    string
 	// Options for ssh targets.
-	KnownHosts   string // known_hosts file (default ~/.ssh/known_hosts)
-	HostKey      string // "strict" (default) or "accept-new"
-	Identity     []string
+	KnownHosts     string // known_hosts file (default ~/.ssh/known_hosts)
+	HostKey        string // "strict" (default) or "accept-new"
+	Identity       []string
 	ConnectTimeout time.Duration
-	Pos          Pos
+	Pos            Pos
 }
 
 // Kind names the transport of this link: "local", "ssh", "pct" or "docker".
@@ -283,6 +283,8 @@ type ActionGuard struct {
 	Grace         time.Duration
 	EscalateAfter int
 	RestartCount  string // expression reading a restart count from the target's probes (e.g. pm2.restarts)
+	// RestartCountProgram is RestartCount compiled (any-valued); nil when unset.
+	RestartCountProgram *vm.Program
 }
 
 // EscalationRule is a row of the escalation table, evaluated over aggregates

@@ -1,0 +1,1022 @@
+package contracts
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"io"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/yuin/goldmark/ast"
+	extast "github.com/yuin/goldmark/extension/ast"
+	"github.com/yuin/goldmark/parser"
+	"github.com/yuin/goldmark/text"
+)
+
+// exprUse is one compiled expression waiting for the identifier lint, which
+// needs the whole contract (every step id and field) to be known.
+type exprUse struct {
+	c     *compiled
+	pos   Pos
+	scope scope
+	stage *Stage
+}
+
+type scope int
+
+const (
+	scopeCell scope = iota
+	scopeAction
+	scopeEscalation
+)
+
+// stageMeta and stepMeta keep attribute positions for the checks that run
+// after the whole body is read.
+type stageMeta struct {
+	onPos, forEachPos Pos
+	hasOn             bool
+}
+
+type stepMeta struct {
+	onPos, viaPos Pos
+}
+
+// bodyParser walks goldmark's block tree once, in document order.
+type bodyParser struct {
+	s     *source
+	d     *diags
+	c     *Contract
+	cache *exprCache
+
+	section   string // current H2, lower-cased
+	h3        string // current H3 title, lower-cased
+	h3Pos     Pos
+	stage     *Stage
+	lastStep  *Step
+	stepIDs   map[string]Pos
+	stageIDs  map[string]Pos
+	uses      []exprUse
+	fields    map[string]bool // every health-row field in the contract
+	stageMeta map[*Stage]*stageMeta
+	stepMeta  map[*Step]*stepMeta
+	schemaOK  bool
+}
+
+func newBodyParser(s *source, d *diags, c *Contract, cache *exprCache) *bodyParser {
+	return &bodyParser{
+		s: s, d: d, c: c, cache: cache,
+		stepIDs:   map[string]Pos{},
+		stageIDs:  map[string]Pos{},
+		fields:    map[string]bool{},
+		stageMeta: map[*Stage]*stageMeta{},
+		stepMeta:  map[*Step]*stepMeta{},
+	}
+}
+
+// parse reads the body; body is the file with the front matter blanked out,
+// so every goldmark offset is an offset into the original file.
+func (b *bodyParser) parse(p parser.Parser, body []byte) {
+	doc := p.Parse(text.NewReader(body))
+	for n := doc.FirstChild(); n != nil; n = n.NextSibling() {
+		switch x := n.(type) {
+		case *ast.Heading:
+			b.heading(x)
+		case *ast.FencedCodeBlock:
+			b.fenced(x)
+		case *extast.Table:
+			b.table(x)
+		case *ast.Paragraph:
+			b.paragraph(x)
+		case *ast.List:
+			if b.section == "maintains" && b.h3 == "" {
+				b.maintainsList(x)
+			}
+		}
+	}
+}
+
+// blockLine returns the 1-based line a block node starts on.
+func (b *bodyParser) blockLine(n ast.Node) int {
+	if n.Lines().Len() > 0 {
+		return b.s.pos(n.Lines().At(0).Start).Line
+	}
+	return b.s.pos(n.Pos()).Line
+}
+
+var reHeadingMarks = regexp.MustCompile(`^\s{0,3}#{1,6}\s*`)
+
+func (b *bodyParser) heading(h *ast.Heading) {
+	line := b.blockLine(h)
+	raw := b.s.lineText(line)
+	lead := 0
+	if h.Level <= 6 {
+		if m := reHeadingMarks.FindStringIndex(raw); m != nil {
+			lead = m[1]
+		}
+	}
+	rest := raw[lead:]
+	title, inner, innerOff, hasAttrs := trailingAttrs(rest)
+	title = strings.TrimSpace(strings.TrimRight(strings.TrimSpace(title), "#"))
+	lineStart := b.s.lineStart(line)
+	switch h.Level {
+	case 1:
+		b.section, b.h3, b.stage, b.lastStep = "", "", nil, nil
+	case 2:
+		b.section, b.h3, b.stage, b.lastStep = strings.ToLower(title), "", nil, nil
+	case 3:
+		b.h3, b.h3Pos, b.stage, b.lastStep = strings.ToLower(title), b.s.pos(lineStart), nil, nil
+		if !hasAttrs {
+			return
+		}
+		attrs, aerr := parseAttrs(inner, lineStart+lead+innerOff)
+		if aerr != nil {
+			b.d.errorf(b.s.pos(aerr.Off), "heading attributes: %s", aerr.Msg)
+			return
+		}
+		if b.section != "execution" {
+			b.d.errorf(b.s.pos(lineStart), "stage heading %q must be under ## Execution", title)
+			return
+		}
+		b.newStage(title, attrs, b.s.pos(lineStart))
+	default:
+		// H4 and deeper are prose inside the current stage.
+	}
+}
+
+var reStepID = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+func (b *bodyParser) newStage(title string, attrs []attr, at Pos) {
+	st := &Stage{Title: title, Pos: at}
+	meta := &stageMeta{}
+	for _, a := range attrs {
+		p := b.s.pos(a.Off)
+		switch a.Key {
+		case "id":
+			st.ID = a.Value
+		case "class":
+			if a.Value == "gate" {
+				st.Gate = true
+			} else {
+				b.d.errorf(p, "unknown stage class %q (only .gate)", "."+a.Value)
+			}
+		case "agent":
+			st.Agent = a.Value
+		case "on":
+			st.On, meta.onPos, meta.hasOn = a.Value, p, true
+		case "for_each":
+			st.ForEach, meta.forEachPos = a.Value, p
+		default:
+			b.d.errorf(p, "unknown stage attribute %q (want #id, .gate, agent, on or for_each)", a.Key)
+		}
+	}
+	if st.ID == "" {
+		// Attributes without an id make a titled section, not a stage.
+		b.d.errorf(at, "stage heading %q has attributes but no #id", title)
+		return
+	}
+	if !reStepID.MatchString(st.ID) {
+		b.d.errorf(at, "stage id %q must be letters, digits and _", st.ID)
+	}
+	if prev, dup := b.stageIDs[st.ID]; dup {
+		b.d.errorf(at, "duplicate stage id %q (first at line %d)", st.ID, prev.Line)
+	}
+	b.stageIDs[st.ID] = at
+	if st.On == "" {
+		st.On = "local"
+	}
+	b.stage = st
+	b.stageMeta[st] = meta
+	b.c.Stages = append(b.c.Stages, st)
+}
+
+// textMap maps byte offsets of text assembled from a block's lines back to
+// file offsets.
+type textMap struct {
+	text   string
+	starts []int // text offset of each line
+	files  []int // file offset of each line
+}
+
+func blockText(n ast.Node, src []byte) textMap {
+	var tm textMap
+	var buf bytes.Buffer
+	lines := n.Lines()
+	for i := 0; i < lines.Len(); i++ {
+		seg := lines.At(i)
+		tm.starts = append(tm.starts, buf.Len())
+		tm.files = append(tm.files, seg.Start)
+		buf.Write(seg.Value(src))
+	}
+	tm.text = buf.String()
+	return tm
+}
+
+func (tm textMap) fileOff(off int) int {
+	i := len(tm.starts) - 1
+	for i > 0 && tm.starts[i] > off {
+		i--
+	}
+	if i < 0 {
+		return 0
+	}
+	return tm.files[i] + off - tm.starts[i]
+}
+
+var builtinNames = func() map[string]bool {
+	m := map[string]bool{}
+	for _, list := range [][]string{cellNames, actionNames, escalationNames} {
+		for _, n := range list {
+			m[n] = true
+		}
+	}
+	return m
+}()
+
+func (b *bodyParser) fenced(f *ast.FencedCodeBlock) {
+	if f.Info == nil {
+		return
+	}
+	info := string(f.Info.Segment.Value(b.s.src))
+	lang, inner, innerOff, hasAttrs := trailingAttrs(info)
+	if !hasAttrs {
+		if b.section == "maintains" && b.h3 == "per-agent snapshot schema" && !b.schemaOK && strings.TrimSpace(lang) == "json" {
+			b.schemaOK = true
+			b.agentSchema(f)
+		}
+		return
+	}
+	infoPos := b.s.pos(f.Info.Segment.Start)
+	if b.stage == nil {
+		if b.section == "execution" && b.h3 != "" {
+			b.d.errorf(infoPos, "step block under heading %q, which has no {#id}: give the heading an id to make it a stage", b.h3)
+		} else {
+			b.d.errorf(infoPos, "step block outside a stage (steps belong under ## Execution, in an H3 with {#id})")
+		}
+		return
+	}
+	attrs, aerr := parseAttrs(inner, f.Info.Segment.Start+innerOff)
+	if aerr != nil {
+		b.d.errorf(b.s.pos(aerr.Off), "step attributes: %s", aerr.Msg)
+		return
+	}
+	kind := strings.TrimSpace(lang)
+	st := &Step{Kind: kind, Timeout: DefaultStepTimeout, Pos: infoPos}
+	meta := &stepMeta{}
+	switch kind {
+	case KindBash, KindSh, KindHTTP, KindTCP:
+	default:
+		b.d.errorf(infoPos, "unknown step kind %q (want bash, sh, http or tcp)", kind)
+	}
+	for _, a := range attrs {
+		p := b.s.pos(a.Off)
+		switch a.Key {
+		case "id":
+			st.ID = a.Value
+		case "timeout":
+			d, err := time.ParseDuration(a.Value)
+			if err != nil || d <= 0 {
+				b.d.errorf(p, "timeout: expected a duration like 10s, got %q", a.Value)
+			} else {
+				st.Timeout = d
+			}
+		case "as":
+			if a.Value != "json" && a.Value != "text" {
+				b.d.errorf(p, "as: must be json or text, got %q", a.Value)
+			} else if a.Value == "json" {
+				st.As = "json"
+			}
+		case "on":
+			st.On, meta.onPos = a.Value, p
+		case "via":
+			st.Via, meta.viaPos = a.Value, p
+			if kind != KindHTTP && kind != KindTCP {
+				b.d.errorf(p, "via applies only to http and tcp steps (use on= to run a script elsewhere)")
+			}
+		default:
+			b.d.errorf(p, "unknown step attribute %q (want id, timeout, as, on or via)", a.Key)
+		}
+	}
+	switch {
+	case st.ID == "":
+		b.d.errorf(infoPos, "step needs an id, like ```%s {id=name}", kind)
+	case !reStepID.MatchString(st.ID):
+		b.d.errorf(infoPos, "step id %q must be letters, digits and _ (it is used in expressions)", st.ID)
+	case builtinNames[st.ID]:
+		b.d.errorf(infoPos, "step id %q shadows the built-in name %s", st.ID, st.ID)
+	default:
+		if prev, dup := b.stepIDs[st.ID]; dup {
+			b.d.errorf(infoPos, "duplicate step id %q (first at line %d)", st.ID, prev.Line)
+		} else {
+			b.stepIDs[st.ID] = infoPos
+		}
+	}
+	if st.On == "" && (kind == KindBash || kind == KindSh) {
+		st.On = b.stage.On
+	}
+	tm := blockText(f, b.s.src)
+	st.Script = tm.text
+	switch kind {
+	case KindHTTP:
+		st.HTTP = b.httpRequest(tm, infoPos)
+	case KindTCP:
+		addr := strings.TrimSpace(tm.text)
+		if addr == "" || strings.Contains(addr, "\n") || !strings.Contains(addr, ":") {
+			b.d.errorf(infoPos, "tcp step: the block must hold one host:port line")
+		}
+		st.Script = b.expand(addr, tm, strings.Index(tm.text, addr))
+	}
+	b.stepMeta[st] = meta
+	b.stage.Steps = append(b.stage.Steps, st)
+	b.lastStep = st
+}
+
+var httpMethods = map[string]bool{"GET": true, "HEAD": true, "POST": true, "PUT": true, "PATCH": true, "DELETE": true, "OPTIONS": true}
+
+// httpRequest reads `METHOD URL`, header lines, a blank line and the body.
+func (b *bodyParser) httpRequest(tm textMap, at Pos) *HTTPRequest {
+	req := &HTTPRequest{Method: "GET", Headers: map[string]string{}}
+	lines := strings.SplitAfter(tm.text, "\n")
+	off := 0
+	i := 0
+	for i < len(lines) && strings.TrimSpace(lines[i]) == "" {
+		off += len(lines[i])
+		i++
+	}
+	if i >= len(lines) {
+		b.d.errorf(at, "http step: the block must start with METHOD URL")
+		return req
+	}
+	first := strings.TrimRight(lines[i], "\r\n")
+	fields := strings.Fields(first)
+	urlText := first
+	switch {
+	case len(fields) == 2 && httpMethods[fields[0]]:
+		req.Method = fields[0]
+		urlText = fields[1]
+	case len(fields) == 1:
+		urlText = fields[0]
+	default:
+		b.d.errorf(b.s.pos(tm.fileOff(off)), "http step: first line must be METHOD URL, got %q", first)
+		return req
+	}
+	req.URL = b.expand(urlText, tm, off+strings.Index(first, urlText))
+	if !strings.HasPrefix(req.URL, "http://") && !strings.HasPrefix(req.URL, "https://") && !strings.HasPrefix(req.URL, "${") {
+		b.d.errorf(b.s.pos(tm.fileOff(off+strings.Index(first, urlText))), "http step: URL must start with http:// or https://, got %q", urlText)
+	}
+	off += len(lines[i])
+	i++
+	for ; i < len(lines); i++ {
+		l := strings.TrimRight(lines[i], "\r\n")
+		if strings.TrimSpace(l) == "" {
+			off += len(lines[i])
+			i++
+			break
+		}
+		name, val, ok := strings.Cut(l, ":")
+		if !ok || strings.TrimSpace(name) == "" || strings.ContainsAny(strings.TrimSpace(name), " \t") {
+			b.d.errorf(b.s.pos(tm.fileOff(off)), "http step: expected a Header: value line, got %q", l)
+		} else {
+			v := strings.TrimSpace(val)
+			req.Headers[strings.TrimSpace(name)] = b.expand(v, tm, off+strings.Index(l, v))
+		}
+		off += len(lines[i])
+	}
+	if i <= len(lines) {
+		body := strings.Join(lines[min(i, len(lines)):], "")
+		req.Body = b.expand(body, tm, off)
+	}
+	return req
+}
+
+var reDollarVar = regexp.MustCompile(`\$\{([^}]*)\}`)
+
+// expand substitutes ${name} from the contract's vars. Secrets and, in a
+// for_each stage, the item's keys are left for the engine to fill at run
+// time; any other name is an error at its column.
+func (b *bodyParser) expand(s string, tm textMap, base int) string {
+	return b.expandAt(s, func(off int) Pos { return b.s.pos(tm.fileOff(base + off)) })
+}
+
+func (b *bodyParser) expandAt(s string, posOf func(off int) Pos) string {
+	if !strings.Contains(s, "${") {
+		return s
+	}
+	return replaceAllIndex(reDollarVar, s, func(m []int) string {
+		name := s[m[2]:m[3]]
+		if v, ok := b.c.Vars[name]; ok {
+			return v
+		}
+		if contains(b.c.Secrets, name) || b.stage != nil && b.forEachKey(b.stage, name) {
+			return s[m[0]:m[1]]
+		}
+		b.d.errorf(posOf(m[0]), "undefined var %q (define it under vars, or pass --var %s=VALUE)", name, name)
+		return s[m[0]:m[1]]
+	})
+}
+
+func replaceAllIndex(re *regexp.Regexp, s string, f func(m []int) string) string {
+	var out strings.Builder
+	last := 0
+	for _, m := range re.FindAllStringSubmatchIndex(s, -1) {
+		out.WriteString(s[last:m[0]])
+		out.WriteString(f(m))
+		last = m[1]
+	}
+	out.WriteString(s[last:])
+	return out.String()
+}
+
+func (b *bodyParser) forEachKey(st *Stage, name string) bool {
+	if st.ForEach == "" {
+		return false
+	}
+	for _, item := range b.c.ForEach[st.ForEach] {
+		if _, ok := item[name]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+// cell is one table cell's raw text and position.
+type cell struct {
+	text string
+	pos  Pos
+	off  int
+}
+
+func (b *bodyParser) rowCells(row ast.Node) []cell {
+	var out []cell
+	for c := row.FirstChild(); c != nil; c = c.NextSibling() {
+		var ce cell
+		if c.Lines().Len() > 0 {
+			seg := c.Lines().At(0)
+			ce.text = strings.ReplaceAll(string(seg.Value(b.s.src)), `\|`, "|")
+			ce.off = seg.Start
+			ce.pos = b.s.pos(seg.Start)
+		} else {
+			ce.off = c.Pos()
+			ce.pos = b.s.pos(c.Pos())
+		}
+		out = append(out, ce)
+	}
+	return out
+}
+
+func headerName(s string) string {
+	return strings.ToLower(strings.Trim(strings.TrimSpace(s), "`*_"))
+}
+
+func (b *bodyParser) table(t *extast.Table) {
+	var header []cell
+	var rows [][]cell
+	for r := t.FirstChild(); r != nil; r = r.NextSibling() {
+		switch r.(type) {
+		case *extast.TableHeader:
+			header = b.rowCells(r)
+		case *extast.TableRow:
+			rows = append(rows, b.rowCells(r))
+		}
+	}
+	if len(header) < 2 {
+		return
+	}
+	h0, h1 := headerName(header[0].text), headerName(header[1].text)
+	switch {
+	case h0 == "field":
+		b.healthTable(header, rows)
+	case h0 == "condition" && h1 == "action":
+		b.actionTable(header, rows)
+	case h0 == "aggregate" && h1 == "action":
+		b.escalationTable(header, rows)
+	}
+}
+
+var severityColumns = map[string]Severity{
+	"healthy":  SeverityHealthy,
+	"degraded": SeverityDegraded,
+	"warning":  SeverityDegraded,
+	"critical": SeverityCritical,
+}
+
+func (b *bodyParser) healthTable(header []cell, rows [][]cell) {
+	cols := make([]Severity, len(header))
+	seen := map[Severity]bool{}
+	bad := false
+	for i, h := range header[1:] {
+		sev, ok := severityColumns[headerName(h.text)]
+		if !ok {
+			b.d.errorf(h.pos, "unknown health column %q (want Healthy, Degraded, Warning or Critical)", strings.TrimSpace(h.text))
+			bad = true
+			continue
+		}
+		if seen[sev] {
+			b.d.errorf(h.pos, "health column %q repeats the %s column", strings.TrimSpace(h.text), sev)
+			bad = true
+		}
+		seen[sev] = true
+		cols[i+1] = sev
+	}
+	if b.stage == nil || b.lastStep == nil {
+		b.d.errorf(header[0].pos, "health table has no step before it in a stage")
+		return
+	}
+	if bad {
+		return
+	}
+	step := b.lastStep
+	for _, row := range rows {
+		if len(row) == 0 {
+			continue
+		}
+		field := unquoteTicks(row[0].text)
+		if field == "" {
+			b.d.errorf(row[0].pos, "health row needs a field name")
+			continue
+		}
+		if !reIdent.MatchString(field) {
+			b.d.errorf(row[0].pos, "field %q is not a field name (letters, digits, _ and dots)", field)
+			continue
+		}
+		b.fields[fieldRoot(field)] = true
+		hr := &HealthRow{Field: field, Pos: row[0].pos}
+		for i := 1; i < len(row) && i < len(cols); i++ {
+			src := strings.TrimSpace(row[i].text)
+			if src == "" {
+				continue
+			}
+			exprText, err := CompileCell(src, field)
+			if err != nil {
+				b.d.errorf(row[i].pos, "%v", err)
+				continue
+			}
+			comp := b.compile(exprText, false, src, row[i].pos)
+			if comp == nil {
+				continue
+			}
+			hr.Cells = append(hr.Cells, &Cell{
+				Severity: cols[i],
+				Source:   unquoteTicks(src),
+				Expr:     exprText,
+				Program:  comp.prog,
+				Pos:      row[i].pos,
+			})
+			b.uses = append(b.uses, exprUse{c: comp, pos: row[i].pos, scope: scopeCell, stage: b.stage})
+		}
+		step.Health = append(step.Health, hr)
+	}
+}
+
+// compile compiles exprText through the cache and reports an expr error at
+// the offending token: when the expression is the cell's own backticked
+// text, the column is the cell's column plus expr's; otherwise the cell's.
+func (b *bodyParser) compile(exprText string, value bool, src string, at Pos) *compiled {
+	comp := b.cache.get(exprText, value)
+	if comp.err == nil {
+		return comp
+	}
+	col, msg := exprErrorColumn(comp.err)
+	p := at
+	if col >= 0 {
+		if inner, ok := wholeTicks(strings.TrimSpace(src)); ok && strings.TrimSpace(inner) == exprText {
+			lead := strings.Index(src, inner) + (len(inner) - len(strings.TrimLeft(inner, " ")))
+			p = offsetPos(at, src, lead)
+			p.Col += col
+		} else if strings.TrimSpace(src) == exprText {
+			p = offsetPos(at, src, strings.Index(src, exprText))
+			p.Col += col
+		}
+	}
+	b.d.errorf(p, "expression %q: %s", exprText, msg)
+	return nil
+}
+
+var reExpected = regexp.MustCompile("^Expected:\\s*")
+var reExpectedValue = regexp.MustCompile("^`([^`]*)`\\s*")
+var reExpectedSep = regexp.MustCompile(`^(or|,|/)\s*`)
+
+func (b *bodyParser) paragraph(p *ast.Paragraph) {
+	if p.Lines().Len() == 0 {
+		return
+	}
+	seg := p.Lines().At(0)
+	line := string(seg.Value(b.s.src))
+	m := reExpected.FindStringIndex(line)
+	if m == nil {
+		return
+	}
+	at := b.s.pos(seg.Start)
+	if b.stage == nil || b.lastStep == nil {
+		if b.section == "execution" {
+			b.d.errorf(at, "Expected: has no step before it in a stage")
+		}
+		return
+	}
+	rest := line[m[1]:]
+	off := m[1]
+	var values []string
+	var valuePos Pos
+	for {
+		vm := reExpectedValue.FindStringSubmatchIndex(rest)
+		if vm == nil {
+			break
+		}
+		if len(values) == 0 {
+			valuePos = b.s.pos(seg.Start + off)
+		}
+		values = append(values, rest[vm[2]:vm[3]])
+		off += vm[1]
+		rest = rest[vm[1]:]
+		sm := reExpectedSep.FindStringIndex(rest)
+		if sm == nil {
+			break
+		}
+		off += sm[1]
+		rest = rest[sm[1]:]
+	}
+	if len(values) == 0 {
+		// Prose that starts with "Expected:" stays prose; a bare value is
+		// almost certainly a missing pair of backticks.
+		words := strings.Fields(strings.TrimRight(line[m[1]:], ". "))
+		if len(words) == 1 || len(words) > 0 && reNumber.MatchString(strings.TrimRight(words[0], ".,;")) {
+			b.d.errorf(at, "Expected: write the value in backticks, like Expected: `%s`", strings.TrimRight(words[0], ".,;"))
+		}
+		return
+	}
+	step := b.lastStep
+	field := "stdout"
+	if step.Kind == KindHTTP {
+		field = "http_status"
+	}
+	quoted := make([]string, len(values))
+	for i, v := range values {
+		quoted[i] = strconv.Quote(v)
+	}
+	list := "[" + strings.Join(quoted, ", ") + "]"
+	src := "`" + strings.Join(values, "` or `") + "`"
+	hr := &HealthRow{Field: field, Pos: valuePos}
+	for _, c := range []struct {
+		sev  Severity
+		expr string
+	}{{SeverityHealthy, "it in " + list}, {SeverityCritical, "it not in " + list}} {
+		comp := b.compile(c.expr, false, "", valuePos)
+		if comp == nil {
+			return
+		}
+		hr.Cells = append(hr.Cells, &Cell{Severity: c.sev, Source: src, Expr: c.expr, Program: comp.prog, Pos: valuePos})
+	}
+	step.Health = append(step.Health, hr)
+}
+
+var actionKeywords = []string{ActionLog, ActionAlert, ActionMonitor, ActionEscalate}
+
+func firstWord(s string) string {
+	s = strings.TrimSpace(s)
+	end := strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+	})
+	if end < 0 {
+		end = len(s)
+	}
+	return strings.ToLower(s[:end])
+}
+
+func (b *bodyParser) actionTable(header []cell, rows [][]cell) {
+	if b.stage == nil {
+		b.d.errorf(header[0].pos, "action table outside a stage (put it under the stage's H3)")
+		return
+	}
+	guardCol, tierCol := -1, -1
+	for i := 2; i < len(header); i++ {
+		switch headerName(header[i].text) {
+		case "guards":
+			guardCol = i
+		case "tier":
+			tierCol = i
+		default:
+			b.d.errorf(header[i].pos, "unknown action-table column %q (want Guards or Tier)", strings.TrimSpace(header[i].text))
+		}
+	}
+	st := b.stage
+	if b.c.IsReportOnly(st.Agent) && len(rows) > 0 {
+		b.d.warnf(header[0].pos, "actions for report-only agent %s are never executed", st.Agent)
+	}
+	var prev *ActionRow
+	for _, row := range rows {
+		if len(row) < 2 {
+			continue
+		}
+		cond := strings.TrimSpace(row[0].text)
+		ar := &ActionRow{Condition: unquoteTicks(cond), On: st.On, Pos: row[0].pos}
+		exprText, err := CompileCondition(cond)
+		ok := true
+		if err != nil {
+			b.d.errorf(row[0].pos, "%v", err)
+			ok = false
+		} else if comp := b.compile(exprText, false, cond, row[0].pos); comp != nil {
+			ar.Expr, ar.Program = exprText, comp.prog
+			b.uses = append(b.uses, exprUse{c: comp, pos: row[0].pos, scope: scopeAction, stage: st})
+		} else {
+			ok = false
+		}
+		if !b.action(ar, row[1], prev) {
+			ok = false
+		}
+		if guardCol >= 0 && guardCol < len(row) {
+			b.actionGuards(ar, row[guardCol], st)
+		}
+		if tierCol >= 0 && tierCol < len(row) {
+			if t := strings.TrimSpace(row[tierCol].text); t != "" {
+				n, err := strconv.Atoi(unquoteTicks(t))
+				if err != nil || n < 1 {
+					b.d.errorf(row[tierCol].pos, "tier: expected a whole number of at least 1, got %q", t)
+				} else {
+					ar.Tier = n
+				}
+			}
+		}
+		if ok {
+			st.Actions = append(st.Actions, ar)
+		}
+		prev = ar
+	}
+}
+
+var reSameAsAbove = regexp.MustCompile(`(?i)^same as above\W*$`)
+
+// action reads the Action cell: a backticked literal command, a built-in
+// (log, alert, monitor, escalate; the whole text is the message), or "Same as
+// above".
+func (b *bodyParser) action(ar *ActionRow, c cell, prev *ActionRow) bool {
+	text := strings.TrimSpace(c.text)
+	if text == "" {
+		b.d.errorf(c.pos, "empty action (want a `command`, log, alert, monitor or escalate)")
+		return false
+	}
+	if reSameAsAbove.MatchString(text) {
+		if prev == nil || prev.Action == "" {
+			b.d.errorf(c.pos, "%q has no row above it", text)
+			return false
+		}
+		ar.Action, ar.Builtin, ar.Message = prev.Action, prev.Builtin, prev.Message
+		return true
+	}
+	if cmd, ok := wholeTicks(text); ok {
+		cmd = strings.TrimSpace(cmd)
+		lead := strings.Index(c.text, cmd)
+		ar.Action = b.expandAt(cmd, func(off int) Pos { return offsetPos(c.pos, c.text, lead+off) })
+		return true
+	}
+	if w := firstWord(text); contains(actionKeywords, w) {
+		ar.Action, ar.Builtin, ar.Message = w, w, strings.ReplaceAll(text, "`", "")
+		return true
+	}
+	b.d.errorf(c.pos, "unknown action %q (want a `command` in backticks, or text starting with log, alert, monitor or escalate)", text)
+	return false
+}
+
+func (b *bodyParser) actionGuards(ar *ActionRow, c cell, st *Stage) {
+	text := unquoteTicks(c.text)
+	if text == "" {
+		return
+	}
+	base := c.off + strings.Index(c.text, text)
+	attrs, aerr := parseAttrs(text, base)
+	if aerr != nil {
+		b.d.errorf(b.s.pos(aerr.Off), "guards: %s", aerr.Msg)
+		return
+	}
+	for _, a := range attrs {
+		p := b.s.pos(a.Off)
+		switch a.Key {
+		case "after", "escalate_after":
+			n, err := strconv.Atoi(a.Value)
+			if err != nil || n < 1 {
+				b.d.errorf(p, "guards: %s must be a whole number of at least 1, got %q", a.Key, a.Value)
+				continue
+			}
+			if a.Key == "after" {
+				ar.Guard.After = n
+			} else {
+				ar.Guard.EscalateAfter = n
+			}
+		case "budget":
+			bud, err := parseBudget(a.Value)
+			if err != nil {
+				b.d.errorf(p, "guards: budget: %v", err)
+				continue
+			}
+			ar.Guard.Budget = bud
+		case "grace":
+			d, err := time.ParseDuration(a.Value)
+			if err != nil || d <= 0 {
+				b.d.errorf(p, "guards: grace must be a duration like 30s, got %q", a.Value)
+				continue
+			}
+			ar.Guard.Grace = d
+		case "restart_count":
+			ar.Guard.RestartCount = a.Value
+			valueOff := strings.Index(text[a.Off-base:], "=") + 1
+			if comp := b.compile(a.Value, true, a.Value, offsetPos(p, text[a.Off-base:], valueOff)); comp != nil {
+				ar.Guard.RestartCountProgram = comp.prog
+				b.uses = append(b.uses, exprUse{c: comp, pos: p, scope: scopeAction, stage: st})
+			}
+		default:
+			b.d.errorf(p, "guards: unknown guard %q (want after, budget, grace, escalate_after or restart_count)", a.Key)
+		}
+	}
+}
+
+var escalationKeywords = []string{"log", "alert", "relay", "recover", "escalate"}
+
+func (b *bodyParser) escalationTable(header []cell, rows [][]cell) {
+	for i := 2; i < len(header); i++ {
+		b.d.errorf(header[i].pos, "unknown escalation-table column %q", strings.TrimSpace(header[i].text))
+	}
+	for _, row := range rows {
+		if len(row) < 2 {
+			continue
+		}
+		cond := strings.TrimSpace(row[0].text)
+		r := &EscalationRule{Condition: unquoteTicks(cond), Pos: row[0].pos}
+		ok := true
+		exprText, err := CompileCondition(cond)
+		if err != nil {
+			b.d.errorf(row[0].pos, "%v", err)
+			ok = false
+		} else if comp := b.compile(exprText, false, cond, row[0].pos); comp != nil {
+			r.Expr, r.Program = exprText, comp.prog
+			b.uses = append(b.uses, exprUse{c: comp, pos: row[0].pos, scope: scopeEscalation})
+		} else {
+			ok = false
+		}
+		text := strings.TrimSpace(row[1].text)
+		w := firstWord(text)
+		if !contains(escalationKeywords, w) {
+			b.d.errorf(row[1].pos, "unknown escalation action %q (want text starting with log, alert, relay, recover or escalate)", text)
+			ok = false
+		}
+		r.Action, r.Message = w, strings.ReplaceAll(text, "`", "")
+		if ok {
+			b.c.Escalation = append(b.c.Escalation, r)
+		}
+	}
+}
+
+var (
+	reMaintainsKey  = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*)\s*:\s*(.*)$`)
+	reEnumValue     = regexp.MustCompile(`^"([^"]*)"\s*`)
+	reEnumSep       = regexp.MustCompile(`^\|\s*`)
+	reDocSep        = regexp.MustCompile(`^(—|–|--|-)\s*`)
+	maintainedTypes = []string{"timestamp", "map", "bool", "int", "number", "string"}
+)
+
+func (b *bodyParser) maintainsList(l *ast.List) {
+	for item := l.FirstChild(); item != nil; item = item.NextSibling() {
+		first := item.FirstChild()
+		if first == nil || first.Lines().Len() == 0 {
+			continue
+		}
+		seg := first.Lines().At(0)
+		line := strings.TrimSpace(string(seg.Value(b.s.src)))
+		at := b.s.pos(seg.Start)
+		m := reMaintainsKey.FindStringSubmatchIndex(line)
+		if m == nil {
+			b.d.errorf(at, "Maintains bullet must read `key: type — doc`, got %q", line)
+			continue
+		}
+		key := &MaintainedKey{Name: line[m[2]:m[3]], Pos: at}
+		rest := line[m[4]:m[5]]
+		typeOff := m[4]
+		if strings.HasPrefix(rest, `"`) {
+			key.Type = "enum"
+			for {
+				em := reEnumValue.FindStringSubmatchIndex(rest)
+				if em == nil {
+					break
+				}
+				key.Enum = append(key.Enum, rest[em[2]:em[3]])
+				rest = rest[em[1]:]
+				sm := reEnumSep.FindStringIndex(rest)
+				if sm == nil {
+					break
+				}
+				rest = rest[sm[1]:]
+			}
+		} else {
+			word := firstWord(rest)
+			if !contains(maintainedTypes, word) {
+				b.d.errorf(offsetPos(at, line, typeOff), "unknown type %q for maintained key %s (want \"a\" | \"b\", timestamp, map, bool, int, number or string)", firstField(rest), key.Name)
+				continue
+			}
+			key.Type = word
+			rest = strings.TrimSpace(rest[len(word):])
+		}
+		if dm := reDocSep.FindStringIndex(rest); dm != nil {
+			rest = rest[dm[1]:]
+		}
+		key.Doc = strings.TrimSpace(rest)
+		b.c.Maintains.Keys = append(b.c.Maintains.Keys, key)
+	}
+}
+
+// agentSchema reads the per-agent snapshot example: an object of agents, each
+// an object of fields. The schema is the union of all agents' fields, in
+// order of first appearance, typed from the example values.
+func (b *bodyParser) agentSchema(f *ast.FencedCodeBlock) {
+	tm := blockText(f, b.s.src)
+	dec := json.NewDecoder(strings.NewReader(tm.text))
+	dec.UseNumber()
+	fail := func(err error) {
+		off := int(dec.InputOffset())
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			off = int(se.Offset)
+		}
+		if off > 0 {
+			off--
+		}
+		b.d.errorf(b.s.pos(tm.fileOff(off)), "per-agent snapshot schema: %v", err)
+	}
+	var agents map[string]map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(tm.text), &agents); err != nil {
+		var probe any
+		if perr := dec.Decode(&probe); perr != nil {
+			fail(perr)
+		} else {
+			b.d.errorf(b.s.pos(tm.fileOff(0)), "per-agent snapshot schema: must be an object of agents, each an object of fields")
+		}
+		return
+	}
+	byName := map[string]*MaintainedKey{}
+	// Walk the tokens to keep the order fields first appear in.
+	order := dec
+	depth := 0
+	expectKey := false
+	for {
+		tok, err := order.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			fail(err)
+			return
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			if v == '{' || v == '[' {
+				depth++
+				expectKey = v == '{' && depth == 2
+			} else {
+				depth--
+				expectKey = depth == 2
+			}
+			continue
+		case string:
+			if depth == 2 && expectKey {
+				if _, ok := byName[v]; !ok {
+					k := &MaintainedKey{Name: v, Pos: b.s.pos(tm.fileOff(int(order.InputOffset()) - len(v) - 2))}
+					byName[v] = k
+					b.c.Maintains.Agent = append(b.c.Maintains.Agent, k)
+				}
+				expectKey = false
+				continue
+			}
+		}
+		if depth == 2 {
+			expectKey = true
+		}
+	}
+	for _, fields := range agents {
+		for name, raw := range fields {
+			k := byName[name]
+			if k == nil || k.Type != "" && k.Type != "any" {
+				continue
+			}
+			k.Type = jsonType(raw)
+		}
+	}
+}
+
+func jsonType(raw json.RawMessage) string {
+	s := strings.TrimSpace(string(raw))
+	switch {
+	case s == "null":
+		return "any"
+	case s == "true" || s == "false":
+		return "bool"
+	case strings.HasPrefix(s, `"`):
+		return "string"
+	case strings.HasPrefix(s, "{"):
+		return "map"
+	case strings.HasPrefix(s, "["):
+		return "list"
+	case strings.ContainsAny(s, ".eE"):
+		return "number"
+	default:
+		return "int"
+	}
+}

@@ -1,0 +1,123 @@
+package contracts
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+)
+
+// DiagSeverity says whether a diagnostic stops a contract from loading.
+type DiagSeverity int
+
+// Diagnostic severities. An error means the contract is not loaded; a warning
+// is reported and the contract loads.
+const (
+	DiagError DiagSeverity = iota
+	DiagWarning
+)
+
+func (s DiagSeverity) String() string {
+	if s == DiagWarning {
+		return "warning"
+	}
+	return "error"
+}
+
+// MarshalText renders the severity as "error" or "warning".
+func (s DiagSeverity) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
+
+// Diagnostic is one problem found in a contract, pointing into the original
+// file (front matter included).
+type Diagnostic struct {
+	Pos      Pos          `json:"pos"`
+	Severity DiagSeverity `json:"severity"`
+	Msg      string       `json:"message"`
+}
+
+// String renders the diagnostic as "FILE:LINE:COL: error: message" or
+// "FILE:LINE:COL: warning: message".
+func (d Diagnostic) String() string {
+	return fmt.Sprintf("%s: %s: %s", d.Pos, d.Severity, d.Msg)
+}
+
+// Diagnostics are all problems found in one contract, in file order.
+type Diagnostics []Diagnostic
+
+// HasErrors reports whether any diagnostic is an error (warnings do not count).
+func (ds Diagnostics) HasErrors() bool {
+	for _, d := range ds {
+		if d.Severity == DiagError {
+			return true
+		}
+	}
+	return false
+}
+
+// Errors returns only the error diagnostics; it returns nil when there are none.
+func (ds Diagnostics) Errors() Diagnostics {
+	var out Diagnostics
+	for _, d := range ds {
+		if d.Severity == DiagError {
+			out = append(out, d)
+		}
+	}
+	return out
+}
+
+// ErrInvalidContract is wrapped by Diagnostics.Err, so callers can branch on a
+// contract that did not load with errors.Is.
+var ErrInvalidContract = errors.New("invalid contract")
+
+// Err returns nil when there are no errors; otherwise an error wrapping
+// ErrInvalidContract whose text lists every error line (warnings omitted).
+func (ds Diagnostics) Err() error {
+	errs := ds.Errors()
+	if len(errs) == 0 {
+		return nil
+	}
+	lines := make([]string, len(errs))
+	for i, d := range errs {
+		lines[i] = d.String()
+	}
+	return fmt.Errorf("%w: %d error(s):\n%s", ErrInvalidContract, len(errs), strings.Join(lines, "\n"))
+}
+
+// String renders one diagnostic per line.
+func (ds Diagnostics) String() string {
+	var b strings.Builder
+	for _, d := range ds {
+		b.WriteString(d.String())
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+// sortDiagnostics orders diagnostics by position so output is stable no matter
+// which pass found them; equal positions keep their discovery order.
+func sortDiagnostics(ds Diagnostics) {
+	sort.SliceStable(ds, func(i, j int) bool {
+		a, b := ds[i].Pos, ds[j].Pos
+		if a.File != b.File {
+			return a.File < b.File
+		}
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		return a.Col < b.Col
+	})
+}
+
+// diags collects diagnostics for one file during one pass.
+type diags struct {
+	file string
+	list Diagnostics
+}
+
+func (d *diags) errorf(p Pos, format string, args ...any) {
+	d.list = append(d.list, Diagnostic{Pos: p, Severity: DiagError, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (d *diags) warnf(p Pos, format string, args ...any) {
+	d.list = append(d.list, Diagnostic{Pos: p, Severity: DiagWarning, Msg: fmt.Sprintf(format, args...)})
+}

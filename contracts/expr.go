@@ -1,0 +1,180 @@
+package contracts
+
+import (
+	"errors"
+	"sort"
+	"sync"
+
+	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/ast"
+	"github.com/expr-lang/expr/file"
+	"github.com/expr-lang/expr/vm"
+)
+
+// RestartsFunc is the signature of the `restarts(agent, window)` function
+// expressions may call: the number of repairs recorded in the ledger for
+// agent within window (a duration such as "1h"). The engine passes its
+// implementation in the environment map under the name "restarts".
+type RestartsFunc = func(agent string, window string) int
+
+// Names the engine binds in a health cell's environment, besides the JSON
+// fields of the step's output and earlier steps by id.
+var cellNames = []string{"it", "stdout", "stderr", "exit_code", "timed_out", "duration", "http_status", "vars", "state", "restarts"}
+
+// Names an action condition sees besides the stage's merged step fields and
+// every step by id.
+var actionNames = []string{"severity", "stdout", "stderr", "exit_code", "timed_out", "duration", "http_status", "vars", "state", "restarts"}
+
+// Names an escalation row sees.
+var escalationNames = []string{"critical_count", "degraded_count", "unreachable_count", "healthy_count",
+	"unknown_count", "agents", "gate_ok", "critical_agents", "vars", "state", "restarts"}
+
+// functionNames are the functions the engine provides through the env map.
+var functionNames = map[string]bool{"restarts": true}
+
+// declaredEnv gives the compiler the types of the engine's functions. Only
+// types are taken from it: at run time expr reads `restarts` from the env
+// map the engine passes, so the engine's implementation is the one called.
+func declaredEnv() map[string]any {
+	return map[string]any{
+		"restarts": RestartsFunc(func(string, string) int { return 0 }),
+		// duration is a step's run time in seconds; declaring it here makes it a
+		// variable rather than expr's duration() builtin.
+		"duration": float64(0),
+	}
+}
+
+// Compile compiles one expression the way the engine evaluates cells, action
+// conditions and escalation rows: undefined variables are allowed (they read
+// as nil at run time), the result must be a bool, and the engine's functions
+// are declared so calls to them type-check. It returns expr's error, a
+// *file.Error carrying the 0-based column of the offending token.
+func Compile(exprText string) (*vm.Program, error) {
+	return expr.Compile(exprText, expr.Env(declaredEnv()), expr.AllowUndefinedVariables(), expr.AsBool())
+}
+
+// CompileValue compiles an expression whose result is any value (a guard's
+// restart_count, for example). Errors are as for Compile.
+func CompileValue(exprText string) (*vm.Program, error) {
+	return expr.Compile(exprText, expr.Env(declaredEnv()), expr.AllowUndefinedVariables())
+}
+
+// ident is one name an expression reads from its environment.
+type ident struct {
+	Name   string
+	Member bool // used as the base of a member access (x.y)
+	Call   bool // called as a function
+}
+
+// compiled is one compiled expression with the names it reads, shared
+// read-only between contracts (vm.Program is safe for concurrent runs).
+type compiled struct {
+	prog   *vm.Program
+	err    error
+	idents []ident
+}
+
+type cacheKey struct {
+	text  string
+	value bool
+}
+
+// exprCache compiles each distinct expression text once; contracts loaded
+// together share it. Safe for concurrent use.
+type exprCache struct {
+	mu sync.RWMutex
+	m  map[cacheKey]*compiled
+}
+
+func newExprCache() *exprCache { return &exprCache{m: map[cacheKey]*compiled{}} }
+
+func (c *exprCache) get(text string, value bool) *compiled {
+	k := cacheKey{text, value}
+	if c != nil {
+		c.mu.RLock()
+		r, ok := c.m[k]
+		c.mu.RUnlock()
+		if ok {
+			return r
+		}
+	}
+	r := &compiled{}
+	if value {
+		r.prog, r.err = CompileValue(text)
+	} else {
+		r.prog, r.err = Compile(text)
+	}
+	if r.err == nil {
+		r.idents = collectIdents(r.prog.Node())
+	}
+	if c != nil {
+		c.mu.Lock()
+		if prev, ok := c.m[k]; ok {
+			r = prev
+		} else {
+			c.m[k] = r
+		}
+		c.mu.Unlock()
+	}
+	return r
+}
+
+// exprErrorColumn returns expr's 0-based error column, or -1 when the error
+// carries no position.
+func exprErrorColumn(err error) (int, string) {
+	var fe *file.Error
+	if errors.As(err, &fe) {
+		return fe.Column, fe.Message
+	}
+	return -1, err.Error()
+}
+
+type identCollector struct {
+	found    map[string]*ident
+	declared map[string]bool
+}
+
+func (v *identCollector) Visit(n *ast.Node) {
+	switch x := (*n).(type) {
+	case *ast.VariableDeclaratorNode:
+		v.declared[x.Name] = true
+	case *ast.IdentifierNode:
+		v.add(x.Value, false, false)
+	case *ast.MemberNode:
+		if id, ok := x.Node.(*ast.IdentifierNode); ok {
+			v.add(id.Value, true, false)
+		}
+	case *ast.CallNode:
+		if id, ok := x.Callee.(*ast.IdentifierNode); ok {
+			v.add(id.Value, false, true)
+		}
+	}
+}
+
+func (v *identCollector) add(name string, member, call bool) {
+	id, ok := v.found[name]
+	if !ok {
+		id = &ident{Name: name}
+		v.found[name] = id
+	}
+	id.Member = id.Member || member
+	id.Call = id.Call || call
+}
+
+// collectIdents lists the free names an expression reads, sorted.
+func collectIdents(n ast.Node) []ident {
+	if n == nil {
+		return nil
+	}
+	v := &identCollector{found: map[string]*ident{}, declared: map[string]bool{}}
+	ast.Walk(&n, v)
+	out := make([]ident, 0, len(v.found))
+	for name, id := range v.found {
+		if v.declared[name] {
+			continue
+		}
+		out = append(out, *id)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return out
+}

@@ -1,0 +1,822 @@
+package contracts
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-yaml"
+	"github.com/goccy/go-yaml/ast"
+	"github.com/goccy/go-yaml/parser"
+)
+
+// Defaults applied before the front matter is decoded.
+const (
+	DefaultEvery            = 15 * time.Minute
+	DefaultDebounce         = 300 * time.Second
+	DefaultGrace            = 30 * time.Second
+	DefaultRepeat           = 4 * time.Hour
+	DefaultStepTimeout      = 30 * time.Second
+	DefaultUnreachableAfter = 1
+	DefaultRecoverAfter     = 1
+	DefaultAfter            = 1
+)
+
+var (
+	reName    = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+	reEnvName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	reVarName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	reBudget  = regexp.MustCompile(`^\s*(\d+)\s+per\s+(\S+)\s*$`)
+)
+
+// yamlDec decodes a goccy/go-yaml AST by hand so that every unknown key and
+// every wrong type is reported, each at its own position, in one pass.
+type yamlDec struct {
+	s       *source
+	lineOff int // YAML line 1 is file line lineOff+1
+	d       *diags
+}
+
+func (y *yamlDec) pos(n ast.Node) Pos {
+	if n == nil {
+		return y.s.lineCol(y.lineOff+1, 1)
+	}
+	tok := n.GetToken()
+	if tok == nil || tok.Position == nil {
+		return y.s.lineCol(y.lineOff+1, 1)
+	}
+	col := tok.Position.Column
+	if col < 1 {
+		col = 1
+	}
+	return y.s.lineCol(tok.Position.Line+y.lineOff, col)
+}
+
+// syntaxError converts a goccy parse error into a positioned diagnostic.
+func (y *yamlDec) syntaxError(err error) {
+	var ye yaml.Error
+	if errors.As(err, &ye) {
+		msg := ye.GetMessage()
+		if tok := ye.GetToken(); tok != nil && tok.Position != nil {
+			col := tok.Position.Column
+			if col < 1 {
+				col = 1
+			}
+			y.d.errorf(y.s.lineCol(tok.Position.Line+y.lineOff, col), "YAML: %s", msg)
+			return
+		}
+		y.d.errorf(y.s.lineCol(y.lineOff+1, 1), "YAML: %s", msg)
+		return
+	}
+	y.d.errorf(y.s.lineCol(y.lineOff+1, 1), "YAML: %v", err)
+}
+
+// parse returns the document body, or nil after reporting a syntax error.
+func (y *yamlDec) parse(src []byte) (ast.Node, bool) {
+	f, err := parser.ParseBytes(src, 0)
+	if err != nil {
+		y.syntaxError(err)
+		return nil, false
+	}
+	if f == nil || len(f.Docs) == 0 || f.Docs[0] == nil {
+		return nil, true
+	}
+	if len(f.Docs) > 1 {
+		y.d.errorf(y.pos(f.Docs[1]), "YAML: only one document is allowed")
+	}
+	return unwrap(f.Docs[0].Body), true
+}
+
+func unwrap(n ast.Node) ast.Node {
+	for {
+		switch v := n.(type) {
+		case *ast.TagNode:
+			n = v.Value
+		case *ast.AnchorNode:
+			n = v.Value
+		case *ast.DocumentNode:
+			n = v.Body
+		default:
+			return n
+		}
+	}
+}
+
+func kindName(n ast.Node) string {
+	switch unwrap(n).(type) {
+	case nil, *ast.NullNode:
+		return "null"
+	case *ast.MappingNode, *ast.MappingValueNode:
+		return "a mapping"
+	case *ast.SequenceNode:
+		return "a list"
+	case *ast.StringNode, *ast.LiteralNode:
+		return "a string"
+	case *ast.IntegerNode:
+		return "an integer"
+	case *ast.FloatNode, *ast.InfinityNode, *ast.NanNode:
+		return "a number"
+	case *ast.BoolNode:
+		return "a boolean"
+	case *ast.AliasNode:
+		return "an alias"
+	default:
+		return "an unsupported value"
+	}
+}
+
+// entry is one key of a mapping.
+type entry struct {
+	key   string
+	keyN  ast.Node
+	value ast.Node
+}
+
+// mapping returns the entries of a mapping node, reporting a wrong type. A
+// null value is an empty mapping.
+func (y *yamlDec) mapping(n ast.Node, what string) ([]entry, bool) {
+	n = unwrap(n)
+	var mvs []*ast.MappingValueNode
+	switch v := n.(type) {
+	case nil, *ast.NullNode:
+		return nil, true
+	case *ast.MappingNode:
+		mvs = v.Values
+	case *ast.MappingValueNode:
+		mvs = []*ast.MappingValueNode{v}
+	default:
+		y.d.errorf(y.pos(n), "%s: expected a mapping, got %s", what, kindName(n))
+		return nil, false
+	}
+	out := make([]entry, 0, len(mvs))
+	seen := make(map[string]bool, len(mvs))
+	for _, mv := range mvs {
+		if mv == nil || mv.Key == nil {
+			continue
+		}
+		k := mv.Key.GetToken()
+		key := ""
+		if k != nil {
+			key = k.Value
+		}
+		if seen[key] {
+			y.d.errorf(y.pos(mv.Key), "%s: duplicate key %q", what, key)
+			continue
+		}
+		seen[key] = true
+		out = append(out, entry{key: key, keyN: mv.Key, value: unwrap(mv.Value)})
+	}
+	return out, true
+}
+
+func (y *yamlDec) unknownKey(e entry, what string, known []string) {
+	msg := fmt.Sprintf("unknown key %q in %s", e.key, what)
+	if s := closest(e.key, known); s != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", s)
+	}
+	y.d.errorf(y.pos(e.keyN), "%s", msg)
+}
+
+// str accepts a string scalar.
+func (y *yamlDec) str(n ast.Node, what string) (string, bool) {
+	switch v := unwrap(n).(type) {
+	case *ast.StringNode:
+		return v.Value, true
+	case *ast.LiteralNode:
+		if v.Value != nil {
+			return v.Value.Value, true
+		}
+		return "", true
+	}
+	y.d.errorf(y.pos(n), "%s: expected a string, got %s", what, kindName(n))
+	return "", false
+}
+
+// scalarText accepts any scalar and returns it as written (numbers keep their
+// spelling, so `version: 3.10` stays "3.10").
+func (y *yamlDec) scalarText(n ast.Node, what string) (string, bool) {
+	switch v := unwrap(n).(type) {
+	case *ast.StringNode:
+		return v.Value, true
+	case *ast.LiteralNode:
+		if v.Value != nil {
+			return v.Value.Value, true
+		}
+		return "", true
+	case *ast.IntegerNode, *ast.FloatNode, *ast.BoolNode:
+		return v.GetToken().Value, true
+	case *ast.NullNode:
+		return "", true
+	}
+	y.d.errorf(y.pos(n), "%s: expected a scalar, got %s", what, kindName(n))
+	return "", false
+}
+
+func (y *yamlDec) integer(n ast.Node, what string) (int, bool) {
+	if v, ok := unwrap(n).(*ast.IntegerNode); ok {
+		switch x := v.Value.(type) {
+		case int64:
+			return int(x), true
+		case uint64:
+			return int(x), true
+		}
+	}
+	y.d.errorf(y.pos(n), "%s: expected an integer, got %s", what, kindName(n))
+	return 0, false
+}
+
+func (y *yamlDec) positive(n ast.Node, what string) (int, bool) {
+	v, ok := y.integer(n, what)
+	if ok && v < 1 {
+		y.d.errorf(y.pos(n), "%s: must be at least 1, got %d", what, v)
+		return 0, false
+	}
+	return v, ok
+}
+
+func (y *yamlDec) boolean(n ast.Node, what string) (bool, bool) {
+	if v, ok := unwrap(n).(*ast.BoolNode); ok {
+		return v.Value, true
+	}
+	y.d.errorf(y.pos(n), "%s: expected true or false, got %s", what, kindName(n))
+	return false, false
+}
+
+func (y *yamlDec) duration(n ast.Node, what string) (time.Duration, bool) {
+	v, ok := unwrap(n).(*ast.StringNode)
+	if !ok {
+		y.d.errorf(y.pos(n), "%s: expected a duration like 300s, 15m or 1h, got %s", what, kindName(n))
+		return 0, false
+	}
+	dur, err := time.ParseDuration(v.Value)
+	if err != nil || dur <= 0 {
+		y.d.errorf(y.pos(n), "%s: expected a duration like 300s, 15m or 1h, got %q", what, v.Value)
+		return 0, false
+	}
+	return dur, true
+}
+
+func (y *yamlDec) strList(n ast.Node, what string) ([]string, bool) {
+	seq, ok := unwrap(n).(*ast.SequenceNode)
+	if !ok {
+		if _, null := unwrap(n).(*ast.NullNode); null {
+			return nil, true
+		}
+		y.d.errorf(y.pos(n), "%s: expected a list of strings, got %s", what, kindName(n))
+		return nil, false
+	}
+	out := make([]string, 0, len(seq.Values))
+	good := true
+	for i, v := range seq.Values {
+		s, ok := y.str(v, fmt.Sprintf("%s[%d]", what, i))
+		if !ok {
+			good = false
+			continue
+		}
+		out = append(out, s)
+	}
+	return out, good
+}
+
+// parseBudget reads "N per DURATION".
+func parseBudget(s string) (*Budget, error) {
+	m := reBudget.FindStringSubmatch(s)
+	if m == nil {
+		return nil, fmt.Errorf("expected a budget like \"1 per 10m\", got %q", s)
+	}
+	n, err := strconv.Atoi(m[1])
+	if err != nil || n < 1 {
+		return nil, fmt.Errorf("budget count must be at least 1, got %q", m[1])
+	}
+	w, err := time.ParseDuration(m[2])
+	if err != nil || w <= 0 {
+		return nil, fmt.Errorf("budget window must be a duration like 10m, got %q", m[2])
+	}
+	return &Budget{Count: n, Window: w}, nil
+}
+
+var topKeys = []string{"kind", "name", "title", "description", "version", "runtime_contract", "agent",
+	"report_only_agents", "schedule", "commands", "guards", "targets", "notify", "vars", "secrets",
+	"for_each", "alert_on", "log"}
+
+// frontMatter is what the front matter decoder found besides the model.
+type frontMatter struct {
+	sawName, sawRuntime bool
+	varPos              map[string]Pos
+}
+
+func newContract(path string) *Contract {
+	return &Contract{
+		Path:     path,
+		Kind:     "responsibility",
+		Schedule: Schedule{Every: DefaultEvery},
+		Guards: Guards{
+			Debounce:         DefaultDebounce,
+			UnreachableAfter: DefaultUnreachableAfter,
+			RecoverAfter:     DefaultRecoverAfter,
+			After:            DefaultAfter,
+			Grace:            DefaultGrace,
+			Repeat:           DefaultRepeat,
+		},
+		Targets: map[string]*Target{},
+		Vars:    map[string]string{},
+		ForEach: map[string][]map[string]any{},
+		AlertOn: "change",
+	}
+}
+
+// decodeFrontMatter fills c from the front matter mapping.
+func (y *yamlDec) decodeFrontMatter(root ast.Node, c *Contract) frontMatter {
+	fm := frontMatter{varPos: map[string]Pos{}}
+	entries, ok := y.mapping(root, "front matter")
+	if !ok {
+		return fm
+	}
+	for _, e := range entries {
+		switch e.key {
+		case "kind":
+			if s, ok := y.str(e.value, e.key); ok {
+				if s != "responsibility" {
+					y.d.errorf(y.pos(e.value), "kind: must be responsibility, got %q", s)
+				}
+				c.Kind = s
+			}
+		case "name":
+			if s, ok := y.str(e.value, e.key); ok {
+				fm.sawName = true
+				if !reName.MatchString(s) {
+					y.d.errorf(y.pos(e.value), "name: %q must be letters, digits, '.', '_' or '-'", s)
+				}
+				c.Name = s
+			}
+		case "title":
+			c.Title, _ = y.str(e.value, e.key)
+		case "description":
+			c.Description, _ = y.str(e.value, e.key)
+		case "version":
+			c.Version, _ = y.scalarText(e.value, e.key)
+		case "runtime_contract":
+			if v, ok := y.integer(e.value, e.key); ok {
+				fm.sawRuntime = true
+				if v != 2 {
+					y.d.errorf(y.pos(e.value), "runtime_contract: this engine runs format 2, got %d", v)
+				}
+				c.RuntimeContract = v
+			} else {
+				fm.sawRuntime = true
+			}
+		case "agent":
+			c.Agent, _ = y.str(e.value, e.key)
+		case "report_only_agents":
+			c.ReportOnlyAgents, _ = y.strList(e.value, e.key)
+		case "schedule":
+			y.decodeSchedule(e.value, &c.Schedule)
+		case "commands":
+			c.Commands, _ = y.strList(e.value, e.key)
+			for _, cmd := range c.Commands {
+				if !reName.MatchString(cmd) {
+					y.d.errorf(y.pos(e.value), "commands: %q is not a valid command name", cmd)
+				}
+			}
+		case "guards":
+			y.decodeGuards(e.value, &c.Guards)
+		case "targets":
+			y.decodeTargets(e.value, c.Targets)
+		case "notify":
+			c.Notify = y.decodeNotify(e.value)
+		case "vars":
+			y.decodeVars(e.value, c.Vars, fm.varPos)
+		case "secrets":
+			c.Secrets, _ = y.strList(e.value, e.key)
+			for _, s := range c.Secrets {
+				if !reEnvName.MatchString(s) {
+					y.d.errorf(y.pos(e.value), "secrets: %q is not an environment variable name", s)
+				}
+			}
+		case "for_each":
+			y.decodeForEach(e.value, c.ForEach)
+		case "alert_on":
+			if s, ok := y.str(e.value, e.key); ok {
+				switch s {
+				case "change", "repair", "critical":
+					c.AlertOn = s
+				default:
+					y.d.errorf(y.pos(e.value), "alert_on: must be change, repair or critical, got %q", s)
+				}
+			}
+		case "log":
+			c.Log, _ = y.str(e.value, e.key)
+		default:
+			y.unknownKey(e, "front matter", topKeys)
+		}
+	}
+	return fm
+}
+
+func (y *yamlDec) decodeSchedule(n ast.Node, s *Schedule) {
+	entries, _ := y.mapping(n, "schedule")
+	for _, e := range entries {
+		switch e.key {
+		case "every":
+			if d, ok := y.duration(e.value, "schedule.every"); ok {
+				s.Every = d
+			}
+		case "on_start":
+			s.OnStart, _ = y.boolean(e.value, "schedule.on_start")
+		default:
+			y.unknownKey(e, "schedule", []string{"every", "on_start"})
+		}
+	}
+}
+
+var guardKeys = []string{"debounce", "crash_loop", "unreachable_after", "recover_after", "after",
+	"budget", "grace", "escalate_after", "repeat"}
+
+func (y *yamlDec) decodeGuards(n ast.Node, g *Guards) {
+	entries, _ := y.mapping(n, "guards")
+	for _, e := range entries {
+		what := "guards." + e.key
+		switch e.key {
+		case "debounce":
+			if d, ok := y.duration(e.value, what); ok {
+				g.Debounce = d
+			}
+		case "grace":
+			if d, ok := y.duration(e.value, what); ok {
+				g.Grace = d
+			}
+		case "repeat":
+			if d, ok := y.duration(e.value, what); ok {
+				g.Repeat = d
+			}
+		case "unreachable_after":
+			if v, ok := y.positive(e.value, what); ok {
+				g.UnreachableAfter = v
+			}
+		case "recover_after":
+			if v, ok := y.positive(e.value, what); ok {
+				g.RecoverAfter = v
+			}
+		case "after":
+			if v, ok := y.positive(e.value, what); ok {
+				g.After = v
+			}
+		case "escalate_after":
+			if v, ok := y.positive(e.value, what); ok {
+				g.EscalateAfter = v
+			}
+		case "budget":
+			if s, ok := y.str(e.value, what); ok {
+				b, err := parseBudget(s)
+				if err != nil {
+					y.d.errorf(y.pos(e.value), "%s: %v", what, err)
+				} else {
+					g.Budget = b
+				}
+			}
+		case "crash_loop":
+			g.CrashLoop = CrashLoop{Then: "alert"}
+			sub, _ := y.mapping(e.value, what)
+			for _, s := range sub {
+				w := what + "." + s.key
+				switch s.key {
+				case "max_restarts":
+					g.CrashLoop.MaxRestarts, _ = y.positive(s.value, w)
+				case "per":
+					g.CrashLoop.Per, _ = y.duration(s.value, w)
+				case "then":
+					if v, ok := y.str(s.value, w); ok {
+						if v != "alert" && v != "escalate" {
+							y.d.errorf(y.pos(s.value), "%s: must be alert or escalate, got %q", w, v)
+						}
+						g.CrashLoop.Then = v
+					}
+				default:
+					y.unknownKey(s, what, []string{"max_restarts", "per", "then"})
+				}
+			}
+			if g.CrashLoop.MaxRestarts == 0 || g.CrashLoop.Per == 0 {
+				y.d.errorf(y.pos(e.keyN), "%s: needs both max_restarts and per", what)
+			}
+		default:
+			y.unknownKey(e, "guards", guardKeys)
+		}
+	}
+}
+
+var targetKeys = []string{"ssh", "pct", "docker", "local", "via", "known_hosts", "host_key", "identity", "connect_timeout"}
+
+// decodeTargets adds or replaces targets by name (an inventory replaces a
+// contract's target wholesale).
+func (y *yamlDec) decodeTargets(n ast.Node, into map[string]*Target) {
+	entries, _ := y.mapping(n, "targets")
+	for _, e := range entries {
+		what := "targets." + e.key
+		t := &Target{Name: e.key, Pos: y.pos(e.keyN)}
+		if !reName.MatchString(e.key) {
+			y.d.errorf(y.pos(e.keyN), "targets: %q is not a valid target name", e.key)
+		}
+		if e.key == "local" {
+			y.d.errorf(y.pos(e.keyN), "targets: \"local\" is reserved for the engine's own host")
+		}
+		sub, ok := y.mapping(e.value, what)
+		if !ok {
+			continue
+		}
+		kinds := 0
+		for _, s := range sub {
+			w := what + "." + s.key
+			switch s.key {
+			case "ssh":
+				kinds++
+				if v, ok := y.str(s.value, w); ok {
+					if !validSSHAddr(v) {
+						y.d.errorf(y.pos(s.value), "%s: expected user@host or user@host:port, got %q", w, v)
+					}
+					t.SSH = v
+				}
+			case "pct":
+				kinds++
+				if v, ok := y.positive(s.value, w); ok {
+					t.PCT = v
+				}
+			case "docker":
+				kinds++
+				if v, ok := y.str(s.value, w); ok {
+					if v == "" {
+						y.d.errorf(y.pos(s.value), "%s: needs a container name", w)
+					}
+					t.Docker = v
+				}
+			case "local":
+				kinds++
+				if v, ok := y.boolean(s.value, w); ok {
+					if !v {
+						y.d.errorf(y.pos(s.value), "%s: only local: true is meaningful", w)
+					}
+					t.Local = v
+				}
+			case "via":
+				t.Via, _ = y.str(s.value, w)
+			case "known_hosts":
+				t.KnownHosts, _ = y.str(s.value, w)
+			case "host_key":
+				if v, ok := y.str(s.value, w); ok {
+					if v != "strict" && v != "accept-new" {
+						y.d.errorf(y.pos(s.value), "%s: must be strict or accept-new, got %q", w, v)
+					}
+					t.HostKey = v
+				}
+			case "identity":
+				if _, single := unwrap(s.value).(*ast.StringNode); single {
+					v, _ := y.str(s.value, w)
+					t.Identity = []string{v}
+				} else {
+					t.Identity, _ = y.strList(s.value, w)
+				}
+			case "connect_timeout":
+				t.ConnectTimeout, _ = y.duration(s.value, w)
+			default:
+				y.unknownKey(s, what, targetKeys)
+			}
+		}
+		switch {
+		case kinds == 0:
+			y.d.errorf(y.pos(e.keyN), "%s: needs exactly one of ssh, pct, docker or local", what)
+		case kinds > 1:
+			y.d.errorf(y.pos(e.keyN), "%s: sets more than one of ssh, pct, docker and local", what)
+		case t.PCT != 0 && t.Via == "":
+			y.d.errorf(y.pos(e.keyN), "%s: pct needs via (the Proxmox host it runs on)", what)
+		case t.Local && t.Via != "":
+			y.d.errorf(y.pos(e.keyN), "%s: local cannot have via", what)
+		}
+		if t.SSH == "" && (t.KnownHosts != "" || t.HostKey != "" || len(t.Identity) > 0) {
+			y.d.errorf(y.pos(e.keyN), "%s: known_hosts, host_key and identity apply only to ssh targets", what)
+		}
+		if t.SSH != "" && t.HostKey == "" {
+			t.HostKey = "strict"
+		}
+		into[e.key] = t
+	}
+}
+
+func validSSHAddr(s string) bool {
+	user, host, ok := strings.Cut(s, "@")
+	if !ok || user == "" || host == "" || strings.ContainsAny(s, " \t") {
+		return false
+	}
+	if h, port, ok := strings.Cut(host, ":"); ok && !strings.HasPrefix(host, "[") {
+		if h == "" {
+			return false
+		}
+		p, err := strconv.Atoi(port)
+		return err == nil && p > 0 && p < 65536
+	}
+	return true
+}
+
+var notifyOptions = map[string][]string{
+	"zulip":   {"site", "stream", "topic", "to", "bot_email_env", "api_key_env"},
+	"webhook": {"url", "timeout", "format"},
+	"command": {"run", "format"},
+	"log":     {"path", "format"},
+}
+
+var notifyRequired = map[string][]string{
+	"zulip":   {"site"},
+	"webhook": {"url"},
+	"command": {"run"},
+}
+
+func (y *yamlDec) decodeNotify(n ast.Node) []NotifyRoute {
+	seq, ok := unwrap(n).(*ast.SequenceNode)
+	if !ok {
+		y.d.errorf(y.pos(n), "notify: expected a list of one-key mappings like - {log: {}}, got %s", kindName(n))
+		return nil
+	}
+	var out []NotifyRoute
+	for i, item := range seq.Values {
+		what := fmt.Sprintf("notify[%d]", i)
+		entries, ok := y.mapping(item, what)
+		if !ok {
+			continue
+		}
+		if len(entries) != 1 {
+			y.d.errorf(y.pos(item), "%s: expected exactly one notifier (zulip, webhook, command or log), got %d keys", what, len(entries))
+			continue
+		}
+		e := entries[0]
+		known, ok := notifyOptions[e.key]
+		if !ok {
+			y.unknownKey(e, "notify", []string{"zulip", "webhook", "command", "log"})
+			continue
+		}
+		r := NotifyRoute{Kind: e.key, Options: map[string]string{}, Pos: y.pos(e.keyN)}
+		opts, _ := y.mapping(e.value, what+"."+e.key)
+		for _, o := range opts {
+			w := what + "." + e.key + "." + o.key
+			if !contains(known, o.key) {
+				y.unknownKey(o, what+"."+e.key, known)
+				continue
+			}
+			if v, ok := y.scalarText(o.value, w); ok {
+				r.Options[o.key] = v
+			}
+		}
+		for _, req := range notifyRequired[e.key] {
+			if r.Options[req] == "" {
+				y.d.errorf(r.Pos, "%s.%s: needs %s", what, e.key, req)
+			}
+		}
+		if e.key == "zulip" && r.Options["stream"] == "" && r.Options["to"] == "" {
+			y.d.errorf(r.Pos, "%s.zulip: needs stream or to", what)
+		}
+		if t := r.Options["timeout"]; t != "" {
+			if d, err := time.ParseDuration(t); err != nil || d <= 0 {
+				y.d.errorf(r.Pos, "%s.%s.timeout: expected a duration like 10s, got %q", what, e.key, t)
+			}
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func (y *yamlDec) decodeVars(n ast.Node, into map[string]string, at map[string]Pos) {
+	entries, _ := y.mapping(n, "vars")
+	for _, e := range entries {
+		if !reVarName.MatchString(e.key) {
+			y.d.errorf(y.pos(e.keyN), "vars: %q is not a valid variable name", e.key)
+			continue
+		}
+		if v, ok := y.scalarText(e.value, "vars."+e.key); ok {
+			into[e.key] = v
+			if at != nil {
+				at[e.key] = y.pos(e.keyN)
+			}
+		}
+	}
+}
+
+func (y *yamlDec) decodeForEach(n ast.Node, into map[string][]map[string]any) {
+	entries, _ := y.mapping(n, "for_each")
+	for _, e := range entries {
+		what := "for_each." + e.key
+		seq, ok := e.value.(*ast.SequenceNode)
+		if !ok {
+			y.d.errorf(y.pos(e.value), "%s: expected a list of mappings, got %s", what, kindName(e.value))
+			continue
+		}
+		items := make([]map[string]any, 0, len(seq.Values))
+		for i, v := range seq.Values {
+			w := fmt.Sprintf("%s[%d]", what, i)
+			fields, ok := y.mapping(v, w)
+			if !ok {
+				continue
+			}
+			item := make(map[string]any, len(fields))
+			for _, f := range fields {
+				if !reVarName.MatchString(f.key) {
+					y.d.errorf(y.pos(f.keyN), "%s: %q is not a valid key name", w, f.key)
+					continue
+				}
+				switch x := f.value.(type) {
+				case *ast.IntegerNode:
+					switch iv := x.Value.(type) {
+					case int64:
+						item[f.key] = int(iv)
+					case uint64:
+						item[f.key] = int(iv)
+					}
+				case *ast.FloatNode:
+					item[f.key] = x.Value
+				case *ast.BoolNode:
+					item[f.key] = x.Value
+				case *ast.NullNode, nil:
+					item[f.key] = nil
+				default:
+					if s, ok := y.str(f.value, w+"."+f.key); ok {
+						item[f.key] = s
+					}
+				}
+			}
+			items = append(items, item)
+		}
+		into[e.key] = items
+	}
+}
+
+// inventory is an --inventory file: vars and targets that override the
+// contract's defaults.
+type inventory struct {
+	vars    map[string]string
+	targets map[string]*Target
+	diags   Diagnostics
+}
+
+// parseInventory reads an inventory file. Problems are returned as
+// diagnostics naming the inventory file.
+func parseInventory(path string, src []byte) *inventory {
+	inv := &inventory{vars: map[string]string{}, targets: map[string]*Target{}}
+	d := &diags{file: path}
+	y := &yamlDec{s: newSource(path, src), d: d}
+	root, ok := y.parse(src)
+	if ok {
+		entries, _ := y.mapping(root, "inventory")
+		for _, e := range entries {
+			switch e.key {
+			case "vars":
+				y.decodeVars(e.value, inv.vars, nil)
+			case "targets":
+				y.decodeTargets(e.value, inv.targets)
+			default:
+				y.unknownKey(e, "inventory", []string{"vars", "targets"})
+			}
+		}
+	}
+	inv.diags = d.list
+	return inv
+}
+
+func contains(list []string, s string) bool {
+	for _, v := range list {
+		if v == s {
+			return true
+		}
+	}
+	return false
+}
+
+// closest suggests the known word nearest to s when it is a likely typo.
+func closest(s string, known []string) string {
+	best, bestD := "", 3
+	for _, k := range known {
+		if d := editDistance(s, k); d < bestD {
+			best, bestD = k, d
+		}
+	}
+	return best
+}
+
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	prev := make([]int, len(rb)+1)
+	cur := make([]int, len(rb)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		cur[0] = i
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(rb)]
+}

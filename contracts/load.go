@@ -1,0 +1,184 @@
+package contracts
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"sync"
+
+	"github.com/yuin/goldmark"
+	"github.com/yuin/goldmark/extension"
+	"github.com/yuin/goldmark/parser"
+)
+
+// Options adjust how contracts load.
+type Options struct {
+	// Vars are --var key=value overrides; they win over the inventory and the
+	// contract's own vars.
+	Vars map[string]string
+	// Inventory is an --inventory FILE: YAML {vars: {...}, targets: {...}}
+	// whose entries override the contract's defaults (targets by name,
+	// wholesale).
+	Inventory string
+}
+
+// loader holds what contracts loaded together share: the parsed inventory
+// and the cache of compiled expressions.
+type loader struct {
+	opts  Options
+	inv   *inventory
+	cache *exprCache
+}
+
+func newLoader(opts Options) *loader {
+	l := &loader{opts: opts, cache: newExprCache()}
+	if opts.Inventory != "" {
+		src, err := os.ReadFile(opts.Inventory)
+		if err != nil {
+			l.inv = &inventory{diags: Diagnostics{{
+				Pos:      Pos{File: opts.Inventory, Line: 1, Col: 1},
+				Severity: DiagError,
+				Msg:      fmt.Sprintf("read inventory: %v", err),
+			}}}
+		} else {
+			l.inv = parseInventory(opts.Inventory, src)
+		}
+	}
+	return l
+}
+
+func newMarkdownParser() parser.Parser {
+	return goldmark.New(
+		goldmark.WithExtensions(extension.Table),
+		goldmark.WithParserOptions(parser.WithAttribute()),
+	).Parser()
+}
+
+// LoadFile reads and parses one contract. It returns a nil Contract and
+// the diagnostics (a read failure is one error diagnostic) when the file
+// cannot be loaded.
+func LoadFile(path string, opts Options) (*Contract, Diagnostics) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, Diagnostics{{Pos: Pos{File: path, Line: 1, Col: 1}, Severity: DiagError, Msg: fmt.Sprintf("read contract: %v", err)}}
+	}
+	return Parse(path, src, opts)
+}
+
+// Parse loads a contract from src; path only names it in diagnostics. It
+// never panics and never half-loads: on any error it returns a nil Contract
+// with every diagnostic found in one pass (warnings included). On success
+// the diagnostics hold only warnings.
+func Parse(path string, src []byte, opts Options) (*Contract, Diagnostics) {
+	l := newLoader(opts)
+	return l.safeParse(newMarkdownParser(), path, src)
+}
+
+// LoadMany loads contracts in parallel (bounded by GOMAXPROCS), sharing one
+// cache of compiled expressions. Results are in the order of paths; a
+// contract is nil when its diagnostics hold an error.
+func LoadMany(paths []string, opts Options) ([]*Contract, []Diagnostics) {
+	l := newLoader(opts)
+	out := make([]*Contract, len(paths))
+	diags := make([]Diagnostics, len(paths))
+	workers := min(runtime.GOMAXPROCS(0), len(paths))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			md := newMarkdownParser()
+			for i := range next {
+				src, err := os.ReadFile(paths[i])
+				if err != nil {
+					diags[i] = Diagnostics{{Pos: Pos{File: paths[i], Line: 1, Col: 1}, Severity: DiagError, Msg: fmt.Sprintf("read contract: %v", err)}}
+					continue
+				}
+				out[i], diags[i] = l.safeParse(md, paths[i], src)
+			}
+		}()
+	}
+	for i := range paths {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	return out, diags
+}
+
+// LoadDir loads every *.md file directly inside dir, in name order, as
+// LoadMany does. It returns an error only when dir cannot be listed.
+func LoadDir(dir string, opts Options) ([]*Contract, []Diagnostics, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*.md"))
+	if err != nil {
+		return nil, nil, fmt.Errorf("list contracts in %s: %w", dir, err)
+	}
+	if _, err := os.Stat(dir); err != nil {
+		return nil, nil, fmt.Errorf("list contracts in %s: %w", dir, err)
+	}
+	sort.Strings(paths)
+	cs, ds := LoadMany(paths, opts)
+	return cs, ds, nil
+}
+
+// safeParse turns a parser panic into an error diagnostic, so a malformed
+// file can never take the daemon down. The fuzz target calls parse directly
+// so such a bug is still found.
+func (l *loader) safeParse(md parser.Parser, path string, src []byte) (c *Contract, ds Diagnostics) {
+	defer func() {
+		if r := recover(); r != nil {
+			c = nil
+			ds = append(ds, Diagnostic{Pos: Pos{File: path, Line: 1, Col: 1}, Severity: DiagError, Msg: fmt.Sprintf("internal error while parsing: %v", r)})
+		}
+	}()
+	return l.parse(md, path, src)
+}
+
+func (l *loader) parse(md parser.Parser, path string, src []byte) (*Contract, Diagnostics) {
+	d := &diags{file: path}
+	s := newSource(path, src)
+	c := newContract(path)
+	yamlText, yamlLine, body, closed, ok := splitFrontMatter(src)
+	top := s.lineCol(1, 1)
+	switch {
+	case !ok:
+		d.errorf(top, "missing front matter: a contract starts with a --- line, YAML, then another --- line")
+	case !closed:
+		d.errorf(top, "front matter is not closed by a --- line")
+	default:
+		y := &yamlDec{s: s, lineOff: yamlLine - 1, d: d}
+		if root, parsed := y.parse(yamlText); parsed {
+			fm := y.decodeFrontMatter(root, c)
+			if !fm.sawName {
+				d.errorf(top, "missing name in front matter")
+			}
+			if !fm.sawRuntime {
+				d.errorf(top, "missing runtime_contract: 2 in front matter")
+			}
+		}
+	}
+	if l.inv != nil {
+		d.list = append(d.list, l.inv.diags...)
+		for k, v := range l.inv.vars {
+			c.Vars[k] = v
+		}
+		for k, t := range l.inv.targets {
+			c.Targets[k] = t
+		}
+	}
+	for k, v := range l.opts.Vars {
+		c.Vars[k] = v
+	}
+	b := newBodyParser(s, d, c, l.cache)
+	b.expandNotify()
+	b.parse(md, body)
+	b.validate()
+	sortDiagnostics(d.list)
+	if d.list.HasErrors() {
+		return nil, d.list
+	}
+	return c, d.list
+}

@@ -1,0 +1,132 @@
+package contracts
+
+import (
+	"bytes"
+	"sort"
+	"unicode/utf8"
+)
+
+// source is one contract file with a line index, so any byte offset (from
+// goldmark, the YAML parser or JSON) becomes a line and a character column of
+// the original file.
+type source struct {
+	path  string
+	src   []byte
+	lines []int // byte offset where each line starts
+}
+
+func newSource(path string, src []byte) *source {
+	lines := make([]int, 1, 64+len(src)/40)
+	for i, b := range src {
+		if b == '\n' {
+			lines = append(lines, i+1)
+		}
+	}
+	return &source{path: path, src: src, lines: lines}
+}
+
+// pos converts a byte offset into a 1-based line and a 1-based column counted
+// in characters (runes), the unit expr uses for its error columns.
+func (s *source) pos(off int) Pos {
+	if off < 0 {
+		off = 0
+	}
+	if off > len(s.src) {
+		off = len(s.src)
+	}
+	line := sort.Search(len(s.lines), func(i int) bool { return s.lines[i] > off }) - 1
+	if line < 0 {
+		line = 0
+	}
+	start := s.lines[line]
+	return Pos{File: s.path, Line: line + 1, Col: utf8.RuneCount(s.src[start:off]) + 1}
+}
+
+// lineCol returns the position of a 1-based line and character column.
+func (s *source) lineCol(line, col int) Pos {
+	if line < 1 {
+		line = 1
+	}
+	return Pos{File: s.path, Line: line, Col: col}
+}
+
+// lineText returns the text of the 1-based line without its newline.
+func (s *source) lineText(line int) string {
+	if line < 1 || line > len(s.lines) {
+		return ""
+	}
+	start := s.lines[line-1]
+	end := len(s.src)
+	if line < len(s.lines) {
+		end = s.lines[line] - 1
+	}
+	return string(bytes.TrimRight(s.src[start:end], "\r"))
+}
+
+// lineStart returns the byte offset of the 1-based line.
+func (s *source) lineStart(line int) int {
+	if line < 1 {
+		return 0
+	}
+	if line > len(s.lines) {
+		return len(s.src)
+	}
+	return s.lines[line-1]
+}
+
+// offsetPos adds a character offset inside a text that starts at p on one line.
+func offsetPos(p Pos, text string, byteOff int) Pos {
+	if byteOff > len(text) {
+		byteOff = len(text)
+	}
+	if byteOff < 0 {
+		byteOff = 0
+	}
+	p.Col += utf8.RuneCountInString(text[:byteOff])
+	return p
+}
+
+// splitFrontMatter finds a leading `---` … `---` block. It returns the YAML
+// text, the 1-based line the YAML starts on, and the body with the front
+// matter blanked out byte for byte, so goldmark offsets stay offsets into the
+// original file. ok is false when the file does not start with `---`.
+func splitFrontMatter(src []byte) (yaml []byte, yamlLine int, body []byte, closed, ok bool) {
+	rest := src
+	if bytes.HasPrefix(rest, []byte("\xef\xbb\xbf")) {
+		rest = rest[3:]
+	}
+	skip := len(src) - len(rest)
+	first, _, _ := bytes.Cut(rest, []byte("\n"))
+	if string(bytes.TrimRight(first, " \t\r")) != "---" {
+		return nil, 0, src, false, false
+	}
+	start := skip + len(first) + 1
+	if start > len(src) {
+		start = len(src)
+	}
+	end, after := len(src), len(src)
+	closed = false
+	for off := start; off < len(src); {
+		nl := bytes.IndexByte(src[off:], '\n')
+		lineEnd := len(src)
+		next := len(src)
+		if nl >= 0 {
+			lineEnd = off + nl
+			next = lineEnd + 1
+		}
+		l := bytes.TrimRight(src[off:lineEnd], " \t\r")
+		if string(l) == "---" || string(l) == "..." {
+			end, after, closed = off, next, true
+			break
+		}
+		off = next
+	}
+	body = make([]byte, len(src))
+	copy(body, src)
+	for i := 0; i < after && i < len(body); i++ {
+		if body[i] != '\n' {
+			body[i] = ' '
+		}
+	}
+	return src[start:end], 2, body, closed, true
+}

@@ -1,0 +1,175 @@
+package contracts
+
+import (
+	"sort"
+	"strings"
+)
+
+// EngineWrittenKeys are the Maintains keys the engine itself writes on every
+// run. A gate stage with id G also writes G_status, optionally prefixed
+// (zulip_server_status for a gate named server).
+var EngineWrittenKeys = []string{"agents", "last_check", "overall_severity", "restart_debounce", "last_repair"}
+
+// validate runs the checks that need the whole contract: target references
+// and via chains, stage and step targets, identifiers in every expression,
+// and Maintains keys nothing writes.
+func (b *bodyParser) validate() {
+	c := b.c
+	b.checkTargets()
+	for _, st := range c.Stages {
+		meta := b.stageMeta[st]
+		if st.On != "local" {
+			if _, ok := c.Targets[st.On]; !ok {
+				b.d.errorf(meta.onPos, "undefined target %q in on= (define it under targets)", st.On)
+			}
+		}
+		if st.ForEach != "" {
+			if _, ok := c.ForEach[st.ForEach]; !ok {
+				b.d.errorf(meta.forEachPos, "undefined for_each list %q (define it under for_each)", st.ForEach)
+			}
+		}
+		for _, step := range st.Steps {
+			sm := b.stepMeta[step]
+			if step.On != "" && step.On != "local" && step.On != st.On {
+				if _, ok := c.Targets[step.On]; !ok {
+					b.d.errorf(sm.onPos, "undefined target %q in on= (define it under targets)", step.On)
+				}
+			}
+			if step.Via != "" {
+				t, ok := c.Targets[step.Via]
+				switch {
+				case !ok:
+					b.d.errorf(sm.viaPos, "undefined target %q in via= (define it under targets)", step.Via)
+				case t.SSH == "":
+					b.d.errorf(sm.viaPos, "via=%s: http and tcp steps tunnel only through ssh targets", step.Via)
+				}
+			}
+		}
+	}
+	b.lintIdents()
+	b.lintMaintains()
+}
+
+// expandNotify substitutes ${name} in notifier options, so an inventory can
+// point alerts at another site along with everything else.
+func (b *bodyParser) expandNotify() {
+	for i := range b.c.Notify {
+		r := &b.c.Notify[i]
+		keys := make([]string, 0, len(r.Options))
+		for k := range r.Options {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			r.Options[k] = b.expandAt(r.Options[k], func(int) Pos { return r.Pos })
+		}
+	}
+}
+
+func (b *bodyParser) checkTargets() {
+	c := b.c
+	names := make([]string, 0, len(c.Targets))
+	for n := range c.Targets {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	reported := map[string]bool{}
+	for _, n := range names {
+		t := c.Targets[n]
+		if t.Via == "" {
+			continue
+		}
+		if _, ok := c.Targets[t.Via]; !ok {
+			b.d.errorf(t.Pos, "targets.%s: via names undefined target %q", n, t.Via)
+			continue
+		}
+		// Follow the chain; coming back to a target already seen is a cycle.
+		seen := map[string]bool{n: true}
+		chain := []string{n}
+		for cur := c.Targets[t.Via]; cur != nil; {
+			chain = append(chain, cur.Name)
+			if seen[cur.Name] {
+				if !reported[n] {
+					for _, m := range chain {
+						reported[m] = true
+					}
+					b.d.errorf(t.Pos, "targets.%s: via cycle %s", n, strings.Join(chain, " → "))
+				}
+				break
+			}
+			seen[cur.Name] = true
+			if cur.Via == "" {
+				break
+			}
+			cur = c.Targets[cur.Via]
+		}
+	}
+}
+
+func (b *bodyParser) lintIdents() {
+	known := map[string]bool{}
+	for id := range b.stepIDs {
+		known[id] = true
+	}
+	for f := range b.fields {
+		known[f] = true
+	}
+	for _, items := range b.c.ForEach {
+		for _, item := range items {
+			for k := range item {
+				known[k] = true
+			}
+		}
+	}
+	scopes := map[scope]map[string]bool{}
+	for s, names := range map[scope][]string{scopeCell: cellNames, scopeAction: actionNames, scopeEscalation: escalationNames} {
+		m := map[string]bool{}
+		for _, n := range names {
+			m[n] = true
+		}
+		if s != scopeEscalation {
+			for n := range known {
+				m[n] = true
+			}
+		}
+		scopes[s] = m
+	}
+	for _, u := range b.uses {
+		allowed := scopes[u.scope]
+		for _, id := range u.c.idents {
+			switch {
+			case id.Call && !functionNames[id.Name]:
+				b.d.errorf(u.pos, "unknown function %s (the engine provides restarts(agent, window))", id.Name)
+			case id.Call:
+			case allowed[id.Name]:
+			case id.Member && u.scope != scopeEscalation:
+				b.d.errorf(u.pos, "undefined step %s (no step has id=%s)", id.Name, id.Name)
+			default:
+				b.d.errorf(u.pos, "undefined variable %s", id.Name)
+			}
+		}
+	}
+}
+
+func (b *bodyParser) lintMaintains() {
+	var gates []string
+	for _, st := range b.c.Stages {
+		if st.Gate {
+			gates = append(gates, st.ID)
+		}
+	}
+	for _, k := range b.c.Maintains.Keys {
+		if contains(EngineWrittenKeys, k.Name) {
+			continue
+		}
+		written := false
+		for _, g := range gates {
+			if k.Name == g+"_status" || strings.HasSuffix(k.Name, "_"+g+"_status") {
+				written = true
+			}
+		}
+		if !written {
+			b.d.warnf(k.Pos, "maintained key %s is never written (the engine writes %s and <gate id>_status)", k.Name, strings.Join(EngineWrittenKeys, ", "))
+		}
+	}
+}
