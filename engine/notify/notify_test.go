@@ -183,7 +183,7 @@ func TestWebhook(t *testing.T) {
 		wantTries int
 	}{
 		{name: "json message", statuses: []int{200},
-			wantBody: `{"contract":"zulip-health","agent":"abiba","condition":"response_pipeline=blocked","kind":"repair","severity":"critical","text":"restarted abiba (response_pipeline=blocked)","time":"2026-11-29T19:30:00Z"}`,
+			wantBody:  `{"contract":"zulip-health","agent":"abiba","condition":"response_pipeline=blocked","kind":"repair","severity":"critical","text":"restarted abiba (response_pipeline=blocked)","time":"2026-11-29T19:30:00Z"}`,
 			wantTries: 1},
 		{name: "text format", opts: map[string]string{"format": "text"}, statuses: []int{204},
 			wantBody: `{"text":"zulip-health: restarted abiba (response_pipeline=blocked)"}`, wantTries: 1},

@@ -1,0 +1,108 @@
+package store
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/contractd/contractd/engine/guard"
+	"github.com/contractd/contractd/engine/notify"
+)
+
+// LedgerVersion is the ledger format this build reads and writes.
+const LedgerVersion = 1
+
+// Ledger is everything the guards and alerts remember about one contract
+// between runs. It is plain JSON; the rules that change it live in
+// engine/guard and engine/notify.
+type Ledger struct {
+	Version  int    `json:"version"`
+	Contract string `json:"contract"`
+	// Units holds guard state per unit key (agent, or agent/item for
+	// for_each stages): consecutive counts, repair times, pending repairs,
+	// failed repairs, escalation, grace, the external restart counter.
+	Units map[string]*guard.Unit `json:"units"`
+	// Incidents holds alert incidents by guard.IncidentKey.
+	Incidents map[string]*guard.Incident `json:"incidents"`
+	// Scheduler is the daemon's failure count and hold-down.
+	Scheduler guard.Scheduler `json:"scheduler"`
+	// Outbox holds messages a notifier failed to deliver.
+	Outbox notify.Outbox `json:"outbox"`
+}
+
+// NewLedger returns an empty ledger for a contract.
+func NewLedger(contract string) *Ledger {
+	return &Ledger{
+		Version:   LedgerVersion,
+		Contract:  contract,
+		Units:     map[string]*guard.Unit{},
+		Incidents: map[string]*guard.Incident{},
+	}
+}
+
+// Unit returns the state of a unit, creating it when missing.
+func (l *Ledger) Unit(key string) *guard.Unit {
+	if l.Units == nil {
+		l.Units = map[string]*guard.Unit{}
+	}
+	u := l.Units[key]
+	if u == nil {
+		u = &guard.Unit{}
+		l.Units[key] = u
+	}
+	return u
+}
+
+// ReadLedger returns the contract's ledger; a contract that never wrote one
+// gets an empty ledger. When the file is corrupt (bad JSON, a version this
+// build does not read, another contract's ledger) it is moved aside and
+// ReadLedger returns an empty ledger together with an error wrapping
+// ErrCorrupt: the caller decides, and the engine repairs nothing in that run
+// and alerts. Other read errors return a nil ledger.
+func (s *Store) ReadLedger(name string) (*Ledger, error) {
+	path, err := s.path(name, ".ledger.json")
+	if err != nil {
+		return nil, err
+	}
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return NewLedger(name), nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read ledger: %w", err)
+	}
+	var l Ledger
+	if err := json.Unmarshal(b, &l); err != nil {
+		return NewLedger(name), s.moveAside(path, fmt.Errorf("bad JSON: %w", err))
+	}
+	switch {
+	case l.Version != LedgerVersion:
+		return NewLedger(name), s.moveAside(path, fmt.Errorf("ledger version %d, this build reads %d", l.Version, LedgerVersion))
+	case l.Contract != name:
+		return NewLedger(name), s.moveAside(path, fmt.Errorf("ledger of contract %q", l.Contract))
+	}
+	if l.Units == nil {
+		l.Units = map[string]*guard.Unit{}
+	}
+	if l.Incidents == nil {
+		l.Incidents = map[string]*guard.Incident{}
+	}
+	return &l, nil
+}
+
+// WriteLedger atomically replaces the contract's ledger. It fails when the
+// name is invalid or the file cannot be written; the old ledger then stays.
+func (s *Store) WriteLedger(name string, l *Ledger) error {
+	path, err := s.path(name, ".ledger.json")
+	if err != nil {
+		return err
+	}
+	c := *l
+	c.Version, c.Contract = LedgerVersion, name
+	b, err := json.MarshalIndent(&c, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode ledger %s: %w", name, err)
+	}
+	return writeAtomic(path, append(b, '\n'))
+}

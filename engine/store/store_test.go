@@ -1,0 +1,395 @@
+package store
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine/guard"
+	"github.com/contractd/contractd/engine/notify"
+)
+
+var t0 = time.Date(2026, 11, 29, 19, 30, 0, 0, time.UTC)
+
+// TestMain doubles as the lock-holding child process of TestLockReleasedWhenHolderDies.
+func TestMain(m *testing.M) {
+	if spec := os.Getenv("CONTRACTD_STORE_TEST_HOLD"); spec != "" {
+		dir, name, _ := strings.Cut(spec, "|")
+		s, err := Open(dir)
+		if err != nil {
+			fmt.Println("error", err)
+			os.Exit(2)
+		}
+		if _, err := s.Lock(context.Background(), name, 0); err != nil {
+			fmt.Println("error", err)
+			os.Exit(2)
+		}
+		fmt.Println("locked")
+		// Hold the lock until killed.
+		time.Sleep(time.Minute)
+		os.Exit(0)
+	}
+	os.Exit(m.Run())
+}
+
+func openAt(t *testing.T, dir string, clock guard.Clock) *Store {
+	t.Helper()
+	s, err := Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.WithClock(clock)
+}
+
+// TestGuardsSurviveRestart runs the guards, writes the ledger, "restarts"
+// (a new Store on the same dir, a new chain) and checks that debounce,
+// incidents and the outbox carry on where they were.
+func TestGuardsSurviveRestart(t *testing.T) {
+	dir := t.TempDir()
+	clock := guard.NewFakeClock(t0)
+	g := contracts.Guards{Debounce: 300 * time.Second}
+	const unit, cond = "abiba", "response_pipeline=blocked"
+	key := guard.IncidentKey("zulip-health", unit, cond)
+
+	{
+		s := openAt(t, dir, clock)
+		l, err := s.ReadLedger("zulip-health")
+		if err != nil {
+			t.Fatal(err)
+		}
+		chain := guard.NewChain(g, clock)
+		u := l.Unit(unit)
+		set := chain.Observe(u, guard.Observation{Severity: contracts.SeverityCritical, Conditions: []string{cond}})
+		if v := chain.Decide(u, guard.Candidate{Condition: cond, Action: "pm2 restart abiba-zulip", Severity: set.Severity}); !v.Run {
+			t.Fatalf("first run: %s", v)
+		}
+		chain.RecordRepair(u, cond, 0)
+		if a := chain.Incidents(l.Incidents).Observe(key, set.Failing, false); a.Send != guard.SendOpen {
+			t.Fatalf("incident: %+v", a)
+		}
+		l.Outbox.Queue = append(l.Outbox.Queue, notify.Queued{Notifier: "zulip", Message: notify.Message{Contract: "zulip-health", Kind: notify.KindOpen, Text: "abiba critical"}, Attempts: 1, Since: t0})
+		l.Scheduler.ConsecutiveFailed = 2
+		if err := s.WriteLedger("zulip-health", l); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	clock.Advance(2 * time.Minute)
+	s := openAt(t, dir, clock)
+	l, err := s.ReadLedger("zulip-health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	chain := guard.NewChain(g, clock)
+	u := l.Unit(unit)
+	set := chain.Observe(u, guard.Observation{Severity: contracts.SeverityCritical, Conditions: []string{cond}})
+	v := chain.Decide(u, guard.Candidate{Condition: cond, Action: "pm2 restart abiba-zulip", Severity: set.Severity})
+	if v.Status != guard.StatusPending || v.Guard != guard.GuardDebounce {
+		t.Errorf("after restart the debounce was forgotten: %s", v)
+	}
+	if a := chain.Incidents(l.Incidents).Observe(key, set.Failing, false); a.Send != guard.SendNothing {
+		t.Errorf("after restart the incident alerted again: %+v", a)
+	}
+	if len(l.Outbox.Queue) != 1 || l.Outbox.Queue[0].Message.Text != "abiba critical" {
+		t.Errorf("outbox = %+v", l.Outbox)
+	}
+	if l.Scheduler.ConsecutiveFailed != 2 {
+		t.Errorf("scheduler = %+v", l.Scheduler)
+	}
+}
+
+func TestCorruptLedgerIsMovedAside(t *testing.T) {
+	tests := []struct {
+		name    string
+		content string
+		wantErr string
+	}{
+		{name: "bad JSON", content: `{"version": 1, "units": {`, wantErr: "bad JSON"},
+		{name: "wrong version", content: `{"version": 7, "contract": "zulip-health"}`, wantErr: "ledger version 7, this build reads 1"},
+		{name: "another contract's ledger", content: `{"version": 1, "contract": "a2a-selfheal"}`, wantErr: `ledger of contract "a2a-selfheal"`},
+		{name: "empty file", content: ``, wantErr: "bad JSON"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := openAt(t, dir, guard.NewFakeClock(t0))
+			path := filepath.Join(dir, "zulip-health.ledger.json")
+			os.WriteFile(path, []byte(tt.content), 0o600)
+
+			l, err := s.ReadLedger("zulip-health")
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("err = %v, want ErrCorrupt with %q", err, tt.wantErr)
+			}
+			var ce *CorruptError
+			if !errors.As(err, &ce) || ce.MovedTo != path+".corrupt-20261129T193000Z" {
+				t.Fatalf("moved to %v", ce)
+			}
+			if moved, _ := os.ReadFile(ce.MovedTo); string(moved) != tt.content {
+				t.Errorf("moved file holds %q, want the original", moved)
+			}
+			if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("corrupt ledger still in place")
+			}
+			if l == nil || len(l.Units) != 0 || l.Contract != "zulip-health" {
+				t.Errorf("ledger = %+v, want an empty one to run with", l)
+			}
+			// The next read starts clean and says so no more.
+			if _, err := s.ReadLedger("zulip-health"); err != nil {
+				t.Errorf("second read: %v", err)
+			}
+		})
+	}
+}
+
+func TestCorruptTwiceInOneSecondKeepsBoth(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir, guard.NewFakeClock(t0))
+	path := filepath.Join(dir, "zulip-health.ledger.json")
+	for i := range 2 {
+		os.WriteFile(path, []byte(fmt.Sprintf("garbage %d", i)), 0o600)
+		s.ReadLedger("zulip-health")
+	}
+	a, _ := os.ReadFile(path + ".corrupt-20261129T193000Z")
+	b, _ := os.ReadFile(path + ".corrupt-20261129T193000Z-2")
+	if string(a) != "garbage 0" || string(b) != "garbage 1" {
+		t.Errorf("kept %q and %q", a, b)
+	}
+}
+
+func TestSnapshot(t *testing.T) {
+	dir := t.TempDir()
+	clock := guard.NewFakeClock(t0)
+	s := openAt(t, dir, clock)
+	data, at, err := s.ReadSnapshot("zulip-health")
+	if data != nil || !at.IsZero() || err != nil {
+		t.Fatalf("missing snapshot: %v %v %v", data, at, err)
+	}
+	want := map[string]any{
+		"zulip_server_status": "up",
+		"agents":              map[string]any{"abiba": map[string]any{"status": "healthy", "retry_count": float64(0)}},
+	}
+	if err := s.WriteSnapshot("zulip-health", want); err != nil {
+		t.Fatal(err)
+	}
+	data, at, err = openAt(t, dir, clock).ReadSnapshot("zulip-health")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(data) != fmt.Sprint(want) || !at.Equal(t0) {
+		t.Errorf("read back %v at %s", data, at)
+	}
+
+	os.WriteFile(filepath.Join(dir, "zulip-health.snapshot.json"), []byte(`{"version":2,"data":{}}`), 0o600)
+	if _, _, err := s.ReadSnapshot("zulip-health"); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("wrong version: err = %v", err)
+	}
+}
+
+func TestWritesLeaveNoTempFiles(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir, guard.NewFakeClock(t0))
+	for i := range 5 {
+		if err := s.WriteLedger("c", NewLedger("c")); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.WriteSnapshot("c", map[string]any{"i": i}); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.AppendHistory("c", map[string]int{"run": i}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries, _ := os.ReadDir(dir)
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+		if fi, _ := e.Info(); fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s has mode %v, want 0600", e.Name(), fi.Mode().Perm())
+		}
+	}
+	if got := strings.Join(names, " "); got != "c.history.jsonl c.ledger.json c.snapshot.json" {
+		t.Errorf("state dir holds %s", got)
+	}
+}
+
+func TestHistoryIsBounded(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir, guard.NewFakeClock(t0))
+	for i := 1; i <= DefaultHistory+5; i++ {
+		if err := s.AppendHistory("zulip-health", map[string]any{"run": i, "severity": "healthy"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	all, err := openAt(t, dir, guard.NewFakeClock(t0)).History("zulip-health", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) != DefaultHistory || string(all[0]) != `{"run":6,"severity":"healthy"}` {
+		t.Fatalf("kept %d records starting %s, want %d starting with run 6", len(all), all[0], DefaultHistory)
+	}
+	last, _ := s.History("zulip-health", 2)
+	if len(last) != 2 || string(last[1]) != `{"run":205,"severity":"healthy"}` {
+		t.Errorf("last two = %s", last)
+	}
+	none, err := s.History("never-ran", 10)
+	if len(none) != 0 || err != nil {
+		t.Errorf("no history: %v %v", none, err)
+	}
+}
+
+func TestCorruptHistory(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir, guard.NewFakeClock(t0))
+	path := filepath.Join(dir, "c.history.jsonl")
+	os.WriteFile(path, []byte("{\"run\":1}\n{\"run\":2\n"), 0o600)
+	if _, err := s.History("c", 0); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "line 2 is not JSON") {
+		t.Fatalf("err = %v", err)
+	}
+	os.WriteFile(path, []byte("not json\n"), 0o600)
+	if err := s.AppendHistory("c", map[string]int{"run": 3}); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("append over corrupt history: err = %v", err)
+	}
+	recs, err := s.History("c", 0)
+	if err != nil || len(recs) != 1 || string(recs[0]) != `{"run":3}` {
+		t.Errorf("after append: %s %v", recs, err)
+	}
+}
+
+func TestNamesCannotEscapeTheDir(t *testing.T) {
+	s := openAt(t, t.TempDir(), guard.NewFakeClock(t0))
+	for _, name := range []string{"", "../etc/passwd", "a/b", ".hidden", "..", strings.Repeat("x", 200)} {
+		t.Run(fmt.Sprintf("%q", name), func(t *testing.T) {
+			if _, err := s.ReadLedger(name); !errors.Is(err, ErrName) {
+				t.Errorf("ReadLedger: %v", err)
+			}
+			if err := s.WriteSnapshot(name, nil); !errors.Is(err, ErrName) {
+				t.Errorf("WriteSnapshot: %v", err)
+			}
+			if _, err := s.Lock(t.Context(), name, 0); !errors.Is(err, ErrName) {
+				t.Errorf("Lock: %v", err)
+			}
+		})
+	}
+}
+
+func TestDefaultDir(t *testing.T) {
+	t.Setenv("XDG_STATE_HOME", "/var/lib/x")
+	if d, _ := DefaultDir(); d != "/var/lib/x/contractd" {
+		t.Errorf("with XDG_STATE_HOME: %s", d)
+	}
+	t.Setenv("XDG_STATE_HOME", "")
+	t.Setenv("HOME", "/home/lab")
+	if d, _ := DefaultDir(); d != "/home/lab/.local/state/contractd" {
+		t.Errorf("fallback: %s", d)
+	}
+}
+
+func TestLock(t *testing.T) {
+	s := openAt(t, t.TempDir(), guard.NewFakeClock(t0))
+	unlock, err := s.Lock(t.Context(), "zulip-health", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = s.Lock(t.Context(), "zulip-health", 50*time.Millisecond)
+	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), fmt.Sprintf("held by pid %d", os.Getpid())) {
+		t.Fatalf("second lock: %v", err)
+	}
+	if u2, err := s.Lock(t.Context(), "other-contract", 0); err != nil {
+		t.Errorf("another contract's lock: %v", err)
+	} else {
+		u2()
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if _, err := s.Lock(ctx, "zulip-health", time.Minute); !errors.Is(err, context.Canceled) {
+		t.Errorf("cancelled wait: %v", err)
+	}
+	unlock()
+	unlock()
+	u3, err := s.Lock(t.Context(), "zulip-health", 0)
+	if err != nil {
+		t.Fatalf("after unlock: %v", err)
+	}
+	u3()
+}
+
+func TestLockWaitsForTheHolder(t *testing.T) {
+	s := openAt(t, t.TempDir(), guard.NewFakeClock(t0))
+	unlock, err := s.Lock(t.Context(), "c", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(50 * time.Millisecond)
+		unlock()
+	}()
+	u, err := s.Lock(t.Context(), "c", 10*time.Second)
+	if err != nil {
+		t.Fatalf("waiting lock: %v", err)
+	}
+	u()
+}
+
+// TestLockReleasedWhenHolderDies holds the lock in a child process (this
+// test binary re-executed), kills it with SIGKILL, and takes the lock.
+func TestLockReleasedWhenHolderDies(t *testing.T) {
+	dir := t.TempDir()
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "CONTRACTD_STORE_TEST_HOLD="+dir+"|zulip-health")
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, _ := bufio.NewReader(stdout).ReadString('\n')
+	if strings.TrimSpace(line) != "locked" {
+		t.Fatalf("child said %q", line)
+	}
+
+	s := openAt(t, dir, guard.NewFakeClock(t0))
+	_, err = s.Lock(t.Context(), "zulip-health", 100*time.Millisecond)
+	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), "held by pid "+strconv.Itoa(cmd.Process.Pid)) {
+		t.Fatalf("lock held by a live child: %v", err)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	unlock, err := s.Lock(t.Context(), "zulip-health", 5*time.Second)
+	if err != nil {
+		t.Fatalf("after the holder died: %v", err)
+	}
+	unlock()
+}
+
+func TestLedgerJSONIsReadable(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir, guard.NewFakeClock(t0))
+	l := NewLedger("zulip-health")
+	l.Unit("abiba").Repairs = []time.Time{t0}
+	l.Unit("abiba").State = guard.StateFailing
+	if err := s.WriteLedger("zulip-health", l); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(filepath.Join(dir, "zulip-health.ledger.json"))
+	var raw map[string]any
+	if err := json.Unmarshal(b, &raw); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"version": 1`, `"contract": "zulip-health"`, `"repairs": [`, `"2026-11-29T19:30:00Z"`, `"state": "failing"`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("ledger JSON lacks %s:\n%s", want, b)
+		}
+	}
+}
