@@ -1,0 +1,245 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine/guard"
+	"github.com/contractd/contractd/engine/notify"
+)
+
+// activeIncident is an alert condition seen this run.
+type activeIncident struct {
+	agent, condition, text string
+	severity               contracts.Severity
+}
+
+func (r *run) activate(agent, condition, text string, sev contracts.Severity) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.active == nil {
+		r.active = map[string]*activeIncident{}
+	}
+	key := guard.IncidentKey(r.c.Name, agent, condition)
+	if _, ok := r.active[key]; !ok {
+		r.active[key] = &activeIncident{agent: agent, condition: condition, text: text, severity: sev}
+	}
+}
+
+// alerts decides every incident of the run: gates, the escalation table
+// (relays per critical agent, fleet-wide alerts), and the alert, crash-loop
+// and escalation conditions the actions raised. Each incident alerts once
+// when it opens, reminds after the repeat interval and resolves exactly
+// once. Incidents of units the run could not observe (skipped behind a down
+// gate, unknown, unreachable below its threshold) neither open nor resolve.
+func (r *run) alerts(ctx context.Context, units []*unitState) {
+	c := r.c
+	observed := map[string]bool{} // incident agent part → its state was observed this run
+	for _, sr := range r.runs {
+		if sr.stage.Gate && sr.report.Status != StatusSkipped {
+			observed[sr.id] = true
+			if !r.gateOK && sr.id == r.downGate {
+				r.activate(sr.id, "down", fmt.Sprintf("%s: gate %s is down (%s); per-platform checks skipped", c.Name, sr.id, stageSummary(sr)), contracts.SeverityCritical)
+			}
+		}
+	}
+	for _, u := range units {
+		if u.agent == "" || u.skipped {
+			continue
+		}
+		if u.settled.Severity != contracts.SeverityUnknown || u.settled.Failing {
+			observed[u.agent] = true
+		}
+	}
+	if r.gateOK {
+		observed["*"] = true
+		r.escalate(units)
+	}
+
+	inc := r.chain.Incidents(r.ledger.Incidents)
+	if r.e.opts.DryRun {
+		inc.State = cloneIncidents(r.ledger.Incidents)
+	}
+	keys := make([]string, 0, len(r.active))
+	for k := range r.active {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, key := range keys {
+		a := r.active[key]
+		act := inc.Observe(key, true, !r.gateOK && a.agent != r.downGate)
+		r.deliver(ctx, act, a.agent, a.condition, a.text, a.severity)
+	}
+	open := inc.Open()
+	sort.Strings(open)
+	for _, key := range open {
+		if _, active := r.active[key]; active {
+			continue
+		}
+		parts := strings.SplitN(key, "/", 3)
+		if len(parts) != 3 || parts[0] != c.Name || !observed[parts[1]] {
+			continue
+		}
+		act := inc.Observe(key, false, false)
+		text := fmt.Sprintf("%s: resolved: %s %s", c.Name, nonEmpty(parts[1], "contract"), parts[2])
+		r.deliver(ctx, act, parts[1], parts[2], text, contracts.SeverityHealthy)
+	}
+	if !r.e.opts.DryRun {
+		inc.Prune(30 * 24 * time.Hour)
+	}
+}
+
+// escalate evaluates the escalation table over the run's aggregates; the
+// first matching row decides. Without a table, each critical agent is
+// relayed. "relay" opens one incident per critical agent; "alert"/"page"
+// opens one incident for the row (e.g. "network or DNS likely down"
+// instead of one alert per agent); "log" only logs.
+func (r *run) escalate(units []*unitState) {
+	env := r.aggregates(units)
+	rules := r.c.Escalation
+	action, message, cond := "relay", "", "critical"
+	matched := len(rules) == 0
+	for _, rule := range rules {
+		if ok, _ := evalBool(rule.Program, env); ok {
+			action, message, cond, matched = strings.ToLower(rule.Action+" "+rule.Message), rule.Message, rule.Condition, true
+			break
+		}
+	}
+	if !matched {
+		return
+	}
+	if strings.Contains(action, "log") && !strings.Contains(action, "relay") && !strings.Contains(action, "alert") {
+		r.logf("%s: escalation: %s", r.c.Name, nonEmpty(message, cond))
+		return
+	}
+	if strings.Contains(action, "relay") {
+		for _, u := range units {
+			if u.agent == "" || u.skipped || !isCritical(u) {
+				continue
+			}
+			r.activate(u.agent, "critical", fmt.Sprintf("%s: %s is %s: %s", r.c.Name, u.agent, u.severity, agentSummary(u)), contracts.SeverityCritical)
+		}
+	}
+	if strings.Contains(action, "alert") || strings.Contains(action, "page") {
+		r.activate("*", cond, fmt.Sprintf("%s: %s", r.c.Name, nonEmpty(message, cond)), contracts.SeverityCritical)
+	}
+}
+
+// isCritical: critical, or unreachable for unreachable_after runs.
+func isCritical(u *unitState) bool {
+	return u.severity == contracts.SeverityCritical || (u.severity == contracts.SeverityUnreachable && u.settled.Failing)
+}
+
+func stageSummary(sr *stageRun) string {
+	var f []string
+	for _, st := range sr.report.Steps {
+		f = append(f, st.Findings...)
+	}
+	if len(f) == 0 {
+		return sr.report.Severity.String()
+	}
+	return strings.Join(f, "; ")
+}
+
+func agentSummary(u *unitState) string {
+	var f []string
+	for _, sr := range u.runs {
+		for _, st := range sr.report.Steps {
+			f = append(f, st.Findings...)
+		}
+	}
+	if len(f) > 4 {
+		f = append(f[:4], fmt.Sprintf("and %d more", len(f)-4))
+	}
+	if len(f) == 0 {
+		return u.severity.String()
+	}
+	return strings.Join(f, "; ")
+}
+
+// deliver turns an incident decision into a message, unless nothing is to
+// be sent. alert_on: repair keeps incident messages out of the notifiers
+// (seed 000: alert only on restart) but still records them.
+func (r *run) deliver(ctx context.Context, act guard.Action, agent, condition, text string, sev contracts.Severity) {
+	if act.Send == guard.SendNothing {
+		return
+	}
+	switch act.Send {
+	case guard.SendReminder:
+		text = fmt.Sprintf("%s (still open since %s)", text, act.Incident.OpenedAt.UTC().Format(time.RFC3339))
+	}
+	ar := &AlertReport{Key: act.Key, Agent: agent, Condition: condition, Kind: act.Send, Text: text}
+	r.mu.Lock()
+	r.rep.Alerts = append(r.rep.Alerts, ar)
+	r.mu.Unlock()
+	if r.e.opts.DryRun {
+		ar.Error = "dry-run: not sent"
+		return
+	}
+	if r.c.AlertOn == "repair" && !strings.HasPrefix(condition, "escalat") {
+		ar.Error = "alert_on: repair: recorded, not sent"
+		return
+	}
+	r.message(notify.Message{Contract: r.c.Name, Agent: agent, Condition: condition, Kind: act.Send, Severity: sev.String(), Text: text}, ar)
+}
+
+// message queues m for delivery at the end of the run.
+func (r *run) message(m notify.Message, ar *AlertReport) {
+	if m.Time.IsZero() {
+		m.Time = r.e.opts.Now()
+	}
+	m.Text = redact(m.Text, secretValues(r.secrets))
+	r.logf("%s", "alert: "+m.Line())
+	r.mu.Lock()
+	r.outgoing = append(r.outgoing, outgoing{msg: m, report: ar})
+	r.mu.Unlock()
+}
+
+// outgoing is a message of this run and the alert it reports, if any.
+type outgoing struct {
+	msg    notify.Message
+	report *AlertReport
+}
+
+// send retries the outbox, then delivers this run's messages to every
+// notifier. A failing notifier never fails the run: its messages stay in
+// the ledger's outbox for the next run.
+func (r *run) send(ctx context.Context) {
+	if r.e.opts.DryRun || (len(r.outgoing) == 0 && len(r.ledger.Outbox.Queue) == 0) {
+		return
+	}
+	msgs := make([]notify.Message, len(r.outgoing))
+	for i, o := range r.outgoing {
+		msgs[i] = o.msg
+	}
+	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	sender := notify.Sender{Notifiers: r.e.opts.Notifiers, Clock: clockFunc(r.e.opts.Now)}
+	deliveries := sender.Send(sctx, &r.ledger.Outbox, msgs...)
+	failed := map[notify.Message]string{}
+	for _, d := range deliveries {
+		if d.Err != nil && !d.Retry {
+			failed[d.Message] = d.Notifier + ": " + d.Err.Error()
+		}
+		if d.Err != nil && d.Dropped {
+			r.logf("%s: dropped undeliverable %s message: %s", r.c.Name, d.Notifier, d.Message.Line())
+		}
+	}
+	for _, o := range r.outgoing {
+		if o.report == nil {
+			continue
+		}
+		if e, bad := failed[o.msg]; bad {
+			o.report.Error = e
+			continue
+		}
+		o.report.Sent = len(r.e.opts.Notifiers) > 0
+		if !o.report.Sent {
+			o.report.Error = "no notifier configured"
+		}
+	}
+}

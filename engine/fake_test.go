@@ -1,0 +1,143 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine/notify"
+	"github.com/contractd/contractd/steps"
+	"github.com/contractd/contractd/transports"
+)
+
+// fakeTarget is a transport made of function fields; the zero value
+// answers every script with empty output.
+type fakeTarget struct {
+	name  string
+	exec  func(ctx context.Context, cmd transports.Command) (transports.Result, error)
+	mu    sync.Mutex
+	calls []string // every script it was sent, in order
+	batch int      // ExecBatch calls
+}
+
+var _ transports.Transport = (*fakeTarget)(nil)
+
+func (f *fakeTarget) Exec(ctx context.Context, cmd transports.Command) (transports.Result, error) {
+	f.mu.Lock()
+	f.calls = append(f.calls, cmd.Script)
+	f.mu.Unlock()
+	if f.exec == nil {
+		return transports.Result{}, nil
+	}
+	return f.exec(ctx, cmd)
+}
+
+func (f *fakeTarget) ExecBatch(ctx context.Context, cmds []transports.Command) ([]transports.Result, error) {
+	f.mu.Lock()
+	f.batch++
+	f.mu.Unlock()
+	out := make([]transports.Result, len(cmds))
+	for i, c := range cmds {
+		r, err := f.Exec(ctx, c)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = r
+	}
+	return out, nil
+}
+
+func (f *fakeTarget) String() string { return "fake " + f.name }
+
+// ran reports how many scripts sent to f contained s.
+func (f *fakeTarget) ran(s string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	n := 0
+	for _, c := range f.calls {
+		if strings.Contains(c, s) {
+			n++
+		}
+	}
+	return n
+}
+
+// fakeOpener hands out fake targets by name.
+type fakeOpener struct {
+	targets map[string]*fakeTarget
+}
+
+func (o *fakeOpener) Open(c *contracts.Contract, target string) (transports.Transport, error) {
+	t, ok := o.targets[target]
+	if !ok {
+		return nil, fmt.Errorf("no fake target %q", target)
+	}
+	return t, nil
+}
+
+func (o *fakeOpener) Dialer(c *contracts.Contract, target string) (steps.Dialer, error) {
+	return nil, nil
+}
+
+// clock is a settable clock for engine tests.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+func parse(t *testing.T, src string) *contracts.Contract {
+	t.Helper()
+	c, diags := contracts.Parse("test.md", []byte(src), contracts.Options{})
+	if diags.HasErrors() || c == nil {
+		t.Fatalf("contract does not load:\n%v", diags.Err())
+	}
+	return c
+}
+
+// recorder is a notifier that keeps every message.
+type recorder struct {
+	mu   sync.Mutex
+	msgs []string
+	fail bool
+}
+
+func (r *recorder) Name() string { return "recorder" }
+
+func (r *recorder) Notify(ctx context.Context, m notifyMessage) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.fail {
+		return fmt.Errorf("recorder is down")
+	}
+	r.msgs = append(r.msgs, m.Kind+": "+m.Text)
+	return nil
+}
+
+func (r *recorder) kinds() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for _, m := range r.msgs {
+		k, _, _ := strings.Cut(m, ":")
+		out = append(out, k)
+	}
+	return out
+}
+
+type notifyMessage = notify.Message

@@ -1,0 +1,314 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/expr-lang/expr"
+	"github.com/expr-lang/expr/vm"
+
+	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine/guard"
+	"github.com/contractd/contractd/engine/store"
+	"github.com/contractd/contractd/steps"
+)
+
+// clockFunc adapts Options.Now to guard.Clock.
+type clockFunc func() time.Time
+
+func (f clockFunc) Now() time.Time { return f() }
+
+// run is the state of one Run call.
+type run struct {
+	e        *Engine
+	c        *contracts.Contract
+	rep      *Report
+	ledger   *store.Ledger
+	chain    *guard.Chain
+	secrets  map[string]string
+	runs     []*stageRun
+	gateOK   bool
+	downGate string
+	noRepair string // non-empty: repairs are off for this run, and why
+	active   map[string]*activeIncident
+	outgoing []outgoing
+	mu       sync.Mutex
+}
+
+// Run runs contract c once: probes, judgement, guarded repairs, alerts,
+// snapshot. It returns an error wrapping ErrEngine only when the engine
+// itself failed (state store, lock, deadline); sick or unreachable agents
+// are results in the Report. When another process holds the contract's run
+// lock past LockWait, the report says so in Skipped and the error is nil.
+func (e *Engine) Run(ctx context.Context, c *contracts.Contract) (*Report, error) {
+	now := e.opts.Now()
+	rep := &Report{
+		Contract: c.Name, Version: c.Version, RunID: newRunID(now), StartedAt: now,
+		DryRun: e.opts.DryRun, Stages: []*StageReport{}, Agents: map[string]*AgentReport{},
+		Actions: []*ActionReport{}, Alerts: []*AlertReport{},
+	}
+	st, err := e.openStore()
+	if err != nil {
+		return e.fail(rep, err)
+	}
+	unlock, err := st.Lock(ctx, c.Name, e.opts.LockWait)
+	if errors.Is(err, store.ErrLocked) {
+		rep.Skipped = "another run holds the lock"
+		rep.FinishedAt = e.opts.Now()
+		return rep, nil
+	}
+	if err != nil {
+		return e.fail(rep, err)
+	}
+	defer unlock()
+
+	r := &run{e: e, c: c, rep: rep, secrets: e.secrets(c)}
+	r.chain = guard.NewChain(c.Guards, clockFunc(e.opts.Now))
+	r.ledger, err = st.ReadLedger(c.Name)
+	if err != nil {
+		if !errors.Is(err, store.ErrCorrupt) {
+			return e.fail(rep, err)
+		}
+		// Guards are never silently reset to zero: this run repairs nothing
+		// and says why, loudly.
+		r.noRepair = "ledger was corrupt and moved aside: " + err.Error()
+		rep.Errors = append(rep.Errors, r.noRepair)
+		r.ledger = store.NewLedger(c.Name)
+	}
+	prevSnap, _, _ := st.ReadSnapshot(c.Name)
+
+	rctx, cancel := context.WithTimeout(ctx, e.opts.RunTimeout)
+	defer cancel()
+	r.runs = expandStages(c)
+	r.gateOK, r.downGate = e.runStages(rctx, c, r.runs, r.secrets)
+	for _, sr := range r.runs {
+		rep.Stages = append(rep.Stages, sr.report)
+	}
+	rep.GateOK = r.gateOK
+
+	units := r.settleAgents()
+	r.actions(rctx, units)
+	r.alerts(rctx, units)
+	r.send(ctx)
+
+	rep.OverallSeverity = r.overall()
+	rep.FinishedAt = e.opts.Now()
+	rep.DurationMS = rep.FinishedAt.Sub(rep.StartedAt).Milliseconds()
+	if rctx.Err() != nil && ctx.Err() == nil {
+		rep.Errors = append(rep.Errors, "run deadline exceeded")
+	}
+	if e.opts.DryRun {
+		return rep, nil
+	}
+	snap := r.snapshot(prevSnap)
+	if err := st.WriteSnapshot(c.Name, snap); err != nil {
+		return e.fail(rep, err)
+	}
+	if err := st.WriteLedger(c.Name, r.ledger); err != nil {
+		return e.fail(rep, err)
+	}
+	if err := st.AppendHistory(c.Name, historyRecord(rep)); err != nil {
+		return e.fail(rep, err)
+	}
+	if ctx.Err() != nil {
+		return rep, fmt.Errorf("%w: %v", ErrEngine, ctx.Err())
+	}
+	if rctx.Err() != nil {
+		return rep, fmt.Errorf("%w: run deadline exceeded", ErrEngine)
+	}
+	return rep, nil
+}
+
+func (e *Engine) fail(rep *Report, err error) (*Report, error) {
+	rep.Errors = append(rep.Errors, err.Error())
+	rep.FinishedAt = e.opts.Now()
+	return rep, fmt.Errorf("%w: %v", ErrEngine, err)
+}
+
+// unitState is one agent (or agentless stage) after hysteresis.
+type unitState struct {
+	key        string
+	agent      string      // "" for an agentless stage such as a gate
+	unit       *guard.Unit // the unit's guard state (a copy in a dry run)
+	runs       []*stageRun
+	raw        contracts.Severity
+	settled    guard.Settled
+	severity   contracts.Severity // what the report and alerts use
+	held       map[string]bool    // action-table conditions that held this run
+	skipped    bool
+	reportOnly bool
+}
+
+// settleAgents groups stages by agent, takes the worst stage as the agent's
+// raw severity and passes it through hysteresis.
+func (r *run) settleAgents() []*unitState {
+	byKey := map[string]*unitState{}
+	var order []string
+	for _, sr := range r.runs {
+		key, agent := sr.agent, sr.agent
+		if key == "" {
+			key = sr.id
+		}
+		u, ok := byKey[key]
+		if !ok {
+			u = &unitState{key: key, agent: agent, raw: contracts.SeveritySkipped, held: map[string]bool{}, skipped: true, reportOnly: agent != "" && r.c.IsReportOnly(agent)}
+			byKey[key] = u
+			order = append(order, key)
+		}
+		u.runs = append(u.runs, sr)
+		if sr.report.Status != StatusSkipped {
+			u.skipped = false
+			u.raw = steps.Worst(u.raw, sr.report.Severity)
+			for _, row := range sr.stage.Actions {
+				if ok, _ := evalBool(row.Program, sr.env); ok {
+					u.held[conditionKey(row)] = true
+				}
+			}
+		}
+	}
+	// An all-unreachable agent is unreachable, not "critical and unreachable".
+	var out []*unitState
+	for _, key := range order {
+		u := byKey[key]
+		if u.skipped {
+			u.severity = contracts.SeveritySkipped
+			out = append(out, u)
+			continue
+		}
+		unit := r.ledger.Unit(key)
+		if r.e.opts.DryRun {
+			unit = cloneUnit(unit) // evaluate every guard; persist nothing
+		}
+		u.unit = unit
+		conds := make([]string, 0, len(u.held))
+		for k := range u.held {
+			conds = append(conds, k)
+		}
+		sort.Strings(conds)
+		u.settled = r.chain.Observe(unit, guard.Observation{Severity: u.raw, Conditions: conds})
+		u.severity = u.settled.Severity
+		if u.severity == contracts.SeverityUnknown && u.raw == contracts.SeverityUnreachable {
+			u.severity = contracts.SeverityUnreachable // below unreachable_after: reported as itself
+		}
+		out = append(out, u)
+		if u.agent != "" {
+			ar := &AgentReport{Agent: u.agent, Severity: u.severity, Raw: u.raw, ReportOnly: u.reportOnly}
+			for _, sr := range u.runs {
+				ar.Stages = append(ar.Stages, sr.id)
+			}
+			r.rep.Agents[u.agent] = ar
+		}
+	}
+	for _, u := range out {
+		if u.skipped && u.agent != "" {
+			ar := &AgentReport{Agent: u.agent, Severity: contracts.SeveritySkipped, Raw: contracts.SeveritySkipped, ReportOnly: u.reportOnly}
+			for _, sr := range u.runs {
+				ar.Stages = append(ar.Stages, sr.id)
+			}
+			r.rep.Agents[u.agent] = ar
+		}
+	}
+	return out
+}
+
+// conditionKey names an action row's condition in the ledger.
+func conditionKey(row *contracts.ActionRow) string {
+	if row.Expr != "" {
+		return row.Expr
+	}
+	return row.Condition
+}
+
+func evalBool(p *vm.Program, env map[string]any) (bool, error) {
+	if p == nil {
+		return false, errors.New("condition not compiled")
+	}
+	out, err := expr.Run(p, env)
+	if err != nil {
+		return false, err
+	}
+	b, _ := out.(bool)
+	return b, nil
+}
+
+// overall is the worst agent; a run whose gate is down is at least critical.
+func (r *run) overall() contracts.Severity {
+	sev := contracts.SeverityHealthy
+	seen := false
+	for _, ar := range r.rep.Agents {
+		if ar.Severity == contracts.SeveritySkipped {
+			continue
+		}
+		seen = true
+		sev = steps.Worst(sev, ar.Severity)
+	}
+	for _, sr := range r.runs {
+		if sr.agent == "" && sr.report.Status != StatusSkipped {
+			seen = true
+			sev = steps.Worst(sev, sr.report.Severity)
+		}
+	}
+	if !seen {
+		return contracts.SeverityUnknown
+	}
+	return sev
+}
+
+// aggregates is the environment of the escalation table.
+func (r *run) aggregates(units []*unitState) map[string]any {
+	counts := map[contracts.Severity]int{}
+	var critical []any
+	agents := 0
+	for _, u := range units {
+		if u.agent == "" || u.skipped {
+			continue
+		}
+		agents++
+		counts[u.severity]++
+		if u.severity == contracts.SeverityCritical {
+			critical = append(critical, u.agent)
+		}
+	}
+	return map[string]any{
+		"critical_count":    counts[contracts.SeverityCritical],
+		"degraded_count":    counts[contracts.SeverityDegraded],
+		"unreachable_count": counts[contracts.SeverityUnreachable],
+		"healthy_count":     counts[contracts.SeverityHealthy],
+		"unknown_count":     counts[contracts.SeverityUnknown],
+		"agents":            agents,
+		"gate_ok":           r.gateOK,
+		"critical_agents":   critical,
+	}
+}
+
+func (r *run) addAction(a *ActionReport) {
+	r.mu.Lock()
+	r.rep.Actions = append(r.rep.Actions, a)
+	r.mu.Unlock()
+}
+
+func (r *run) logf(format string, args ...any) {
+	r.e.opts.Logf(format, args...)
+}
+
+// joinTrace renders a verdict's trace for the report.
+func joinTrace(v guard.Verdict) []string {
+	out := make([]string, 0, len(v.Trace))
+	for _, s := range v.Trace {
+		out = append(out, s.String())
+	}
+	return out
+}
+
+func cut(s string, n int) string {
+	s = strings.TrimSpace(s)
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}

@@ -1,0 +1,161 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/contractd/contractd/engine/guard"
+	"github.com/contractd/contractd/engine/store"
+)
+
+func (e *Engine) openStore() (*store.Store, error) {
+	s, err := store.Open(e.opts.StateDir)
+	if err != nil {
+		return nil, fmt.Errorf("open state dir: %w", err)
+	}
+	return s.WithClock(clockFunc(e.opts.Now)), nil
+}
+
+// lastRepair is the time of the newest repair of any unit: the seed's
+// restart_debounce timestamp.
+func lastRepair(l *store.Ledger) time.Time {
+	var t time.Time
+	for _, u := range l.Units {
+		for _, r := range u.Repairs {
+			if r.After(t) {
+				t = r
+			}
+		}
+	}
+	return t
+}
+
+// cloneUnit deep-copies a unit so a dry run can evaluate guards without
+// changing what is persisted.
+func cloneUnit(u *guard.Unit) *guard.Unit {
+	b, _ := json.Marshal(u)
+	var out guard.Unit
+	_ = json.Unmarshal(b, &out)
+	return &out
+}
+
+func cloneIncidents(m map[string]*guard.Incident) map[string]*guard.Incident {
+	out := make(map[string]*guard.Incident, len(m))
+	for k, v := range m {
+		c := *v
+		out[k] = &c
+	}
+	return out
+}
+
+// HistoryRecord is one line of a contract's run history: enough to answer
+// `contractd history` and `contractd why` (every action with every guard's
+// answer) without keeping whole reports.
+type HistoryRecord struct {
+	RunID           string              `json:"run_id"`
+	StartedAt       time.Time           `json:"started_at"`
+	DurationMS      int64               `json:"duration_ms"`
+	DryRun          bool                `json:"dry_run,omitempty"`
+	OverallSeverity string              `json:"overall_severity"`
+	Agents          map[string]string   `json:"agents"`
+	Findings        map[string][]string `json:"findings,omitempty"`
+	Actions         []*ActionReport     `json:"actions,omitempty"`
+	Alerts          []*AlertReport      `json:"alerts,omitempty"`
+	Errors          []string            `json:"errors,omitempty"`
+}
+
+func historyRecord(rep *Report) HistoryRecord {
+	h := HistoryRecord{RunID: rep.RunID, StartedAt: rep.StartedAt, DurationMS: rep.DurationMS, OverallSeverity: rep.OverallSeverity.String(),
+		Agents: map[string]string{}, Findings: map[string][]string{}, Actions: rep.Actions, Alerts: rep.Alerts, Errors: rep.Errors}
+	for name, a := range rep.Agents {
+		h.Agents[name] = a.Severity.String()
+	}
+	for _, st := range rep.Stages {
+		for _, sp := range st.Steps {
+			if len(sp.Findings) > 0 {
+				h.Findings[st.ID+"/"+sp.ID] = sp.Findings
+			}
+		}
+	}
+	return h
+}
+
+// Status is a contract's last snapshot and when it was written.
+type Status struct {
+	Contract  string         `json:"contract"`
+	Snapshot  map[string]any `json:"snapshot"`
+	WrittenAt time.Time      `json:"written_at"`
+	AgeSec    float64        `json:"age_seconds"`
+}
+
+// ErrNeverRan is returned for a contract with no state yet.
+var ErrNeverRan = errors.New("no run recorded yet")
+
+// ReadStatus returns the last snapshot of contract name under stateDir. It
+// fails with ErrNeverRan when the contract never ran, and with an error
+// wrapping store.ErrCorrupt when the snapshot was corrupt (it is moved aside).
+func ReadStatus(stateDir, name string, now time.Time) (*Status, error) {
+	s, err := store.Open(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	snap, at, err := s.ReadSnapshot(name)
+	if err != nil {
+		return nil, err
+	}
+	if snap == nil {
+		return nil, fmt.Errorf("%s: %w", name, ErrNeverRan)
+	}
+	return &Status{Contract: name, Snapshot: snap, WrittenAt: at, AgeSec: now.Sub(at).Seconds()}, nil
+}
+
+// ReadHistory returns up to n of the contract's most recent runs, oldest first.
+func ReadHistory(stateDir, name string, n int) ([]HistoryRecord, error) {
+	s, err := store.Open(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := s.History(name, n)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]HistoryRecord, 0, len(raw))
+	for _, r := range raw {
+		var h HistoryRecord
+		if err := json.Unmarshal(r, &h); err != nil {
+			return nil, fmt.Errorf("history of %s: %w", name, err)
+		}
+		out = append(out, h)
+	}
+	return out, nil
+}
+
+// Reset is the operator's release of a contract (`contractd reset NAME`):
+// escalations, failed-repair counts and pending repairs of every unit (or
+// of the named unit) are cleared, and the scheduler's hold-down released.
+// Repair times stay, so budgets and the crash-loop guard still hold.
+func Reset(ctx context.Context, stateDir, name, unit string) error {
+	s, err := store.Open(stateDir)
+	if err != nil {
+		return err
+	}
+	unlock, err := s.Lock(ctx, name, 5*time.Second)
+	if err != nil {
+		return fmt.Errorf("reset %s: %w", name, err)
+	}
+	defer unlock()
+	l, err := s.ReadLedger(name)
+	if err != nil {
+		return err
+	}
+	for key, u := range l.Units {
+		if unit == "" || unit == key {
+			guard.Reset(u)
+		}
+	}
+	guard.Release(&l.Scheduler)
+	return s.WriteLedger(name, l)
+}
