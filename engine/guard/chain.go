@@ -21,15 +21,16 @@ const (
 
 // Guard names, as they appear in a Verdict and its Trace, in chain order.
 const (
-	GuardSeverity   = "severity"
-	GuardTiers      = "tiers"
-	GuardCrashLoop  = "crash-loop"
-	GuardGrace      = "grace"
-	GuardHysteresis = "hysteresis"
-	GuardBudget     = "budget"
-	GuardDebounce   = "debounce"
-	GuardReportOnly = "report-only"
-	GuardDryRun     = "dry-run"
+	GuardSeverity    = "severity"
+	GuardTiers       = "tiers"
+	GuardCrashLoop   = "crash-loop"
+	GuardBlastRadius = "blast-radius"
+	GuardGrace       = "grace"
+	GuardHysteresis  = "hysteresis"
+	GuardBudget      = "budget"
+	GuardDebounce    = "debounce"
+	GuardReportOnly  = "report-only"
+	GuardDryRun      = "dry-run"
 )
 
 // Defaults applied by NewChain to zero contract guards.
@@ -94,6 +95,9 @@ type Candidate struct {
 	// DryRun is set for --dry-run: every guard is evaluated and nothing runs.
 	// The engine must not record anything in dry-run.
 	DryRun bool
+	// Fleet is the whole contract's state in this run, for the
+	// blast-radius guard (Chain.Blast).
+	Fleet Fleet
 }
 
 // Chain runs the guards in a fixed order for one candidate repair and
@@ -102,19 +106,24 @@ type Candidate struct {
 //  1. severity   — unknown never acts (blocked)
 //  2. tiers      — escalated, or EscalateAfter failed repairs (escalate)
 //  3. crash-loop — too many restarts in the window (alert)
-//  4. grace      — inside the post-repair grace (pending)
-//  5. hysteresis — condition not yet held After consecutive runs (pending)
-//  6. budget     — N per WINDOW used up (blocked)
-//  7. debounce   — inside the per-agent window (pending restart since T)
-//  8. report-only — report-only agents never run; the verdict lists what the
+//  4. blast-radius — too many units failing at once (alert), or the
+//     per-run repair cap reached (pending)
+//  5. grace      — inside the post-repair grace (pending)
+//  6. hysteresis — condition not yet held After consecutive runs (pending)
+//  7. budget     — N per WINDOW used up (blocked)
+//  8. debounce   — inside the per-agent window (pending restart since T)
+//  9. report-only — report-only agents never run; the verdict lists what the
 //     other guards would have said
-//  9. dry-run    — nothing runs; the verdict says what would have
+//  10. dry-run   — nothing runs; the verdict says what would have
 //
 // Every guard is evaluated even after one denies, so the Trace is complete;
 // the first denial (or report-only, which outranks all) decides.
 type Chain struct {
 	Guards contracts.Guards // contract-wide guards with defaults applied
-	Clock  Clock
+	// Blast limits repairs across the contract's units per run; the zero
+	// value (NewChain's default) allows everything.
+	Blast BlastRadius
+	Clock Clock
 }
 
 // NewChain returns a chain for a contract's guards, with zero fields set to
@@ -208,6 +217,7 @@ func (c *Chain) Decide(u *Unit, cand Candidate) Verdict {
 		Severity{}.Check(cand.Severity),
 		tiers.Check(u, cand.Condition),
 		crash.Check(u),
+		c.Blast.Check(cand.Fleet),
 		grace.Check(u),
 		hyst.Check(u, cand.Condition),
 		budget.Check(u),

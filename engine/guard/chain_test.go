@@ -26,6 +26,7 @@ func TestChainDecide(t *testing.T) {
 		unit       *Unit
 		cand       Candidate
 		now        time.Duration
+		blast      BlastRadius
 		wantRun    bool
 		wantStatus string
 		wantGuard  string
@@ -47,6 +48,9 @@ func TestChainDecide(t *testing.T) {
 		{name: "crash loop alerts", unit: &Unit{Conditions: held(1), Restarts: &Counter{Last: 50, Increments: []Sample{{At: at(0), N: 11}}}},
 			cand: Candidate{Severity: C}, now: 30 * time.Minute,
 			wantStatus: StatusAlert, wantGuard: GuardCrashLoop, wantReason: "crash loop: 11 restarts"},
+		{name: "blast radius: all units failing alerts once instead", unit: &Unit{Conditions: held(1)},
+			cand: Candidate{Severity: C, Fleet: Fleet{Units: 4, Failing: 4}}, blast: BlastRadius{Trip: 1},
+			wantStatus: StatusAlert, wantGuard: GuardBlastRadius, wantReason: "circuit open"},
 		{name: "escalated condition escalates", unit: &Unit{Conditions: map[string]*Condition{"stuck": {Held: 9, FailedRepairs: 3}}},
 			cand: Candidate{Severity: C}, wantStatus: StatusEscalate, wantGuard: GuardTiers, wantReason: "3 repairs did not clear stuck"},
 		{name: "row escalate_after overrides", unit: &Unit{Conditions: map[string]*Condition{"stuck": {Held: 9, FailedRepairs: 1}}},
@@ -61,16 +65,17 @@ func TestChainDecide(t *testing.T) {
 			wantStatus: StatusPending, wantGuard: GuardDebounce},
 		{name: "report-only lists the other guards", unit: &Unit{Conditions: held(1)}, cand: Candidate{Severity: C, ReportOnly: true},
 			wantStatus: StatusReportOnly, wantGuard: GuardReportOnly,
-			wantReason: "report-only: would run " + action + " (guards: severity=allow tiers=allow crash-loop=allow grace=allow hysteresis=allow budget=allow debounce=allow)"},
+			wantReason: "report-only: would run " + action + " (guards: severity=allow tiers=allow crash-loop=allow blast-radius=allow grace=allow hysteresis=allow budget=allow debounce=allow)"},
 		{name: "report-only says which guard would hold it", unit: &Unit{Conditions: held(1), Repairs: repairsAt(0)}, cand: Candidate{Severity: C, ReportOnly: true}, now: time.Minute,
 			wantStatus: StatusReportOnly, wantGuard: GuardReportOnly,
-			wantReason: "report-only: would not run " + action + ", debounce says pending (guards: severity=allow tiers=allow crash-loop=allow grace=allow hysteresis=allow budget=allow debounce=pending)"},
+			wantReason: "report-only: would not run " + action + ", debounce says pending (guards: severity=allow tiers=allow crash-loop=allow blast-radius=allow grace=allow hysteresis=allow budget=allow debounce=pending)"},
 		{name: "report-only outranks unknown", unit: &Unit{}, cand: Candidate{Severity: U, ReportOnly: true},
 			wantStatus: StatusReportOnly, wantGuard: GuardReportOnly, wantReason: "severity says blocked"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := NewChain(zulipGuards, NewFakeClock(at(tt.now)))
+			c.Blast = tt.blast
 			tt.cand.Condition, tt.cand.Action = "stuck", action
 			v := c.Decide(tt.unit, tt.cand)
 			if v.Run != tt.wantRun || v.Status != tt.wantStatus || v.Guard != tt.wantGuard {
@@ -79,8 +84,8 @@ func TestChainDecide(t *testing.T) {
 			if !strings.Contains(v.Reason, tt.wantReason) {
 				t.Errorf("reason %q does not contain %q", v.Reason, tt.wantReason)
 			}
-			if len(v.Trace) != 9 {
-				t.Errorf("trace has %d steps, want all 9 guards:\n%s", len(v.Trace), v)
+			if len(v.Trace) != 10 {
+				t.Errorf("trace has %d steps, want all 10 guards:\n%s", len(v.Trace), v)
 			}
 		})
 	}
@@ -101,11 +106,11 @@ func TestChainOrderIsFixed(t *testing.T) {
 		order = append(order, s.Guard)
 		statuses = append(statuses, s.Status)
 	}
-	wantOrder := "severity tiers crash-loop grace hysteresis budget debounce report-only dry-run"
+	wantOrder := "severity tiers crash-loop blast-radius grace hysteresis budget debounce report-only dry-run"
 	if got := strings.Join(order, " "); got != wantOrder {
 		t.Errorf("order = %s, want %s", got, wantOrder)
 	}
-	wantStatuses := "run escalate alert pending pending blocked pending run run"
+	wantStatuses := "run escalate alert run pending pending blocked pending run run"
 	if got := strings.Join(statuses, " "); got != wantStatuses {
 		t.Errorf("statuses = %s, want %s", got, wantStatuses)
 	}

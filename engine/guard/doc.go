@@ -3,7 +3,8 @@
 // Every repair the action tables ask for passes through a Chain of small
 // rules, each a type with an injected Clock and its rule in its doc comment:
 // Severity (unknown never acts), Tiers (escalate after K failed repairs),
-// CrashLoop (alert instead of repair), Grace (post-repair grace), Hysteresis
+// CrashLoop (alert instead of repair), BlastRadius (per-run repair cap and a
+// circuit breaker when most units fail at once), Grace (post-repair grace), Hysteresis
 // (consecutive runs before acting, asymmetric recovery), Budget (N per
 // WINDOW), Debounce (pending restart since T), then report-only and dry-run.
 // The verdict names the guard that decided and carries a Trace of every
@@ -21,16 +22,20 @@
 //	settled := chain.Observe(unit, guard.Observation{Severity: sev, Conditions: held})
 //	for each candidate repair:
 //	    v := chain.Decide(unit, guard.Candidate{Condition: key, Action: row.Action,
-//	        Severity: settled.Severity, Guard: row.Guard, ReportOnly: c.IsReportOnly(agent)})
+//	        Severity: settled.Severity, Guard: row.Guard, ReportOnly: c.IsReportOnly(agent),
+//	        Fleet: guard.Fleet{Units: n, Failing: failing, Repairs: ranThisRun}})
 //	    switch v.Status {
 //	    case guard.StatusRun:      run it; chain.RecordRepair(unit, key, chain.Grace(row.Guard));
 //	                               after the grace probe again; chain.RecordVerify(unit, key, ok)
 //	    case guard.StatusPending:  chain.RecordPending(unit, key)
 //	    case guard.StatusEscalate: if chain.RecordEscalated(unit, key) { page }
-//	    case guard.StatusAlert:    alert (crash loop)
+//	    case guard.StatusAlert:    alert (crash loop, circuit open)
 //	    }
 //	incidents := chain.Incidents(ledger.Incidents)
 //	action := incidents.Observe(guard.IncidentKey(contract, agent, cond), settled.Failing, gateDown)
 //
-// In --dry-run the engine passes DryRun and records nothing.
+// RecordRepair is called for every repair that was started, whether its
+// command then succeeded or not: a failed restart still counts toward
+// debounce, budget and crash-loop. In --dry-run the engine passes DryRun and
+// records nothing.
 package guard
