@@ -175,3 +175,27 @@ func excerpt(b []byte) string {
 	}
 	return s
 }
+
+// ErrMissingSecret is wrapped when an environment variable a notifier reads
+// its credentials from is empty at send time.
+var ErrMissingSecret = errors.New("credential not set")
+
+// envVar is a credential read from the environment when a message is sent.
+type envVar struct {
+	opt    string // the option that named it, for errors
+	name   string
+	getenv func(string) string
+}
+
+// get returns the variable's value, or an error wrapping ErrMissingSecret
+// that names the variable (never a value).
+func (e envVar) get() (string, error) {
+	v := ""
+	if e.getenv != nil {
+		v = e.getenv(e.name)
+	}
+	if v == "" {
+		return "", fmt.Errorf("%s: environment variable %s is empty: %w", e.opt, e.name, ErrMissingSecret)
+	}
+	return v, nil
+}

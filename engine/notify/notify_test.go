@@ -374,8 +374,8 @@ func TestConfigErrors(t *testing.T) {
 		{name: "not http", kind: "webhook", opts: map[string]string{"url": "ftp://h/secret"}, wantErr: `"ftp://h/…" is not an http(s) URL`},
 		{name: "bad format", kind: "command", opts: map[string]string{"command": "true", "format": "xml"}, wantErr: `option format: "xml" (want text or json)`},
 		{name: "bad timeout", kind: "command", opts: map[string]string{"command": "true", "timeout": "soon"}, wantErr: `option timeout: "soon" is not a positive duration`},
-		{name: "zulip key env empty", kind: "zulip", opts: map[string]string{"site": "https://chat.example", "stream": "ops", "bot_email_env": "E", "api_key_env": "K"},
-			wantErr: "api_key_env: environment variable K is empty"},
+		{name: "zulip without api_key_env", kind: "zulip", opts: map[string]string{"site": "https://chat.example", "stream": "ops", "bot_email_env": "E"},
+			wantErr: "option api_key_env is required"},
 		{name: "zulip stream and to", kind: "zulip", opts: map[string]string{"site": "https://chat.example", "stream": "ops", "to": "a@b", "bot_email_env": "E", "api_key_env": "E"},
 			wantErr: "exactly one of stream or to is required"},
 	}
@@ -410,5 +410,34 @@ func TestNewAllNamesDuplicates(t *testing.T) {
 	_, err = NewAll([]contracts.NotifyRoute{{Kind: "sms", Pos: contracts.Pos{File: "zulip-health.md", Line: 20, Col: 5}}}, Deps{})
 	if err == nil || !strings.HasPrefix(err.Error(), "zulip-health.md:20:5: ") {
 		t.Errorf("err = %v, want it to point at the route", err)
+	}
+}
+
+func TestCredentialsAreReadAtSendTime(t *testing.T) {
+	rec := newRecorder(t, `{"result":"success"}`)
+	vars := map[string]string{"E": "bot@x"}
+	getenv := func(k string) string { return vars[k] }
+	z, err := New("zulip", map[string]string{"site": rec.srv.URL, "stream": "ops", "bot_email_env": "E", "api_key_env": "ZULIP_API_KEY"}, Deps{Getenv: getenv})
+	if err != nil {
+		t.Fatalf("a missing credential must not break the contract: %v", err)
+	}
+	err = z.Notify(t.Context(), testMessage())
+	if !errors.Is(err, ErrMissingSecret) || err.Error() != "notify zulip: api_key_env: environment variable ZULIP_API_KEY is empty: credential not set" {
+		t.Fatalf("err = %v", err)
+	}
+	if n := len(rec.requests()); n != 0 {
+		t.Errorf("sent %d requests without credentials", n)
+	}
+	vars["ZULIP_API_KEY"] = apiKey
+	if err := z.Notify(t.Context(), testMessage()); err != nil {
+		t.Fatalf("after the operator set the key: %v", err)
+	}
+
+	w, err := New("webhook", map[string]string{"url": rec.srv.URL, "bearer_env": "HOOK_TOKEN"}, Deps{Getenv: getenv})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Notify(t.Context(), testMessage()); !errors.Is(err, ErrMissingSecret) {
+		t.Errorf("webhook without its token: %v", err)
 	}
 }

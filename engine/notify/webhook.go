@@ -13,7 +13,8 @@ import (
 // Mattermost-style incoming webhooks accept). Each attempt has a timeout
 // (default 10s); transport errors, 429 and 5xx are retried (retries,
 // default 2) with a backoff that doubles (backoff, default 1s). A bearer
-// token can be read from the environment variable named by bearer_env.
+// token can be read from the environment variable named by bearer_env, at
+// send time.
 // Errors name only the URL's scheme and host, since webhook URLs often
 // carry their secret in the path.
 //
@@ -22,7 +23,7 @@ type Webhook struct {
 	name   string
 	url    string
 	format string
-	bearer string
+	bearer envVar
 	post   poster
 }
 
@@ -44,12 +45,8 @@ func newWebhook(opts map[string]string, deps Deps) (Notifier, error) {
 		return nil, err
 	}
 	if env := o.str("bearer_env", ""); env != "" {
-		if deps.Getenv == nil || deps.Getenv(env) == "" {
-			return nil, fmt.Errorf("%w: bearer_env: environment variable %s is empty", ErrConfig, env)
-		}
-		w.bearer = deps.Getenv(env)
+		w.bearer = envVar{opt: "bearer_env", name: env, getenv: deps.Getenv}
 	}
-	w.post.secrets = []string{w.url, w.bearer}
 	return w, nil
 }
 
@@ -69,15 +66,23 @@ func (w *Webhook) Notify(ctx context.Context, m Message) error {
 	if err != nil {
 		return fmt.Errorf("encode message: %w", err)
 	}
-	err = w.post.do(ctx, func(ctx context.Context) (*http.Request, error) {
+	var bearer string
+	if w.bearer.name != "" {
+		if bearer, err = w.bearer.get(); err != nil {
+			return fmt.Errorf("notify %s: %w", w.name, err)
+		}
+	}
+	post := w.post
+	post.secrets = []string{w.url, bearer}
+	err = post.do(ctx, func(ctx context.Context) (*http.Request, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(body))
 		if err != nil {
 			return nil, err
 		}
 		req.Header.Set("Content-Type", "application/json")
 		req.Header.Set("User-Agent", "contractd")
-		if w.bearer != "" {
-			req.Header.Set("Authorization", "Bearer "+w.bearer)
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
 		}
 		return req, nil
 	}, nil)

@@ -12,7 +12,9 @@ import (
 
 // Zulip posts each message to a Zulip server's REST API,
 // POST {site}/api/v1/messages, with HTTP basic auth (bot email, API key) read
-// from the environment variables named by bot_email_env and api_key_env.
+// from the environment variables named by bot_email_env and api_key_env at
+// send time (so lint needs no secrets, and a missing variable is a failed,
+// queued delivery, not a broken contract).
 // With `stream` it sends `type=stream&to=STREAM&topic=TOPIC&content=…`
 // (topic defaults to the contract's name); with `to` (an email) it sends a
 // direct message `type=direct&to=["EMAIL"]`. The content is the message
@@ -27,8 +29,8 @@ type Zulip struct {
 	stream   string
 	topic    string
 	to       string
-	email    string
-	key      string
+	email    envVar
+	key      envVar
 	post     poster
 }
 
@@ -50,23 +52,17 @@ func newZulip(opts map[string]string, deps Deps) (Notifier, error) {
 	}
 	for _, v := range []struct {
 		opt string
-		dst *string
+		dst *envVar
 	}{{"bot_email_env", &z.email}, {"api_key_env", &z.key}} {
-		env, err := o.required(v.opt)
+		name, err := o.required(v.opt)
 		if err != nil {
 			return nil, err
 		}
-		if deps.Getenv != nil {
-			*v.dst = deps.Getenv(env)
-		}
-		if *v.dst == "" {
-			return nil, fmt.Errorf("%w: %s: environment variable %s is empty", ErrConfig, v.opt, env)
-		}
+		*v.dst = envVar{opt: v.opt, name: name, getenv: deps.Getenv}
 	}
 	if z.post, err = newPoster(o, deps, z.endpoint); err != nil {
 		return nil, err
 	}
-	z.post.secrets = []string{z.key}
 	return z, nil
 }
 
@@ -94,12 +90,22 @@ func (z *Zulip) Notify(ctx context.Context, m Message) error {
 		form.Set("to", string(to))
 	}
 	body := form.Encode()
-	err := z.post.do(ctx, func(ctx context.Context) (*http.Request, error) {
+	email, err := z.email.get()
+	if err != nil {
+		return fmt.Errorf("notify %s: %w", z.name, err)
+	}
+	key, err := z.key.get()
+	if err != nil {
+		return fmt.Errorf("notify %s: %w", z.name, err)
+	}
+	post := z.post
+	post.secrets = []string{key}
+	err = post.do(ctx, func(ctx context.Context) (*http.Request, error) {
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, z.endpoint, strings.NewReader(body))
 		if err != nil {
 			return nil, err
 		}
-		req.SetBasicAuth(z.email, z.key)
+		req.SetBasicAuth(email, key)
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
 		req.Header.Set("User-Agent", "contractd")
 		return req, nil
