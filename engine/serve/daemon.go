@@ -47,11 +47,18 @@ type Runner interface {
 	Run(ctx context.Context, c *contracts.Contract) (*engine.Report, error)
 }
 
-// LoadFunc reads one contract file. It returns the contract and any warning
-// lines when the file lints clean; it returns a non-nil error (and the
-// diagnostic lines, `file:line:col: error: msg`) when it does not, and the
-// daemon keeps that file out.
-type LoadFunc func(path string) (*contracts.Contract, []string, error)
+// LoadFunc reads one contract file, as contracts.LoadFile does. The daemon
+// keeps the file out (and reports every diagnostic) when the contract is nil
+// or the diagnostics hold an error; warnings are logged.
+type LoadFunc func(path string) (*contracts.Contract, contracts.Diagnostics)
+
+// ContractLoader returns the LoadFunc that lints and compiles contracts with
+// contracts.LoadFile and opts (inventory, --var overrides).
+func ContractLoader(opts contracts.Options) LoadFunc {
+	return func(path string) (*contracts.Contract, contracts.Diagnostics) {
+		return contracts.LoadFile(path, opts)
+	}
+}
 
 // Clock is the daemon's time source. RealClock is the default.
 type Clock interface {
@@ -68,14 +75,14 @@ func (RealClock) Now() time.Time { return time.Now() }
 // After returns a channel that receives once d has passed.
 func (RealClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
 
-// Config configures a Daemon. Dir, StateDir, Runner and Load are required.
+// Config configures a Daemon. Dir, StateDir and Runner are required.
 type Config struct {
 	Dir       string // contract files: every *.md directly inside
 	StateDir  string // NAME.scheduler.json files live here
 	Listen    string // HTTP address; "" means DefaultListen
 	TokenFile string // bearer token for POST endpoints; "" disables them
 	Runner    Runner
-	Load      LoadFunc
+	Load      LoadFunc // nil means ContractLoader(contracts.Options{})
 	// Notify delivers the daemon's own alerts (one per hold-down). Nil means
 	// the alert is only logged.
 	Notify func(ctx context.Context, text string) error
@@ -142,8 +149,9 @@ func New(cfg Config) (*Daemon, error) {
 		return nil, errors.New("serve: Config.StateDir is required")
 	case cfg.Runner == nil:
 		return nil, errors.New("serve: Config.Runner is required")
-	case cfg.Load == nil:
-		return nil, errors.New("serve: Config.Load is required")
+	}
+	if cfg.Load == nil {
+		cfg.Load = ContractLoader(contracts.Options{})
 	}
 	if cfg.Listen == "" {
 		cfg.Listen = DefaultListen

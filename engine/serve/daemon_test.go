@@ -268,7 +268,7 @@ func TestReloadOnEditKeepsLastGoodVersionOnBadEdit(t *testing.T) {
 	writeContract(t, dir, "edited", "3", "300ms", true, "bogus: key\n")
 	h.waitFor(10*time.Second, "the bad edit to be reported", func() bool { return len(h.status("edited").RejectedEdit) > 0 })
 	st := h.status("edited")
-	if st.Version != "2" || !strings.Contains(st.RejectedEdit[0], path+":6:1: error: unknown key") {
+	if st.Version != "2" || !strings.Contains(st.RejectedEdit[0], path+":8:1: error: unknown key \"bogus\" in front matter") {
 		t.Errorf("after a bad edit: version %q, rejected %q", st.Version, st.RejectedEdit)
 	}
 	n := log.count("edited")

@@ -85,52 +85,35 @@ func (l *runLog) versions(name string) []string {
 	return append([]string(nil), l.version[name]...)
 }
 
-// loadTestContract reads the front matter subset the scheduler cares about
-// (name, version, every, on_start). An unknown key is a lint error with its
-// line, the way the real loader reports one.
-func loadTestContract(path string) (*contracts.Contract, []string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	c := &contracts.Contract{Path: path}
-	var diags []string
-	for i, line := range strings.Split(string(b), "\n") {
-		if line == "---" || strings.TrimSpace(line) == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		k, v, ok := strings.Cut(line, ":")
-		v = strings.TrimSpace(v)
-		switch {
-		case !ok:
-			diags = append(diags, fmt.Sprintf("%s:%d:1: error: expected key: value", path, i+1))
-		case k == "name":
-			c.Name = v
-		case k == "version":
-			c.Version = v
-		case k == "every":
-			d, err := time.ParseDuration(v)
-			if err != nil {
-				diags = append(diags, fmt.Sprintf("%s:%d:8: error: every: %v", path, i+1, err))
-			}
-			c.Schedule.Every = d
-		case k == "on_start":
-			c.Schedule.OnStart = v == "true"
-		default:
-			diags = append(diags, fmt.Sprintf("%s:%d:1: error: unknown key %q", path, i+1, k))
-		}
-	}
-	if len(diags) > 0 {
-		return nil, diags, fmt.Errorf("%s: %d errors", path, len(diags))
-	}
-	return c, nil, nil
-}
+// contractTemplate is a small real contract: the daemon lints it with
+// contracts.LoadFile; the fake runner never executes its step.
+const contractTemplate = `---
+kind: responsibility
+name: %s
+version: "%s"
+runtime_contract: 2
+agent: ops
+schedule: {every: %s, on_start: %t}
+%s---
 
+# %s
+
+A contract the scheduler tests load.
+
+## Execution
+
+### Step 1: Local shell {#local agent=ops on=local}
+
+` + "```sh {id=echo timeout=5s}\necho ok\n```" + `
+Expected: ` + "`ok`" + `
+`
+
+// writeContract writes NAME.md with extra front-matter lines, atomically so
+// the watcher never sees half a file, and returns its path.
 func writeContract(t testing.TB, dir, name, version, every string, onStart bool, extra ...string) string {
 	t.Helper()
-	body := fmt.Sprintf("---\nname: %s\nversion: %s\nevery: %s\non_start: %t\n%s---\n", name, version, every, onStart, strings.Join(extra, ""))
+	body := fmt.Sprintf(contractTemplate, name, version, every, onStart, strings.Join(extra, ""), name)
 	path := filepath.Join(dir, name+".md")
-	// Write then rename so the watcher never sees a half-written file.
 	tmp := filepath.Join(dir, "."+name+".tmp")
 	if err := os.WriteFile(tmp, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
@@ -178,9 +161,6 @@ func startDaemon(t *testing.T, cfg Config) *daemon {
 	t.Helper()
 	if cfg.Listen == "" {
 		cfg.Listen = "127.0.0.1:0"
-	}
-	if cfg.Load == nil {
-		cfg.Load = loadTestContract
 	}
 	logs := &logBuf{}
 	if cfg.Logf == nil {

@@ -80,14 +80,13 @@ func (d *Daemon) reloadFile(path string) {
 		fs.name = prev.name
 	}
 
-	c, diags, lerr := d.cfg.Load(path)
-	if lerr == nil && c == nil {
-		lerr = fmt.Errorf("%s: loader returned no contract", path)
-	}
-	if lerr != nil {
-		fs.diags = diags
+	c, diags := d.cfg.Load(path)
+	if c == nil || diags.HasErrors() {
+		for _, dg := range diags {
+			fs.diags = append(fs.diags, dg.String())
+		}
 		if len(fs.diags) == 0 {
-			fs.diags = []string{lerr.Error()}
+			fs.diags = []string{path + ":1:1: error: the loader returned no contract"}
 		}
 		d.mu.Lock()
 		d.files[path] = fs
@@ -106,8 +105,8 @@ func (d *Daemon) reloadFile(path string) {
 		}
 		return
 	}
-	for _, line := range diags {
-		d.logf("serve: %s", line)
+	for _, dg := range diags {
+		d.logf("serve: %s", dg.String())
 	}
 
 	name := c.Name

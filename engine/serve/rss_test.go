@@ -108,7 +108,7 @@ func TestIdleDaemonHelper(t *testing.T) {
 	parts := strings.Split(spec, "\x1f")
 	ctx, stop := signal.NotifyContext(t.Context(), os.Interrupt)
 	defer stop()
-	err := Serve(ctx, Config{Dir: parts[0], StateDir: parts[1], Listen: parts[2], Load: loadTestContract,
+	err := Serve(ctx, Config{Dir: parts[0], StateDir: parts[1], Listen: parts[2],
 		Logf:   func(string, ...any) {},
 		Runner: &fakeRunner{run: func(ctx context.Context, c *contracts.Contract) (*engine.Report, error) { return report(c), nil }}})
 	if err != nil {
