@@ -15,7 +15,7 @@ const (
 	StatusBlocked    = "blocked"     // not run: logged (over budget, unknown severity)
 	StatusReportOnly = "report-only" // report-only agent: recorded, never run
 	StatusEscalate   = "escalate"    // repairs exhausted: page a person instead
-	StatusAlert      = "alert"       // crash loop: alert instead of repair
+	StatusAlert      = "alert"       // crash loop or circuit open: alert instead of repair
 	StatusDryRun     = "dry-run"     // --dry-run: every guard allowed it, nothing runs
 )
 
@@ -50,6 +50,7 @@ type Step struct {
 	Reason  string `json:"reason"`
 }
 
+// String renders the step as "guard: allow (reason)" or "guard: status (reason)".
 func (s Step) String() string {
 	if s.Allowed {
 		return fmt.Sprintf("%s: allow (%s)", s.Guard, s.Reason)
@@ -74,6 +75,17 @@ type Verdict struct {
 	Trace  []Step `json:"trace"` // every guard's result, in chain order
 }
 
+// TraceLines renders the trace one guard per line, as reports print it:
+// "debounce: pending (pending restart since …)".
+func (v Verdict) TraceLines() []string {
+	lines := make([]string, len(v.Trace))
+	for i, s := range v.Trace {
+		lines[i] = s.String()
+	}
+	return lines
+}
+
+// String renders the verdict and its trace on several lines.
 func (v Verdict) String() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s: %s", v.Status, v.Reason)
@@ -340,7 +352,8 @@ func (c *Chain) RecordEscalated(u *Unit, cond string) bool {
 }
 
 // RecordRestartCounter records a reading of the unit's external restart
-// counter (pm2 `restarts`, systemd `NRestarts`). The first reading is a
+// counter (pm2 `restarts`, systemd `NRestarts`): the engine evaluates the
+// row's ActionGuard.RestartCount expression each run and passes the value. The first reading is a
 // baseline; later ones add their increase as a sample; a reading lower than
 // the last means the counter was reset (the process manager restarted), and
 // the reading itself counts as the increase since.

@@ -228,3 +228,13 @@ func TestRecordRepairPrunesOldTimes(t *testing.T) {
 		t.Errorf("kept %d repair times over 60h, want only the last day's", n)
 	}
 }
+
+func TestTraceLines(t *testing.T) {
+	u := &Unit{Conditions: map[string]*Condition{"stuck": {Held: 1}}, Repairs: repairsAt(0)}
+	v := NewChain(contracts.Guards{Debounce: 5 * time.Minute}, NewFakeClock(at(time.Minute))).Decide(u, Candidate{Condition: "stuck", Action: "x", Severity: C})
+	lines := v.TraceLines()
+	if len(lines) != len(v.Trace) || lines[0] != "severity: allow (critical)" ||
+		!strings.HasPrefix(lines[7], "debounce: pending (pending restart since 2026-11-29T19:01:00Z") {
+		t.Errorf("trace lines:\n%s", strings.Join(lines, "\n"))
+	}
+}
