@@ -1,0 +1,286 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine"
+	"github.com/contractd/contractd/engine/notify"
+	"github.com/contractd/contractd/transports"
+)
+
+// loadFlags are the flags every command that loads contracts takes.
+type loadFlags struct {
+	inventory string
+	vars      multiFlag
+}
+
+func (l *loadFlags) options() (contracts.Options, error) {
+	opts := contracts.Options{Inventory: l.inventory, Vars: map[string]string{}}
+	for _, kv := range l.vars {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return opts, fmt.Errorf("--var %q: want key=value", kv)
+		}
+		opts.Vars[k] = v
+	}
+	return opts, nil
+}
+
+// load loads contracts, printing every diagnostic; it fails when any has errors.
+func (m *Main) load(paths []string, opts contracts.Options) ([]*contracts.Contract, bool) {
+	var out []*contracts.Contract
+	ok := true
+	for _, p := range paths {
+		c, diags := contracts.LoadFile(p, opts)
+		for _, d := range diags {
+			fmt.Fprintln(m.Stderr, d.String())
+		}
+		if diags.HasErrors() || c == nil {
+			ok = false
+			continue
+		}
+		out = append(out, c)
+	}
+	return out, ok
+}
+
+func defaultStateDir(getenv func(string) string) string {
+	if d := getenv("CONTRACTD_STATE_DIR"); d != "" {
+		return d
+	}
+	if d := getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "contractd")
+	}
+	if h := getenv("HOME"); h != "" {
+		return filepath.Join(h, ".local", "state", "contractd")
+	}
+	return "/var/lib/contractd"
+}
+
+func (m *Main) cmdLint(ctx context.Context, args []string) int {
+	fs := m.flags("lint")
+	strict := fs.Bool("strict", false, "fail on warnings too")
+	var lf loadFlags
+	fs.StringVar(&lf.inventory, "inventory", "", "inventory `FILE` overriding targets and vars")
+	fs.Var(&lf.vars, "var", "override a var (`key=value`, repeatable)")
+	files, err := parse(fs, args)
+	if err != nil {
+		return exitUsage
+	}
+	if len(files) == 0 {
+		m.errorf("lint: no contract files given")
+		return exitUsage
+	}
+	opts, err := lf.options()
+	if err != nil {
+		m.errorf("%v", err)
+		return exitUsage
+	}
+	code := exitOK
+	for _, f := range files {
+		_, diags := contracts.LoadFile(f, opts)
+		for _, d := range diags {
+			fmt.Fprintln(m.Stdout, d.String())
+			if d.Severity == contracts.DiagError || *strict {
+				code = exitFailed
+			}
+		}
+	}
+	return code
+}
+
+func (m *Main) cmdExplain(ctx context.Context, args []string) int {
+	fs := m.flags("explain")
+	asJSON := fs.Bool("json", false, "print the plan as JSON")
+	var lf loadFlags
+	fs.StringVar(&lf.inventory, "inventory", "", "inventory `FILE` overriding targets and vars")
+	fs.Var(&lf.vars, "var", "override a var (`key=value`, repeatable)")
+	files, err := parse(fs, args)
+	if err != nil || len(files) != 1 {
+		m.errorf("usage: contractd explain [--json] FILE")
+		return exitUsage
+	}
+	opts, err := lf.options()
+	if err != nil {
+		m.errorf("%v", err)
+		return exitUsage
+	}
+	cs, ok := m.load(files, opts)
+	if !ok {
+		return exitUsage
+	}
+	if *asJSON {
+		return m.writeJSON(contracts.Explain(cs[0]))
+	}
+	if err := contracts.WriteExplainText(m.Stdout, cs[0]); err != nil {
+		m.errorf("%v", err)
+		return exitFailed
+	}
+	return exitOK
+}
+
+func (m *Main) writeJSON(v any) int {
+	enc := json.NewEncoder(m.Stdout)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(v); err != nil {
+		m.errorf("%v", err)
+		return exitFailed
+	}
+	return exitOK
+}
+
+// runFlags are the flags of `run` and of declared commands.
+type runFlags struct {
+	loadFlags
+	dryRun   bool
+	asJSON   bool
+	nagios   bool
+	stateDir string
+	parallel int
+	lockWait time.Duration
+	timeout  time.Duration
+	grace    time.Duration
+	quiet    bool
+}
+
+func (m *Main) runFlagSet(name string, rf *runFlags) *flag.FlagSet {
+	fs := m.flags(name)
+	fs.BoolVar(&rf.dryRun, "dry-run", false, "evaluate every guard; run no repair, send no alert, write no state")
+	fs.BoolVar(&rf.asJSON, "json", false, "print the report as JSON")
+	fs.BoolVar(&rf.nagios, "nagios", false, "Nagios plugin output; exit 0/1/2/3 by overall severity")
+	fs.StringVar(&rf.stateDir, "state-dir", defaultStateDir(m.Getenv), "state `DIR` (snapshots, ledgers, history)")
+	fs.IntVar(&rf.parallel, "parallel", 8, "stages in flight at once")
+	fs.DurationVar(&rf.lockWait, "lock-wait", 0, "wait this long for another run of the same contract")
+	fs.DurationVar(&rf.timeout, "timeout", 10*time.Minute, "deadline for the whole run")
+	fs.DurationVar(&rf.grace, "verify-grace", 0, "replace every verify-after-repair grace period (0 = as the contract says)")
+	fs.BoolVar(&rf.quiet, "quiet", false, "no live progress and no log lines")
+	fs.StringVar(&rf.inventory, "inventory", "", "inventory `FILE` overriding targets and vars")
+	fs.Var(&rf.vars, "var", "override a var (`key=value`, repeatable)")
+	return fs
+}
+
+func (m *Main) cmdRun(ctx context.Context, args []string) int {
+	var rf runFlags
+	fs := m.runFlagSet("run", &rf)
+	files, err := parse(fs, args)
+	if err != nil {
+		return exitUsage
+	}
+	if len(files) == 0 {
+		m.errorf("usage: contractd run [flags] FILE...")
+		return exitUsage
+	}
+	return m.runContracts(ctx, files, rf)
+}
+
+// cmdDeclared runs the contract that declares name in its `commands`.
+func (m *Main) cmdDeclared(ctx context.Context, name string, args []string) int {
+	var rf runFlags
+	fs := m.runFlagSet(name, &rf)
+	dir := fs.String("dir", m.Getenv("CONTRACTD_DIR"), "directory of contracts to search for the command")
+	if _, err := parse(fs, args); err != nil {
+		return exitUsage
+	}
+	path, err := findDeclared(name, *dir)
+	if err != nil {
+		m.errorf("%v", err)
+		m.usage()
+		return exitUsage
+	}
+	return m.runContracts(ctx, []string{path}, rf)
+}
+
+// findDeclared finds the contract declaring command name in dir, then in
+// /etc/contractd, then among the contracts built into the binary.
+func findDeclared(name, dir string) (string, error) {
+	var dirs []string
+	if dir != "" {
+		dirs = append(dirs, dir)
+	}
+	dirs = append(dirs, "/etc/contractd", "/etc/contractd/contracts")
+	for _, d := range dirs {
+		files, _ := filepath.Glob(filepath.Join(d, "*.md"))
+		for _, f := range files {
+			c, diags := contracts.LoadFile(f, contracts.Options{})
+			if c == nil || diags.HasErrors() {
+				continue
+			}
+			for _, cmd := range c.Commands {
+				if cmd == name {
+					return f, nil
+				}
+			}
+		}
+	}
+	return "", fmt.Errorf("unknown command %q (no contract in %s declares it)", name, strings.Join(dirs, ", "))
+}
+
+func (m *Main) runContracts(ctx context.Context, files []string, rf runFlags) int {
+	opts, err := rf.options()
+	if err != nil {
+		m.errorf("%v", err)
+		return exitUsage
+	}
+	cs, ok := m.load(files, opts)
+	if !ok {
+		return exitUsage
+	}
+	pool := transports.NewPool(transports.PoolOptions{})
+	defer pool.Close()
+	logw := m.Stderr
+	logf := func(format string, args ...any) {
+		if !rf.quiet {
+			fmt.Fprintf(logw, "%s "+format+"\n", append([]any{time.Now().UTC().Format("15:04:05")}, args...)...)
+		}
+	}
+	eopts := engine.Options{
+		StateDir: rf.stateDir, Parallel: rf.parallel, DryRun: rf.dryRun,
+		RunTimeout: rf.timeout, LockWait: rf.lockWait, GraceOverride: rf.grace,
+		Opener: engine.PoolOpener{Pool: pool}, Getenv: m.Getenv, Logf: logf,
+		NotifyDeps: notify.Deps{Log: m.Stderr, Getenv: m.Getenv},
+	}
+	if !rf.quiet && !rf.asJSON && !rf.nagios && m.IsTerminal(m.Stdout) {
+		eopts.Progress = progressPrinter(m.Stderr)
+	}
+	eng, err := engine.New(eopts)
+	if err != nil {
+		m.errorf("%v", err)
+		return exitFailed
+	}
+	code := exitOK
+	worst := 0
+	for _, c := range cs {
+		rep, runErr := eng.Run(ctx, c)
+		switch {
+		case rf.asJSON:
+			m.writeJSON(rep)
+		case rf.nagios:
+			engine.WriteNagios(m.Stdout, rep)
+		default:
+			engine.WriteText(m.Stdout, rep)
+			if rf.dryRun {
+				fmt.Fprintln(m.Stdout, "\nguards:")
+				engine.WriteTrace(m.Stdout, rep)
+			}
+		}
+		if runErr != nil {
+			m.errorf("%s: %v", c.Name, runErr)
+			code = exitFailed
+		}
+		worst = max(worst, engine.NagiosCode(rep.OverallSeverity))
+	}
+	if rf.nagios && code == exitOK {
+		return worst
+	}
+	if rf.nagios {
+		return 3
+	}
+	return code
+}

@@ -1,0 +1,96 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+)
+
+var contractName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
+
+// cmdNew writes a contract from a template that lints clean, so an author
+// starts from something that runs.
+func (m *Main) cmdNew(ctx context.Context, args []string) int {
+	fs := m.flags("new")
+	out := fs.String("o", "", "output `FILE` (default NAME.md)")
+	names, err := parse(fs, args)
+	if err != nil || len(names) != 1 || !contractName.MatchString(names[0]) {
+		m.errorf("usage: contractd new [-o FILE] NAME   (NAME: lower-case letters, digits and dashes)")
+		return exitUsage
+	}
+	path := *out
+	if path == "" {
+		path = names[0] + ".md"
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		m.errorf("new: %v", err)
+		return exitFailed
+	}
+	_, werr := f.WriteString(strings.ReplaceAll(template, "NAME", names[0]))
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		m.errorf("new: %v", werr)
+		return exitFailed
+	}
+	fmt.Fprintf(m.Stdout, "wrote %s; check it with: contractd lint %s\n", path, path)
+	return exitOK
+}
+
+const template = "---\n" + `kind: responsibility
+name: NAME
+title: NAME — what this contract keeps alive
+version: 0.1.0
+runtime_contract: 2
+agent: my-agent
+schedule: {every: 15m, on_start: true}
+commands: [NAME-status]
+guards:
+  debounce: 300s
+  crash_loop: {max_restarts: 10, per: 1h, then: alert}
+  unreachable_after: 3
+targets:
+  app-host: {local: true}
+vars:
+  health_url: http://127.0.0.1:8080/health
+` + "---\n" + `
+# NAME
+
+Say here, for a person, what this monitors and why. Everything that is not a
+heading with {…} attributes, a fenced block with {…} attributes, or a table
+with a known header is documentation.
+
+## Maintains
+
+- overall_severity: "healthy" | "degraded" | "critical"
+- last_check: timestamp — when the last full check ran
+- agents: map of per-agent snapshots
+
+### Per-Agent Snapshot Schema
+
+` + "```json" + `
+{"my-agent": {"status": "ok", "severity": "healthy"}}
+` + "```" + `
+
+## Execution
+
+### Step 1: My agent {#app agent=my-agent on=app-host}
+
+` + "```http {id=health timeout=10s}" + `
+GET ${health_url}
+` + "```" + `
+
+| Field | Healthy | Critical |
+|-------|---------|----------|
+| ` + "`http_status`" + ` | ` + "`200`" + ` | ` + "`000`" + ` |
+
+**Actions**
+
+| Condition | Action |
+|-----------|--------|
+| ` + "`http_status == \"000\"`" + ` | ` + "`systemctl restart my-agent`" + ` |
+`

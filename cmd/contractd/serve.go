@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/contractd/contractd/engine"
+	"github.com/contractd/contractd/engine/notify"
+	"github.com/contractd/contractd/engine/serve"
+	"github.com/contractd/contractd/transports"
+)
+
+func (m *Main) cmdServe(ctx context.Context, args []string) int {
+	fs := m.flags("serve")
+	dir := fs.String("dir", "/etc/contractd", "directory of contracts (every *.md)")
+	stateDir := fs.String("state-dir", defaultStateDir(m.Getenv), "state `DIR`")
+	listen := fs.String("listen", serve.DefaultListen, "HTTP address (status, metrics, on-demand runs)")
+	tokenFile := fs.String("token-file", "", "bearer token `FILE` for POST /contracts/NAME/run")
+	parallel := fs.Int("parallel", 8, "stages in flight at once, per run")
+	stagger := fs.Duration("stagger", 30*time.Second, "largest random delay before a contract's first run")
+	grace := fs.Duration("shutdown-grace", 30*time.Second, "how long running runs may finish on SIGTERM")
+	var lf loadFlags
+	fs.StringVar(&lf.inventory, "inventory", "", "inventory `FILE` overriding targets and vars")
+	fs.Var(&lf.vars, "var", "override a var (`key=value`, repeatable)")
+	if rest, err := parse(fs, args); err != nil || len(rest) != 0 {
+		m.errorf("usage: contractd serve --dir DIR [--state-dir DIR] [--listen ADDR] [--token-file FILE]")
+		return exitUsage
+	}
+	opts, err := lf.options()
+	if err != nil {
+		m.errorf("%v", err)
+		return exitUsage
+	}
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(m.Stderr, "%s "+format+"\n", append([]any{time.Now().UTC().Format(time.RFC3339)}, args...)...)
+	}
+	// One pool for the daemon's life: ssh connections are kept alive
+	// between runs.
+	pool := transports.NewPool(transports.PoolOptions{KeepAlive: 30 * time.Second, Logf: logf})
+	defer pool.Close()
+	eng, err := engine.New(engine.Options{
+		StateDir: *stateDir, Parallel: *parallel, Opener: engine.PoolOpener{Pool: pool},
+		Getenv: m.Getenv, Logf: logf, NotifyDeps: notify.Deps{Log: m.Stderr, Getenv: m.Getenv},
+	})
+	if err != nil {
+		m.errorf("%v", err)
+		return exitFailed
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	err = serve.Serve(ctx, serve.Config{
+		Dir: *dir, StateDir: *stateDir, Listen: *listen, TokenFile: *tokenFile,
+		Runner: eng, Load: serve.ContractLoader(opts),
+		Snapshot: func(name string) (json.RawMessage, error) {
+			st, err := engine.ReadStatus(*stateDir, name, time.Now())
+			if err != nil {
+				return nil, nil
+			}
+			return json.Marshal(st)
+		},
+		Logf: logf, Reload: hup, Systemd: serve.SystemdFromEnv(m.Getenv, os.Getpid()),
+		Stagger: *stagger, ShutdownGrace: *grace,
+	})
+	if err != nil {
+		m.errorf("serve: %v", err)
+		return exitFailed
+	}
+	return exitOK
+}

@@ -1,0 +1,114 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/contractd/contractd/engine"
+	"github.com/contractd/contractd/engine/serve"
+)
+
+func (m *Main) cmdStatus(ctx context.Context, args []string) int {
+	fs := m.flags("status")
+	asJSON := fs.Bool("json", false, "print as JSON")
+	stateDir := fs.String("state-dir", defaultStateDir(m.Getenv), "state `DIR`")
+	names, err := parse(fs, args)
+	if err != nil || len(names) != 1 {
+		m.errorf("usage: contractd status [--json] [--state-dir DIR] NAME")
+		return exitUsage
+	}
+	st, err := engine.ReadStatus(*stateDir, names[0], time.Now())
+	if err != nil {
+		m.errorf("status %s: %v", names[0], err)
+		if errors.Is(err, engine.ErrNeverRan) {
+			return exitUsage
+		}
+		return exitFailed
+	}
+	if *asJSON {
+		return m.writeJSON(st)
+	}
+	fmt.Fprintf(m.Stdout, "%s: snapshot written %s (%s ago)\n", st.Contract, st.WrittenAt.Format(time.RFC3339), time.Duration(st.AgeSec*float64(time.Second)).Round(time.Second))
+	writeTree(m.Stdout, st.Snapshot, "  ")
+	return exitOK
+}
+
+func (m *Main) cmdHistory(ctx context.Context, args []string) int {
+	fs := m.flags("history")
+	asJSON := fs.Bool("json", false, "print as JSON lines")
+	n := fs.Int("n", 20, "how many runs")
+	stateDir := fs.String("state-dir", defaultStateDir(m.Getenv), "state `DIR`")
+	names, err := parse(fs, args)
+	if err != nil || len(names) != 1 {
+		m.errorf("usage: contractd history [-n N] [--json] [--state-dir DIR] NAME")
+		return exitUsage
+	}
+	hist, err := engine.ReadHistory(*stateDir, names[0], *n)
+	if err != nil {
+		m.errorf("history %s: %v", names[0], err)
+		return exitFailed
+	}
+	if *asJSON {
+		return m.writeJSON(hist)
+	}
+	for _, h := range hist {
+		fmt.Fprintf(m.Stdout, "%s  %-9s %5d ms  %s\n", h.StartedAt.Format(time.RFC3339), h.OverallSeverity, h.DurationMS, summarizeAgents(h.Agents))
+		for _, a := range h.Actions {
+			if a.Status == "logged" || a.Status == "monitor" {
+				continue
+			}
+			fmt.Fprintf(m.Stdout, "    %s %s: %s (%s)\n", a.Agent, a.Status, a.Action, a.Condition)
+		}
+		for _, a := range h.Alerts {
+			fmt.Fprintf(m.Stdout, "    alert %s: %s\n", a.Kind, a.Text)
+		}
+	}
+	return exitOK
+}
+
+func (m *Main) cmdWhy(ctx context.Context, args []string) int {
+	fs := m.flags("why")
+	stateDir := fs.String("state-dir", defaultStateDir(m.Getenv), "state `DIR`")
+	names, err := parse(fs, args)
+	if err != nil || len(names) != 1 {
+		m.errorf("usage: contractd why [--state-dir DIR] NAME")
+		return exitUsage
+	}
+	hist, err := engine.ReadHistory(*stateDir, names[0], 1)
+	if err != nil || len(hist) == 0 {
+		m.errorf("why %s: no run recorded (%v)", names[0], err)
+		return exitFailed
+	}
+	h := hist[len(hist)-1]
+	fmt.Fprintf(m.Stdout, "%s run %s at %s: %s\n", names[0], h.RunID, h.StartedAt.Format(time.RFC3339), h.OverallSeverity)
+	for step, f := range h.Findings {
+		for _, line := range f {
+			fmt.Fprintf(m.Stdout, "  %s: %s\n", step, line)
+		}
+	}
+	engine.WriteTrace(m.Stdout, &engine.Report{RunID: h.RunID, Actions: h.Actions})
+	return exitOK
+}
+
+func (m *Main) cmdReset(ctx context.Context, args []string) int {
+	fs := m.flags("reset")
+	stateDir := fs.String("state-dir", defaultStateDir(m.Getenv), "state `DIR`")
+	unit := fs.String("unit", "", "reset only this unit (agent)")
+	names, err := parse(fs, args)
+	if err != nil || len(names) != 1 {
+		m.errorf("usage: contractd reset [--unit AGENT] [--state-dir DIR] NAME")
+		return exitUsage
+	}
+	if err := engine.Reset(ctx, *stateDir, names[0], *unit); err != nil {
+		m.errorf("reset %s: %v", names[0], err)
+		return exitFailed
+	}
+	if err := serve.Reset(*stateDir, names[0]); err != nil {
+		m.errorf("reset %s: %v", names[0], err)
+		return exitFailed
+	}
+	fmt.Fprintf(m.Stdout, "%s: released (hold-down, escalations and pending repairs cleared)\n", names[0])
+	return exitOK
+}
