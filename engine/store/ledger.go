@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sort"
 
 	"github.com/contractd/contractd/engine/guard"
 	"github.com/contractd/contractd/engine/notify"
@@ -105,4 +106,22 @@ func (s *Store) WriteLedger(name string, l *Ledger) error {
 		return fmt.Errorf("encode ledger %s: %w", name, err)
 	}
 	return writeAtomic(path, append(b, '\n'))
+}
+
+// Reset is the operator's `contractd reset NAME [UNIT]`: it clears
+// escalations, failed-repair counts, pending repairs and graces of one unit
+// (or of every unit when unit is ""), and releases the scheduler's
+// hold-down. Repair times stay, so budgets and the crash-loop guard still
+// hold. It returns the units it reset, sorted.
+func (l *Ledger) Reset(unit string) []string {
+	var done []string
+	for key, u := range l.Units {
+		if unit == "" || key == unit {
+			guard.Reset(u)
+			done = append(done, key)
+		}
+	}
+	sort.Strings(done)
+	guard.Release(&l.Scheduler)
+	return done
 }

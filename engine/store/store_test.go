@@ -393,3 +393,37 @@ func TestLedgerJSONIsReadable(t *testing.T) {
 		}
 	}
 }
+
+func TestOperatorResetSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	clock := guard.NewFakeClock(t0)
+	s := openAt(t, dir, clock)
+	l := NewLedger("zulip-health")
+	l.Unit("abiba").Conditions = map[string]*guard.Condition{"stuck": {Held: 4, FailedRepairs: 3, Escalated: true}}
+	l.Unit("abiba").Repairs = []time.Time{t0}
+	l.Unit("koby").Conditions = map[string]*guard.Condition{"stuck": {Held: 4, Escalated: true}}
+	l.Scheduler = guard.Scheduler{ConsecutiveFailed: 3, HeldDown: true, Alerted: true}
+	s.WriteLedger("zulip-health", l)
+
+	l, _ = openAt(t, dir, clock).ReadLedger("zulip-health")
+	if got := l.Reset("abiba"); fmt.Sprint(got) != "[abiba]" {
+		t.Fatalf("reset %v", got)
+	}
+	s.WriteLedger("zulip-health", l)
+	l, _ = openAt(t, dir, clock).ReadLedger("zulip-health")
+
+	clock.Advance(time.Hour)
+	chain := guard.NewChain(contracts.Guards{}, clock)
+	for unit, wantRun := range map[string]bool{"abiba": true, "koby": false} {
+		v := chain.Decide(l.Unit(unit), guard.Candidate{Condition: "stuck", Action: "pm2 restart", Severity: contracts.SeverityCritical})
+		if v.Run != wantRun {
+			t.Errorf("%s after reset of abiba: %s", unit, v)
+		}
+	}
+	if l.Scheduler.HeldDown || l.Scheduler.Alerted {
+		t.Errorf("hold-down not released: %+v", l.Scheduler)
+	}
+	if len(l.Unit("abiba").Repairs) != 1 {
+		t.Errorf("reset forgot repair times, which budgets still need")
+	}
+}
