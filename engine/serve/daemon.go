@@ -24,6 +24,7 @@ import (
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine"
+	"github.com/contractd/contractd/engine/store"
 	"github.com/fsnotify/fsnotify"
 )
 
@@ -87,7 +88,8 @@ type Config struct {
 	// the alert is only logged.
 	Notify func(ctx context.Context, text string) error
 	// Snapshot returns a contract's last Maintains snapshot for
-	// GET /contracts/{name}; nil, or a nil result, leaves it out.
+	// GET /contracts/{name}; a nil result leaves it out. Nil means the
+	// snapshot engine/store keeps in StateDir.
 	Snapshot func(name string) (json.RawMessage, error)
 	Clock    Clock                // nil means RealClock
 	Logf     func(string, ...any) // nil means log.Printf
@@ -116,6 +118,7 @@ var (
 // Daemon is a running `contractd serve`. Create it with New, drive it with Run.
 type Daemon struct {
 	cfg     Config
+	store   *store.Store
 	clock   Clock
 	logf    func(string, ...any)
 	ln      net.Listener
@@ -168,8 +171,12 @@ func New(cfg Config) (*Daemon, error) {
 	setDefault(&cfg.HeldPoll, DefaultHeldPoll)
 	setDefault(&cfg.Heartbeat, DefaultHeartbeat)
 	setDefault(&cfg.StuckAfter, DefaultStuckAfter)
-	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
-		return nil, fmt.Errorf("serve: create state dir: %w", err)
+	st, err := store.Open(cfg.StateDir)
+	if err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	if cfg.Snapshot == nil {
+		cfg.Snapshot = storeSnapshot(st)
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
@@ -177,6 +184,7 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	d := &Daemon{
 		cfg:       cfg,
+		store:     st,
 		clock:     cfg.Clock,
 		logf:      cfg.Logf,
 		ln:        ln,
@@ -188,6 +196,25 @@ func New(cfg Config) (*Daemon, error) {
 	d.metrics = newMetrics(d.tickAgeSeconds)
 	d.srv = &http.Server{Handler: d.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	return d, nil
+}
+
+// storeSnapshot reads the Maintains snapshot the engine wrote, as
+// {"written_at": …, "data": {…}}; nil when the contract never wrote one.
+func storeSnapshot(st *store.Store) func(string) (json.RawMessage, error) {
+	return func(name string) (json.RawMessage, error) {
+		data, at, err := st.ReadSnapshot(name)
+		if err != nil || data == nil {
+			return nil, err
+		}
+		b, err := json.Marshal(struct {
+			WrittenAt time.Time      `json:"written_at"`
+			Data      map[string]any `json:"data"`
+		}{at, data})
+		if err != nil {
+			return nil, fmt.Errorf("encode snapshot %s: %w", name, err)
+		}
+		return b, nil
+	}
 }
 
 func setDefault(d *time.Duration, v time.Duration) {

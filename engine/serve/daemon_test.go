@@ -16,6 +16,7 @@ import (
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine"
+	"github.com/contractd/contractd/engine/store"
 )
 
 func TestScheduledRuns(t *testing.T) {
@@ -564,5 +565,43 @@ func TestShutdown(t *testing.T) {
 				t.Error("the run ended after Run returned")
 			}
 		})
+	}
+}
+
+func TestDetailShowsSnapshotAndHistoryFromTheStateDir(t *testing.T) {
+	t.Parallel()
+	dir, state := t.TempDir(), t.TempDir()
+	writeContract(t, dir, "kept", "1", "1h", true)
+	st, err := store.Open(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ran atomic.Bool
+	h := startDaemon(t, Config{Dir: dir, StateDir: state, Runner: &fakeRunner{run: func(ctx context.Context, c *contracts.Contract) (*engine.Report, error) {
+		// What the engine keeps in the state dir after a run.
+		if err := st.WriteSnapshot(c.Name, map[string]any{"zulip_server_status": "healthy"}); err != nil {
+			return nil, err
+		}
+		if err := st.AppendHistory(c.Name, map[string]any{"run_id": "r-1", "overall_severity": "healthy"}); err != nil {
+			return nil, err
+		}
+		ran.Store(true)
+		return report(c), nil
+	}}})
+	h.waitFor(5*time.Second, "the on_start run", func() bool { return ran.Load() && h.status("kept").LastResult == ResultOK })
+	var det struct {
+		Snapshot struct {
+			Data map[string]any `json:"data"`
+		} `json:"snapshot"`
+		LastRecord map[string]any `json:"last_record"`
+	}
+	if code := h.get("/contracts/kept", &det); code != http.StatusOK {
+		t.Fatalf("GET /contracts/kept = %d", code)
+	}
+	if det.Snapshot.Data["zulip_server_status"] != "healthy" {
+		t.Errorf("snapshot = %v", det.Snapshot)
+	}
+	if det.LastRecord["run_id"] != "r-1" {
+		t.Errorf("last_record = %v", det.LastRecord)
 	}
 }

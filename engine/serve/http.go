@@ -56,7 +56,11 @@ type ContractStatus struct {
 // ContractDetail is the body of GET /contracts/{name}.
 type ContractDetail struct {
 	ContractStatus
-	LastReport *engine.Report  `json:"last_report,omitempty"`
+	// LastReport is the report of the last run this daemon made.
+	LastReport *engine.Report `json:"last_report,omitempty"`
+	// LastRecord is the newest record of the run history in the state dir,
+	// which also covers runs made by `contractd run` and before a restart.
+	LastRecord json.RawMessage `json:"last_record,omitempty"`
 	Snapshot   json.RawMessage `json:"snapshot,omitempty"`
 }
 
@@ -198,13 +202,16 @@ func (d *Daemon) handleDetail(w http.ResponseWriter, r *http.Request) {
 	e.mu.Lock()
 	det.LastReport = e.last
 	e.mu.Unlock()
-	if d.cfg.Snapshot != nil {
-		snap, err := d.cfg.Snapshot(e.name)
-		if err != nil {
-			d.logf("serve: %s: snapshot: %v", e.name, err)
-		} else {
-			det.Snapshot = snap
-		}
+	snap, err := d.cfg.Snapshot(e.name)
+	if err != nil {
+		d.logf("serve: %s: snapshot: %v", e.name, err)
+	} else {
+		det.Snapshot = snap
+	}
+	if recs, err := d.store.History(e.name, 1); err != nil {
+		d.logf("serve: %s: history: %v", e.name, err)
+	} else if len(recs) > 0 {
+		det.LastRecord = recs[len(recs)-1]
 	}
 	writeJSON(w, http.StatusOK, det)
 }
