@@ -226,7 +226,7 @@ func (c *Chain) Decide(u *Unit, cand Candidate) Verdict {
 	}
 	tiers, crash, grace, hyst, budget, debounce := c.rules(cand.Guard)
 	trace := []Step{
-		Severity{}.Check(cand.Severity),
+		KnownSeverity{}.Check(cand.Severity),
 		tiers.Check(u, cand.Condition),
 		crash.Check(u),
 		c.Blast.Check(cand.Fleet),

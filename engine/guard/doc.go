@@ -2,7 +2,7 @@
 //
 // Every repair the action tables ask for passes through a Chain of small
 // rules, each a type with an injected Clock and its rule in its doc comment:
-// Severity (unknown never acts), Tiers (escalate after K failed repairs),
+// KnownSeverity (unknown never acts), Tiers (escalate after K failed repairs),
 // CrashLoop (alert instead of repair), BlastRadius (per-run repair cap and a
 // circuit breaker when most units fail at once), Grace (post-repair grace), Hysteresis
 // (consecutive runs before acting, asymmetric recovery), Budget (N per

@@ -151,12 +151,12 @@ func (g Grace) Check(u *Unit) Step {
 	return allow(GuardGrace, "not in grace")
 }
 
-// Severity refuses to act on a unit whose settled severity is unknown: a
+// KnownSeverity refuses to act on a unit whose settled severity is unknown: a
 // transport error or a timeout is never treated as anything.
-type Severity struct{}
+type KnownSeverity struct{}
 
 // Check returns whether sev permits acting.
-func (Severity) Check(sev contracts.Severity) Step {
+func (KnownSeverity) Check(sev contracts.Severity) Step {
 	switch sev {
 	case contracts.SeverityUnknown, contracts.SeveritySkipped:
 		return deny(GuardSeverity, StatusBlocked, fmt.Sprintf("severity %s never acts", sev))

@@ -253,7 +253,7 @@ func TestSeverityGuard(t *testing.T) {
 		{contracts.SeverityUnreachable, true},
 	} {
 		t.Run(tt.sev.String(), func(t *testing.T) {
-			if got := (Severity{}).Check(tt.sev).Allowed; got != tt.want {
+			if got := (KnownSeverity{}).Check(tt.sev).Allowed; got != tt.want {
 				t.Errorf("allowed = %v, want %v", got, tt.want)
 			}
 		})
