@@ -1,0 +1,115 @@
+package transports
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/contractd/contractd/fixtures/sshd"
+)
+
+// startSSHD starts a throwaway sshd, or skips the test with the reason.
+func startSSHD(t testing.TB, opts sshd.Options) *sshd.Server {
+	t.Helper()
+	if _, err := sshd.Available(); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if opts.Dir == "" {
+		opts.Dir = t.TempDir()
+	}
+	s, err := sshd.Start(ctx, opts)
+	if err != nil {
+		t.Fatalf("start sshd: %v", err)
+	}
+	t.Cleanup(func() { s.Stop() })
+	return s
+}
+
+// sshSpec is the spec that reaches s as its user with its key and known_hosts.
+func sshSpec(s *sshd.Server) *Spec {
+	return &Spec{
+		Kind:       "ssh",
+		User:       s.User,
+		Host:       s.Host,
+		Port:       s.Port,
+		Identity:   []string{s.IdentityFile},
+		KnownHosts: s.KnownHostsFile,
+	}
+}
+
+// logBook collects a pool's log lines.
+type logBook struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logBook) logf(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, fmt.Sprintf(format, args...))
+}
+
+func (l *logBook) all() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
+// newPool returns a pool closed at cleanup and the book of its log lines.
+func newPool(t testing.TB, opts PoolOptions) (*Pool, *logBook) {
+	t.Helper()
+	book := &logBook{}
+	opts.Logf = book.logf
+	p := NewPool(opts)
+	t.Cleanup(func() { p.Close() })
+	return p, book
+}
+
+func open(t testing.TB, p *Pool, spec *Spec) Transport {
+	t.Helper()
+	tr, err := p.Open(spec)
+	if err != nil {
+		t.Fatalf("open %v: %v", spec.chain(), err)
+	}
+	return tr
+}
+
+func testCtx(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// eventually polls cond until it holds or 10s pass; it is for state that
+// settles asynchronously (a killed process disappearing), not for timing.
+func eventually(t testing.TB, what string, cond func() (bool, string)) {
+	t.Helper()
+	var last string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+		ok, detail := cond()
+		if ok {
+			return
+		}
+		last = detail
+	}
+	t.Fatalf("%s: still not true after 10s: %s", what, last)
+}
+
+// fixturesDir is the repository's fixtures/ directory.
+func fixturesDir(t testing.TB) string {
+	_, file, _, _ := runtime.Caller(0)
+	d := filepath.Join(filepath.Dir(file), "..", "fixtures")
+	if _, err := os.Stat(d); err != nil {
+		t.Fatalf("fixtures dir: %v", err)
+	}
+	abs, _ := filepath.Abs(d)
+	return abs
+}
