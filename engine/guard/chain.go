@@ -140,8 +140,12 @@ type Chain struct {
 
 // NewChain returns a chain for a contract's guards, with zero fields set to
 // their defaults (debounce 300s, grace 30s, escalate after 3 failed repairs,
-// crash loop 10 per 1h, reminders every 4h, every count 1).
+// crash loop 10 per 1h, reminders every 4h, every count 1). A nil clock
+// means RealClock.
 func NewChain(g contracts.Guards, clock Clock) *Chain {
+	if clock == nil {
+		clock = RealClock{}
+	}
 	if g.Debounce == 0 {
 		g.Debounce = DefaultDebounce
 	}

@@ -48,7 +48,7 @@ const (
 // tried, so one dead destination costs at most one timeout per run.
 type Sender struct {
 	Notifiers []Notifier
-	Clock     guard.Clock
+	Clock     guard.Clock // nil means guard.RealClock
 	// MaxAttempts and MaxAge bound retries of one message (defaults 10 and
 	// 24h); past either it is dropped and reported as such.
 	MaxAttempts int
@@ -60,7 +60,11 @@ type Sender struct {
 // whole: each failed delivery is reported with its error. Messages queued
 // for a notifier that is no longer configured are dropped.
 func (s Sender) Send(ctx context.Context, out *Outbox, msgs ...Message) []Delivery {
-	now := s.Clock.Now()
+	clock := s.Clock
+	if clock == nil {
+		clock = guard.RealClock{}
+	}
+	now := clock.Now()
 	maxAttempts, maxAge := s.MaxAttempts, s.MaxAge
 	if maxAttempts <= 0 {
 		maxAttempts = DefaultMaxAttempts
