@@ -150,12 +150,12 @@ func (r *run) act(ctx context.Context, u *unitState, unit *guard.Unit, sr *stage
 	case contracts.ActionAlert:
 		ar.Action, ar.Status = "alert", "alert"
 		ar.Reason = nonEmpty(row.Message, row.Condition)
-		r.activate(u.agent, "alert: "+row.Condition, fmt.Sprintf("%s: %s: %s (%s)", c.Name, who, ar.Reason, describeHeld(sr, row)), u.severity)
+		r.activate(u.agent, "alert: "+row.Condition, fmt.Sprintf("%s: %s (%s)", who, ar.Reason, describeHeld(sr, row)), u.severity)
 		return nil
 	case contracts.ActionEscalate:
 		ar.Action, ar.Status = "escalate", "escalate"
 		ar.Reason = nonEmpty(row.Message, row.Condition)
-		r.activate(u.agent, "escalate: "+row.Condition, fmt.Sprintf("%s: %s needs a person: %s", c.Name, who, ar.Reason), contracts.SeverityCritical)
+		r.activate(u.agent, "escalate: "+row.Condition, fmt.Sprintf("%s needs a person: %s", who, ar.Reason), contracts.SeverityCritical)
 		return nil
 	}
 
@@ -201,11 +201,11 @@ func (r *run) act(ctx context.Context, u *unitState, unit *guard.Unit, sr *stage
 		return nil
 	case guard.StatusEscalate:
 		r.chain.RecordEscalated(unit, key)
-		r.activate(u.agent, "escalated: "+row.Condition, fmt.Sprintf("%s: %s: repairs exhausted for %s; a person is needed (%s)", c.Name, who, row.Condition, v.Reason), contracts.SeverityCritical)
+		r.activate(u.agent, "escalated: "+row.Condition, fmt.Sprintf("%s: repairs exhausted for %s; a person is needed (%s)", who, row.Condition, v.Reason), contracts.SeverityCritical)
 		r.logf("%s: %s: escalated %s: %s", c.Name, who, row.Condition, v.Reason)
 		return nil
 	case guard.StatusAlert:
-		r.activate(u.agent, "crash-loop", fmt.Sprintf("%s: %s is crash-looping; not repairing: %s", c.Name, who, v.Reason), contracts.SeverityCritical)
+		r.activate(u.agent, "crash-loop", fmt.Sprintf("%s is crash-looping; not repairing: %s", who, v.Reason), contracts.SeverityCritical)
 		r.logf("%s: %s: not repaired, crash loop: %s", c.Name, who, v.Reason)
 		return nil
 	default:
@@ -246,7 +246,8 @@ func (r *run) act(ctx context.Context, u *unitState, unit *guard.Unit, sr *stage
 	}
 	r.logf("%s", line)
 	if c.AlertOn == "repair" {
-		r.message(notify.Message{Contract: c.Name, Agent: u.agent, Condition: row.Condition, Kind: notify.KindRepair, Severity: u.raw.String(), Text: line}, nil)
+		text := strings.TrimPrefix(line, c.Name+": ")
+		r.message(notify.Message{Contract: c.Name, Agent: u.agent, Condition: row.Condition, Kind: notify.KindRepair, Severity: u.raw.String(), Text: text}, nil)
 	}
 	return &verifyJob{u: u, unit: unit, sr: sr, row: row, key: key, grace: grace, report: ar}
 }

@@ -43,7 +43,7 @@ func (r *run) alerts(ctx context.Context, units []*unitState) {
 		if sr.stage.Gate && sr.report.Status != StatusSkipped {
 			observed[sr.id] = true
 			if !r.gateOK && sr.id == r.downGate {
-				r.activate(sr.id, "down", fmt.Sprintf("%s: gate %s is down (%s); per-platform checks skipped", c.Name, sr.id, stageSummary(sr)), contracts.SeverityCritical)
+				r.activate(sr.id, "down", fmt.Sprintf("gate %s is down (%s); the stages after it are skipped", sr.id, stageSummary(sr)), contracts.SeverityCritical)
 			}
 		}
 	}
@@ -85,7 +85,7 @@ func (r *run) alerts(ctx context.Context, units []*unitState) {
 			continue
 		}
 		act := inc.Observe(key, false, false)
-		text := fmt.Sprintf("%s: resolved: %s %s", c.Name, nonEmpty(parts[1], "contract"), parts[2])
+		text := fmt.Sprintf("%s %s cleared", nonEmpty(parts[1], "contract"), parts[2])
 		r.deliver(ctx, act, parts[1], parts[2], text, contracts.SeverityHealthy)
 	}
 	if !r.e.opts.DryRun {
@@ -121,11 +121,11 @@ func (r *run) escalate(units []*unitState) {
 			if u.agent == "" || u.skipped || !isCritical(u) {
 				continue
 			}
-			r.activate(u.agent, "critical", fmt.Sprintf("%s: %s is %s: %s", r.c.Name, u.agent, u.severity, agentSummary(u)), contracts.SeverityCritical)
+			r.activate(u.agent, "critical", fmt.Sprintf("%s is %s: %s", u.agent, u.severity, agentSummary(u)), contracts.SeverityCritical)
 		}
 	}
 	if strings.Contains(action, "alert") || strings.Contains(action, "page") {
-		r.activate("*", cond, fmt.Sprintf("%s: %s", r.c.Name, nonEmpty(message, cond)), contracts.SeverityCritical)
+		r.activate("*", cond, nonEmpty(message, cond), contracts.SeverityCritical)
 	}
 }
 
@@ -218,7 +218,7 @@ func (r *run) send(ctx context.Context) {
 	}
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	sender := notify.Sender{Notifiers: r.e.opts.Notifiers, Clock: clockFunc(r.e.opts.Now)}
+	sender := notify.Sender{Notifiers: r.notifiers, Clock: clockFunc(r.e.opts.Now)}
 	deliveries := sender.Send(sctx, &r.ledger.Outbox, msgs...)
 	failed := map[notify.Message]string{}
 	for _, d := range deliveries {
@@ -237,7 +237,7 @@ func (r *run) send(ctx context.Context) {
 			o.report.Error = e
 			continue
 		}
-		o.report.Sent = len(r.e.opts.Notifiers) > 0
+		o.report.Sent = len(r.notifiers) > 0
 		if !o.report.Sent {
 			o.report.Error = "no notifier configured"
 		}

@@ -55,7 +55,8 @@ type Options struct {
 	Getenv        func(string) string // reads secrets named by a contract
 	Logf          func(format string, args ...any)
 	Progress      func(Event)
-	Notifiers     []notify.Notifier
+	Notifiers     []notify.Notifier // added to every contract's own notify routes
+	NotifyDeps    notify.Deps       // what the contract's notifiers are built with
 	Sleep         func(ctx context.Context, d time.Duration) error
 }
 

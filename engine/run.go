@@ -14,6 +14,7 @@ import (
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine/guard"
+	"github.com/contractd/contractd/engine/notify"
 	"github.com/contractd/contractd/engine/store"
 	"github.com/contractd/contractd/steps"
 )
@@ -25,19 +26,20 @@ func (f clockFunc) Now() time.Time { return f() }
 
 // run is the state of one Run call.
 type run struct {
-	e        *Engine
-	c        *contracts.Contract
-	rep      *Report
-	ledger   *store.Ledger
-	chain    *guard.Chain
-	secrets  map[string]string
-	runs     []*stageRun
-	gateOK   bool
-	downGate string
-	noRepair string // non-empty: repairs are off for this run, and why
-	active   map[string]*activeIncident
-	outgoing []outgoing
-	mu       sync.Mutex
+	e         *Engine
+	c         *contracts.Contract
+	rep       *Report
+	ledger    *store.Ledger
+	chain     *guard.Chain
+	secrets   map[string]string
+	runs      []*stageRun
+	gateOK    bool
+	downGate  string
+	noRepair  string // non-empty: repairs are off for this run, and why
+	active    map[string]*activeIncident
+	outgoing  []outgoing
+	notifiers []notify.Notifier
+	mu        sync.Mutex
 }
 
 // Run runs contract c once: probes, judgement, guarded repairs, alerts,
@@ -68,6 +70,13 @@ func (e *Engine) Run(ctx context.Context, c *contracts.Contract) (*Report, error
 	defer unlock()
 
 	r := &run{e: e, c: c, rep: rep, secrets: e.secrets(c)}
+	own, err := notify.NewAll(c.Notify, e.opts.NotifyDeps)
+	if err != nil {
+		// A route that cannot be built is a configuration problem: the run
+		// goes on, the other notifiers still deliver, the report says why.
+		rep.Errors = append(rep.Errors, "notify: "+err.Error())
+	}
+	r.notifiers = append(own, e.opts.Notifiers...)
 	r.chain = guard.NewChain(c.Guards, clockFunc(e.opts.Now))
 	r.ledger, err = st.ReadLedger(c.Name)
 	if err != nil {

@@ -49,6 +49,7 @@ var commands = map[string]command{
 	"why":     {"show the last run's actions with every guard's answer", (*Main).cmdWhy},
 	"reset":   {"release a contract's hold-down and escalations", (*Main).cmdReset},
 	"serve":   {"run every contract in a directory on its schedule", (*Main).cmdServe},
+	"demo":    {"start a fixture mesh on loopback and show detection and repair", (*Main).cmdDemo},
 	"new":     {"write a new contract from a template", (*Main).cmdNew},
 }
 

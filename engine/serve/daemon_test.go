@@ -236,7 +236,7 @@ func TestCorruptStateIsMovedAsideAndReported(t *testing.T) {
 	if !errors.Is(err, ErrCorruptState) {
 		t.Fatalf("ReadState = %v, want ErrCorruptState", err)
 	}
-	if st.HeldDown || st.ConsecutiveFailures != 0 || st.Contract != "x" {
+	if st.HeldDown || st.ConsecutiveFailed != 0 || st.Contract != "x" {
 		t.Errorf("state after corrupt file = %+v, want fresh", st)
 	}
 	aside, _ := filepath.Glob(path + ".corrupt-*")

@@ -186,8 +186,11 @@ func (d *Daemon) addEntry(e *entry) {
 		d.logf("serve: %s: loaded from %s, every %s, first run at %s", e.name, e.path, every(e.c), next.Format(time.RFC3339))
 	}
 	go d.loop(d.loopCtx, e)
-	if held {
+	if held && !e.state.Alerted {
 		// A hold-down whose alert was not delivered before a restart.
+		e.mu.Lock()
+		e.state.Alerted = true
+		e.mu.Unlock()
 		go d.holdDownAlert(e)
 	}
 }

@@ -3,58 +3,26 @@ package serve
 import (
 	"math/rand/v2"
 	"time"
+
+	"github.com/contractd/contractd/engine/guard"
 )
 
 // Scheduler rules, each a small value with one job and no clock of its own:
 // the caller passes the times in.
 
-// HoldDownAfter is how many consecutive failed runs put a contract on hold.
-const HoldDownAfter = 3
+// HoldDownAfter is how many consecutive failed runs put a contract on hold
+// (the rule itself is guard.HoldDown).
+const HoldDownAfter = guard.DefaultHoldDownAfter
 
-// MaxBackoff caps the delay after failed runs (unless the contract's own
-// interval is longer, which is then used as is).
+// MaxBackoff caps the delay after failed runs, unless the contract's own
+// interval is longer: that interval is then kept as is.
 const MaxBackoff = time.Hour
 
-// Backoff is the bounded exponential delay after failed runs: the interval
-// after 0 or 1 failures, then 2x, 4x … capped at MaxBackoff.
-type Backoff struct {
-	Every time.Duration
-	Max   time.Duration // 0 means MaxBackoff
-}
-
-// Delay returns the wait before the next run after failures consecutive
-// failed runs. It never returns less than Every.
-func (b Backoff) Delay(failures int) time.Duration {
-	limit := b.Max
-	if limit == 0 {
-		limit = MaxBackoff
-	}
-	if b.Every >= limit {
-		return b.Every
-	}
-	d := b.Every
-	for i := 1; i < failures; i++ {
-		d *= 2
-		if d >= limit {
-			return limit
-		}
-	}
-	return d
-}
-
-// HoldDown decides when a failure streak puts a contract on hold.
-type HoldDown struct {
-	After int // 0 means HoldDownAfter
-}
-
-// Trips reports whether a contract that was not held before and now has
-// failures consecutive failed runs enters hold-down.
-func (h HoldDown) Trips(failures int, alreadyHeld bool) bool {
-	after := h.After
-	if after <= 0 {
-		after = HoldDownAfter
-	}
-	return !alreadyHeld && failures >= after
+// backoff is the wait before the next run after failures consecutive failed
+// runs: guard.Backoff (1x, 2x, 4x …) capped at MaxBackoff, never shorter
+// than the contract's interval.
+func backoff(every time.Duration, failures int) time.Duration {
+	return guard.Backoff(every, failures, max(MaxBackoff, every))
 }
 
 // Stagger picks a contract's random phase so contracts loaded together do not

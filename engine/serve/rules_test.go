@@ -12,7 +12,7 @@ import (
 	"github.com/contractd/contractd/engine"
 )
 
-func TestBackoffDelay(t *testing.T) {
+func TestBackoff(t *testing.T) {
 	cases := []struct {
 		name     string
 		every    time.Duration
@@ -29,29 +29,8 @@ func TestBackoffDelay(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := (Backoff{Every: tc.every}).Delay(tc.failures); got != tc.want {
-				t.Errorf("Delay(%d) every %s = %s, want %s", tc.failures, tc.every, got, tc.want)
-			}
-		})
-	}
-}
-
-func TestHoldDownTrips(t *testing.T) {
-	cases := []struct {
-		name     string
-		failures int
-		held     bool
-		want     bool
-	}{
-		{"two failures keep running", 2, false, false},
-		{"third failure holds", 3, false, true},
-		{"already held does not trip again", 4, true, false},
-		{"zero failures", 0, false, false},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := (HoldDown{}).Trips(tc.failures, tc.held); got != tc.want {
-				t.Errorf("Trips(%d, %v) = %v, want %v", tc.failures, tc.held, got, tc.want)
+			if got := backoff(tc.every, tc.failures); got != tc.want {
+				t.Errorf("backoff(%s, %d) = %s, want %s", tc.every, tc.failures, got, tc.want)
 			}
 		})
 	}

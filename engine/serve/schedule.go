@@ -10,6 +10,7 @@ import (
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine"
+	"github.com/contractd/contractd/engine/guard"
 )
 
 // entry is one loaded contract and its schedule. Its loop goroutine owns the
@@ -70,7 +71,7 @@ func (d *Daemon) newEntry(c *contracts.Contract, path, name string) *entry {
 	iv := every(c)
 	e.phase = Stagger{Max: d.cfg.Stagger}.Phase(iv)
 	switch {
-	case st.ConsecutiveFailures > 0 && st.NextRunAt.After(now):
+	case st.ConsecutiveFailed > 0 && st.NextRunAt.After(now):
 		e.next = st.NextRunAt
 	case c.Schedule.OnStart:
 		e.next = now.Add(e.phase)
@@ -130,11 +131,7 @@ func (d *Daemon) applyResetLocked(e *entry, onDisk SchedulerState) bool {
 	}
 	wasHeld := e.state.HeldDown
 	e.state.ResetAt = onDisk.ResetAt
-	e.state.ConsecutiveFailures = 0
-	e.state.LastError = ""
-	e.state.HeldDown = false
-	e.state.HeldSince = time.Time{}
-	e.state.HoldDownAlerted = false
+	guard.Release(&e.state.Scheduler)
 	e.next = d.clock.Now()
 	d.metrics.setHeld(e.name, false)
 	if wasHeld {
@@ -263,28 +260,22 @@ func (d *Daemon) finish(e *entry, start time.Time, rep *engine.Report, runErr er
 		result = ResultSkippedOverlap
 	}
 	e.state.LastResult = result
-	e.state.LastRunAt = start
+	e.state.LastStartedAt = start
 	e.state.LastDurationMS = now.Sub(start).Milliseconds()
-	justHeld := false
+	alert := false
 	switch result {
 	case ResultFailed:
-		e.state.ConsecutiveFailures++
-		e.state.LastError = runErr.Error()
-		if (HoldDown{}).Trips(e.state.ConsecutiveFailures, e.state.HeldDown) {
-			e.state.HeldDown = true
-			e.state.HeldSince = now
-			justHeld = true
-		}
+		alert = guard.HoldDown{After: HoldDownAfter, Clock: d.clock}.Record(&e.state.Scheduler, runErr)
 		// Back off from when this run started; never sooner than the
 		// cadence already planned.
-		if n := start.Add(Backoff{Every: iv}.Delay(e.state.ConsecutiveFailures)); n.After(e.next) {
+		if n := start.Add(backoff(iv, e.state.ConsecutiveFailed)); n.After(e.next) {
 			e.next = n
 		}
 	case ResultSkippedOverlap:
 		e.state.SkippedOverlap++
+		e.state.LastRun = now
 	default:
-		e.state.ConsecutiveFailures = 0
-		e.state.LastError = ""
+		guard.HoldDown{After: HoldDownAfter, Clock: d.clock}.Record(&e.state.Scheduler, nil)
 		e.state.LastSeverity = rep.OverallSeverity
 	}
 	if rep != nil {
@@ -301,31 +292,31 @@ func (d *Daemon) finish(e *entry, start time.Time, rep *engine.Report, runErr er
 	d.metrics.setHeld(e.name, st.HeldDown)
 	switch result {
 	case ResultFailed:
-		d.logf("serve: %s: %s run failed (%d in a row): %v", e.name, trigger, st.ConsecutiveFailures, runErr)
+		d.logf("serve: %s: %s run failed (%d in a row): %v", e.name, trigger, st.ConsecutiveFailed, runErr)
 	case ResultSkippedOverlap:
 		d.logf("serve: %s: skipped_overlap: %s", e.name, rep.Skipped)
 	}
-	if justHeld {
-		d.logf("serve: %s: held down after %d consecutive failed runs; `contractd reset %s` releases it", e.name, st.ConsecutiveFailures, e.name)
+	if alert {
+		d.logf("serve: %s: held down after %d consecutive failed runs; `contractd reset %s` releases it", e.name, st.ConsecutiveFailed, e.name)
 	}
 	d.save(e)
-	if justHeld {
+	if alert {
 		d.holdDownAlert(e)
 	}
 	e.poke()
 }
 
-// holdDownAlert sends the one alert of a hold-down, unless it was already
-// sent (the flag survives restarts). A failed delivery is logged and retried
-// when the daemon next starts.
+// holdDownAlert sends the one alert of a hold-down; guard.HoldDown has
+// already marked it sent, and that mark survives restarts. A failed
+// delivery clears the mark again, so the daemon retries when it next starts.
 func (d *Daemon) holdDownAlert(e *entry) {
 	e.mu.Lock()
-	if !e.state.HeldDown || e.state.HoldDownAlerted {
+	if !e.state.HeldDown {
 		e.mu.Unlock()
 		return
 	}
 	text := fmt.Sprintf("contractd: %s held down after %d consecutive failed runs (last error: %s). Scheduled runs are paused until `contractd reset %s`.",
-		e.name, e.state.ConsecutiveFailures, e.state.LastError, e.name)
+		e.name, e.state.ConsecutiveFailed, e.state.LastError, e.name)
 	e.mu.Unlock()
 
 	if d.cfg.Notify != nil {
@@ -334,16 +325,17 @@ func (d *Daemon) holdDownAlert(e *entry) {
 		cancel()
 		if err != nil {
 			d.logf("serve: %s: hold-down alert not delivered (retried at next start): %v", e.name, err)
+			e.mu.Lock()
+			e.state.Alerted = false
+			e.mu.Unlock()
+			d.save(e)
 			return
 		}
 		d.metrics.alerts.WithLabelValues(e.name).Inc()
 	} else {
 		d.logf("serve: alert: %s", text)
 	}
-	e.mu.Lock()
-	e.state.HoldDownAlerted = true
-	e.mu.Unlock()
-	d.save(e)
+	d.save(e) // the sent mark, which a restart must see
 }
 
 // save writes the entry's state, first applying a Reset that landed on disk

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine/guard"
 )
 
 // stateVersion is the schema version of NAME.scheduler.json.
@@ -26,18 +27,16 @@ const (
 // STATE_DIR/NAME.scheduler.json: the failure streak that drives backoff, the
 // hold-down, and a summary of the last run.
 type SchedulerState struct {
-	Version             int                `json:"version"`
-	Contract            string             `json:"contract"`
-	ConsecutiveFailures int                `json:"consecutive_failures"`
-	LastError           string             `json:"last_error,omitempty"`
-	LastResult          string             `json:"last_result,omitempty"`
-	LastRunAt           time.Time          `json:"last_run_at,omitzero"`
-	LastDurationMS      int64              `json:"last_duration_ms,omitempty"`
-	LastSeverity        contracts.Severity `json:"last_severity"`
-	NextRunAt           time.Time          `json:"next_run_at,omitzero"`
-	HeldDown            bool               `json:"held_down"`
-	HeldSince           time.Time          `json:"held_since,omitzero"`
-	HoldDownAlerted     bool               `json:"hold_down_alerted"`
+	Version  int    `json:"version"`
+	Contract string `json:"contract"`
+	// Scheduler is the failure streak and the hold-down, kept by the
+	// guard.HoldDown rule (its fields are inlined in the JSON).
+	guard.Scheduler
+	LastResult     string             `json:"last_result,omitempty"`
+	LastStartedAt  time.Time          `json:"last_started_at,omitzero"`
+	LastDurationMS int64              `json:"last_duration_ms,omitempty"`
+	LastSeverity   contracts.Severity `json:"last_severity"`
+	NextRunAt      time.Time          `json:"next_run_at,omitzero"`
 	// ResetAt is stamped by Reset; a running daemon that sees a newer
 	// ResetAt than the one it knows applies the release.
 	ResetAt        time.Time `json:"reset_at,omitzero"`
@@ -151,11 +150,7 @@ func Reset(stateDir, name string) error {
 	if err != nil && !errors.Is(err, ErrCorruptState) {
 		return fmt.Errorf("reset %s: %w", name, err)
 	}
-	st.ConsecutiveFailures = 0
-	st.LastError = ""
-	st.HeldDown = false
-	st.HeldSince = time.Time{}
-	st.HoldDownAlerted = false
+	guard.Release(&st.Scheduler)
 	st.NextRunAt = time.Time{}
 	st.ResetAt = time.Now().UTC()
 	if err := writeState(stateDir, st); err != nil {

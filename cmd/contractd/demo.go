@@ -1,0 +1,223 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine"
+	"github.com/contractd/contractd/engine/notify"
+	"github.com/contractd/contractd/fixtures"
+	"github.com/contractd/contractd/fixtures/mesh"
+	"github.com/contractd/contractd/transports"
+)
+
+// cmdDemo starts the fixture mesh on loopback with local transports only
+// (no root, no Docker, no sshd), runs zulip-health and the a2a-selfheal
+// watchdog over it, injects faults, and shows detection, the guarded
+// repair, the verified recovery and a report-only agent left alone.
+func (m *Main) cmdDemo(ctx context.Context, args []string) int {
+	fs := m.flags("demo")
+	keep := fs.String("dir", "", "keep the mesh and state in `DIR` (default: a temporary directory, removed)")
+	fixture := fs.String("fixture", "", "fixture binary (default: build it with go build)")
+	if rest, err := parse(fs, args); err != nil || len(rest) != 0 {
+		m.errorf("usage: contractd demo [--dir DIR] [--fixture BIN]")
+		return exitUsage
+	}
+	d := &demo{m: m, w: m.Stdout, start: time.Now()}
+	if err := d.run(ctx, *keep, *fixture); err != nil {
+		m.errorf("demo: %v", err)
+		return exitFailed
+	}
+	return exitOK
+}
+
+type demo struct {
+	m     *Main
+	w     io.Writer
+	start time.Time
+	mesh  *mesh.Mesh
+	eng   *engine.Engine
+}
+
+func (d *demo) say(format string, args ...any) {
+	fmt.Fprintf(d.w, "\n[%5.1fs] ▶ %s\n", time.Since(d.start).Seconds(), fmt.Sprintf(format, args...))
+}
+
+func (d *demo) run(ctx context.Context, dir, fixture string) error {
+	if dir == "" {
+		tmp, err := os.MkdirTemp("", "contractd-demo-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(tmp)
+		dir = tmp
+	}
+	d.say("starting the fixture mesh on loopback (pi/Abiba, koby, Tanko dsh-web, Agent Zero A2A, Zulip API, a wedge-able A2A lane)")
+	mctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	mdir := filepath.Join(dir, "mesh")
+	if err := os.MkdirAll(mdir, 0o755); err != nil {
+		return err
+	}
+	mm, err := mesh.Start(mctx, mesh.Options{Dir: mdir, Binary: fixture, Transport: "local"})
+	if err != nil {
+		return fmt.Errorf("start mesh: %w", err)
+	}
+	defer mm.Stop()
+	d.mesh = mm
+	// The local transport's scripts inherit this environment: the mesh's
+	// pm2 and systemctl stand-ins first on PATH, its secrets set.
+	for _, kv := range mm.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		os.Setenv(k, v)
+	}
+	inv := filepath.Join(dir, "inventory.yaml")
+	vars, err := mm.Vars()
+	if err != nil {
+		return err
+	}
+	if err := mm.WriteInventory(inv, map[string]string{}); err != nil {
+		return err
+	}
+	zh, err := loadEmbedded("zulip-health.md", contracts.Options{Inventory: inv})
+	if err != nil {
+		return err
+	}
+	wd, err := loadEmbedded("a2a-selfheal.md", contracts.Options{Vars: map[string]string{"dispatch_url": vars["dispatch_url"]}})
+	if err != nil {
+		return err
+	}
+	pool := transports.NewPool(transports.PoolOptions{})
+	defer pool.Close()
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(d.w, "    log  "+format+"\n", args...)
+	}
+	d.eng, err = engine.New(engine.Options{
+		StateDir: filepath.Join(dir, "state"), Opener: engine.PoolOpener{Pool: pool},
+		Getenv: os.Getenv, Logf: logf, GraceOverride: 2 * time.Second,
+		NotifyDeps: notify.Deps{Log: io.Discard, Getenv: os.Getenv},
+	})
+	if err != nil {
+		return err
+	}
+
+	d.say("run 1: everything healthy")
+	if _, err := d.runOnce(ctx, zh); err != nil {
+		return err
+	}
+
+	d.say("fault: Abiba's response pipeline blocks with 3 replies pending; koby (report-only) gets stuck")
+	if err := mm.Block(ctx); err != nil {
+		return err
+	}
+	if err := mm.SetKoby(ctx, map[string]any{"stuck": true}); err != nil {
+		return err
+	}
+	d.say("run 2: detection, the guarded repair of Abiba, verification after the grace; koby is reported and alerted, never repaired")
+	rep, err := d.runOnce(ctx, zh)
+	if err != nil {
+		return err
+	}
+	if n := mm.PiRestarts(); n != 1 {
+		return fmt.Errorf("expected exactly one restart of abiba-zulip, saw %d", n)
+	}
+	if n := mm.KobyRestarts(); n != 0 {
+		return fmt.Errorf("koby was restarted %d times; report-only agents are never repaired", n)
+	}
+	for _, a := range rep.Actions {
+		if a.Status == "ran" && a.Verify != "remediated" {
+			return fmt.Errorf("repair %q was not verified: %s", a.Action, a.Verify)
+		}
+	}
+
+	d.say("run 3, one minute later in spirit: the pipeline blocks again inside the 300 s debounce → pending restart, nothing runs")
+	if err := mm.Block(ctx); err != nil {
+		return err
+	}
+	if _, err := d.runOnce(ctx, zh); err != nil {
+		return err
+	}
+	if n := mm.PiRestarts(); n != 1 {
+		return fmt.Errorf("debounce broken: %d restarts", n)
+	}
+	if err := mm.SetPi(ctx, map[string]any{"reset": true}); err != nil {
+		return err
+	}
+
+	d.say("a2a-selfheal run 1: the lane is healthy")
+	if _, err := d.runOnce(ctx, wd); err != nil {
+		return err
+	}
+	d.say("fault: SIGSTOP the lane's worker — /health still says running, message/send hangs (the wedge)")
+	if err := mm.Wedge(); err != nil {
+		return err
+	}
+	d.say("a2a-selfheal run 2: the dispatch probe times out (15 s), the lane is restarted within its budget and verified")
+	if _, err := d.runOnce(ctx, wd); err != nil {
+		return err
+	}
+	if n := mm.DispatchRestarts(); n != 1 {
+		return fmt.Errorf("expected one restart of the wedged lane, saw %d", n)
+	}
+
+	d.say("recovery: koby comes unstuck on its own; run 4 resolves both incidents, exactly once each")
+	if err := mm.SetKoby(ctx, map[string]any{"stuck": false}); err != nil {
+		return err
+	}
+	if _, err := d.runOnce(ctx, zh); err != nil {
+		return err
+	}
+
+	msgs, err := mm.Messages()
+	if err != nil {
+		return err
+	}
+	d.say("what the Zulip stand-in received (%d messages):", len(msgs))
+	for _, msg := range msgs {
+		fmt.Fprintf(d.w, "    %s\n", firstLine(msg.Content))
+	}
+	d.say("done in %.1fs: detected, repaired within the guards, verified, and koby left alone", time.Since(d.start).Seconds())
+	return nil
+}
+
+func (d *demo) runOnce(ctx context.Context, c *contracts.Contract) (*engine.Report, error) {
+	rep, err := d.eng.Run(ctx, c)
+	if rep != nil {
+		engine.WriteText(indent{d.w}, rep)
+	}
+	return rep, err
+}
+
+func loadEmbedded(name string, opts contracts.Options) (*contracts.Contract, error) {
+	src, err := fixtures.Contracts.ReadFile("contracts/" + name)
+	if err != nil {
+		return nil, err
+	}
+	c, diags := contracts.Parse("fixtures/contracts/"+name, src, opts)
+	if diags.HasErrors() {
+		return nil, diags.Err()
+	}
+	return c, nil
+}
+
+func firstLine(s string) string {
+	s, _, _ = strings.Cut(s, "\n")
+	return s
+}
+
+// indent prefixes every line written through it.
+type indent struct{ w io.Writer }
+
+func (i indent) Write(p []byte) (int, error) {
+	s := strings.ReplaceAll(strings.TrimRight(string(p), "\n"), "\n", "\n    ")
+	if _, err := io.WriteString(i.w, "    "+s+"\n"); err != nil {
+		return 0, err
+	}
+	return len(p), nil
+}
