@@ -201,27 +201,75 @@ func TestHoldDownAfterThreeFailuresSurvivesRestartAndResetResumes(t *testing.T) 
 	}
 }
 
-func TestResetErrors(t *testing.T) {
+func TestResetOutsideTheDaemon(t *testing.T) {
 	t.Parallel()
-	state := t.TempDir()
 	cases := []struct {
-		name string
-		arg  string
-		want error
+		name    string
+		arg     string
+		wantErr bool
 	}{
-		{"never run", "ghost", os.ErrNotExist},
-		{"path, not a name", "../etc/passwd", nil},
+		{"never scheduled: nothing to release", "ghost", false},
+		{"a path, not a name", "../etc/passwd", true},
+		{"dot dot", "..", true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			state := t.TempDir()
 			err := Reset(state, tc.arg)
-			if err == nil {
-				t.Fatal("Reset succeeded")
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("Reset(%q) = %v, want error %v", tc.arg, err, tc.wantErr)
 			}
-			if tc.want != nil && !errors.Is(err, tc.want) {
-				t.Errorf("Reset = %v, want wrapping %v", err, tc.want)
+			if left, _ := os.ReadDir(state); len(left) != 0 {
+				t.Errorf("Reset wrote %d files for a contract it knows nothing of", len(left))
 			}
 		})
+	}
+}
+
+func TestHoldDownAlertThatFailsIsRetriedOnceAtNextStart(t *testing.T) {
+	t.Parallel()
+	dir, state := t.TempDir(), t.TempDir()
+	writeContract(t, dir, "flaky-notifier", "1", "100ms", true)
+	runner := &fakeRunner{run: func(ctx context.Context, c *contracts.Contract) (*engine.Report, error) {
+		return nil, errors.New("engine: run deadline exceeded")
+	}}
+	var attempts, delivered atomic.Int32
+	var notifierDown atomic.Bool
+	notifierDown.Store(true)
+	cfg := Config{Dir: dir, StateDir: state, Runner: runner, Notify: func(ctx context.Context, text string) error {
+		attempts.Add(1)
+		if notifierDown.Load() {
+			return errors.New("zulip: 502 bad gateway")
+		}
+		delivered.Add(1)
+		return nil
+	}}
+	h := startDaemon(t, cfg)
+	h.waitFor(10*time.Second, "hold-down", func() bool { return h.status("flaky-notifier").HeldDown })
+	h.waitFor(5*time.Second, "the failed alert attempt", func() bool { return attempts.Load() == 1 })
+	h.waitFor(5*time.Second, "the failure to be logged", func() bool { return h.logs.contains("hold-down alert not delivered") })
+	if err := h.stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	notifierDown.Store(false)
+	h2 := startDaemon(t, cfg)
+	h2.waitFor(5*time.Second, "the retried alert", func() bool { return delivered.Load() == 1 })
+	h2.waitFor(5*time.Second, "the sent mark to be saved", func() bool {
+		st, err := ReadState(state, "flaky-notifier")
+		return err == nil && st.Alerted
+	})
+	if err := h2.stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	h3 := startDaemon(t, cfg)
+	time.Sleep(300 * time.Millisecond)
+	if !h3.status("flaky-notifier").HeldDown {
+		t.Error("hold-down lost across restarts")
+	}
+	if a, d := attempts.Load(), delivered.Load(); a != 2 || d != 1 {
+		t.Errorf("%d attempts, %d delivered; want 2 and 1 (one alert per hold-down)", a, d)
 	}
 }
 

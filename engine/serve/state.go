@@ -135,16 +135,16 @@ func writeFileAtomic(path string, b []byte) error {
 // Reset releases a contract's hold-down and clears its failure streak: the
 // operator's `contractd reset NAME`. A running daemon notices the release on
 // its next hold-down poll (HeldPoll) and schedules the contract again. The
-// run history fields are kept. It returns an error wrapping fs.ErrNotExist
-// when the daemon never recorded state for NAME, and wrapped read or write
-// errors otherwise; a corrupt state file is moved aside and replaced by a
-// released one.
+// last-run fields are kept. A contract the daemon never scheduled has
+// nothing to release: Reset returns nil and writes nothing. It returns an
+// error for a name that cannot be a file name, and wrapped read or write
+// errors; a corrupt state file is moved aside and replaced by a released one.
 func Reset(stateDir, name string) error {
-	if name == "" || filepath.Base(name) != name {
+	if name == "" || filepath.Base(name) != name || name == "." || name == ".." {
 		return fmt.Errorf("reset %q: not a contract name", name)
 	}
-	if _, err := os.Stat(StatePath(stateDir, name)); err != nil {
-		return fmt.Errorf("reset %s: no scheduler state in %s: %w", name, stateDir, err)
+	if _, err := os.Stat(StatePath(stateDir, name)); errors.Is(err, fs.ErrNotExist) {
+		return nil
 	}
 	st, err := ReadState(stateDir, name)
 	if err != nil && !errors.Is(err, ErrCorruptState) {
