@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/contractd/contractd/contracts"
 )
 
 // TestSystemdUnits checks the shipped units say what the daemon relies on,
@@ -60,5 +63,51 @@ func TestSystemdUnits(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	if err != nil || len(strings.TrimSpace(string(out))) > 0 {
 		t.Errorf("systemd-analyze verify: %v\n%s", err, out)
+	}
+}
+
+// TestSiblingSupervisorFixture lints the shipped sibling-supervisor contract
+// and checks it says what its prose promises: every minute plus on start,
+// `systemctl start` as its only command, the fourth and later attempts
+// limited to one per five minutes and never escalated into giving up.
+func TestSiblingSupervisorFixture(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join("..", "..", "fixtures", "contracts", "sibling-supervisor.md")
+	c, diags := contracts.LoadFile(path, contracts.Options{})
+	for _, d := range diags {
+		t.Errorf("lint: %s", d)
+	}
+	if c == nil {
+		t.Fatal("the fixture did not load")
+	}
+	if c.Schedule.Every != time.Minute || !c.Schedule.OnStart {
+		t.Errorf("schedule = %+v, want every 1m and on start", c.Schedule)
+	}
+	tiers := map[int]*contracts.ActionRow{}
+	for _, st := range c.Stages {
+		for _, a := range st.Actions {
+			if a.Builtin != "" {
+				continue
+			}
+			if a.Action != "systemctl start breeze-watchdog" {
+				t.Errorf("command %q: the supervisor may only start its sibling", a.Action)
+			}
+			tiers[a.Tier] = a
+		}
+	}
+	if len(tiers) != 4 {
+		t.Fatalf("start tiers = %d, want 4", len(tiers))
+	}
+	slow := tiers[4]
+	if slow.Guard.Budget == nil || slow.Guard.Budget.Count != 1 || slow.Guard.Budget.Window != 5*c.Schedule.Every {
+		t.Errorf("tier 4 budget = %v, want 1 per 5x the interval", slow.Guard.Budget)
+	}
+	if slow.Guard.EscalateAfter < 1000 {
+		t.Errorf("tier 4 escalate_after = %d: the slow tick must keep trying", slow.Guard.EscalateAfter)
+	}
+	for tier := 1; tier <= 3; tier++ {
+		if b := tiers[tier].Guard.Budget; b != nil {
+			t.Errorf("tier %d has budget %v; the first three attempts run on every tick", tier, b)
+		}
 	}
 }
