@@ -60,17 +60,28 @@ func newStageRun(c *contracts.Contract, st *contracts.Stage, id string, item map
 		vars[k] = fmt.Sprint(v)
 		vars["item."+k] = fmt.Sprint(v)
 	}
-	target := steps.Expand(st.On, vars)
+	target := expandAttr(st.On, vars)
 	if target == "" {
 		target = "local"
 	}
 	sr := &stageRun{
 		stage: st, id: id, item: item, vars: vars, target: target,
-		agent: steps.Expand(st.Agent, vars),
+		agent: expandAttr(st.Agent, vars),
 		byID:  map[string]*steps.Observation{},
 	}
 	sr.report = &StageReport{ID: id, Title: st.Title, Agent: sr.agent, Gate: st.Gate, Item: item, Steps: []*StepReport{}}
 	return sr
+}
+
+// expandAttr expands a stage attribute: ${key}, or $key, which heading
+// attributes need because braces end them.
+func expandAttr(s string, vars map[string]string) string {
+	if rest, ok := strings.CutPrefix(s, "$"); ok && !strings.HasPrefix(rest, "{") {
+		if v, ok := vars[rest]; ok {
+			return v
+		}
+	}
+	return steps.Expand(s, vars)
 }
 
 // targetName is the target a step runs on.

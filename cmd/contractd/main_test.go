@@ -1,0 +1,278 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/contractd/contractd/engine"
+	"github.com/contractd/contractd/fixtures/mesh"
+)
+
+const zulipHealth = "../../fixtures/contracts/zulip-health.md"
+
+// runMain drives Main like the binary, returning its exit code and output.
+func runMain(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	m := &Main{Stdout: &out, Stderr: &errb, Getenv: os.Getenv, Environ: os.Environ, IsTerminal: func(io.Writer) bool { return false }}
+	code := m.Run(context.Background(), args)
+	return code, out.String(), errb.String()
+}
+
+func TestLintCleanContractExitsZero(t *testing.T) {
+	code, out, _ := runMain(t, "contractd", "lint", zulipHealth)
+	if code != 0 {
+		t.Fatalf("lint exit %d:\n%s", code, out)
+	}
+}
+
+func TestLintBadCellNamesFileLineAndColumn(t *testing.T) {
+	src, err := os.ReadFile(zulipHealth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(src, []byte("| < 1800 |")) {
+		t.Fatal("zulip-health no longer has the `< 1800` cell this test edits")
+	}
+	bad := bytes.Replace(src, []byte("| < 1800 |"), []byte("| < 18OO |"), 1)
+	path := filepath.Join(t.TempDir(), "zulip-health.md")
+	if err := os.WriteFile(path, bad, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Where the edited cell is: its line, and the column of "<".
+	line := bytes.Count(bad[:bytes.Index(bad, []byte("< 18OO"))], []byte("\n")) + 1
+	lineStart := bytes.LastIndex(bad[:bytes.Index(bad, []byte("< 18OO"))], []byte("\n")) + 1
+	col := len([]rune(string(bad[lineStart:bytes.Index(bad, []byte("< 18OO"))]))) + 1
+
+	code, out, _ := runMain(t, "contractd", "lint", path)
+	if code != 1 {
+		t.Fatalf("lint exit %d, want 1:\n%s", code, out)
+	}
+	want := regexp.MustCompile(regexp.QuoteMeta(path) + `:` + strconv.Itoa(line) + `:(\d+): error: `)
+	m := want.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no error at %s:%d:\n%s", path, line, out)
+	}
+	if got, _ := strconv.Atoi(m[1]); got < col || got > col+6 {
+		t.Fatalf("error column %s, want the cell's column %d (or the bad token's within it):\n%s", m[1], col, out)
+	}
+}
+
+func TestExplainJSONListsEveryStageAndTheA1Table(t *testing.T) {
+	code, out, errs := runMain(t, "contractd", "explain", "--json", zulipHealth)
+	if code != 0 {
+		t.Fatalf("explain exit %d: %s", code, errs)
+	}
+	var plan struct {
+		Stages []struct {
+			ID     string `json:"id"`
+			Agent  string `json:"agent"`
+			Gate   bool   `json:"gate"`
+			Target string `json:"target"`
+			Steps  []struct {
+				ID     string `json:"id"`
+				Kind   string `json:"kind"`
+				Health []struct {
+					Field    string `json:"field"`
+					Severity string `json:"severity"`
+					Expr     string `json:"expr"`
+				} `json:"health"`
+			} `json:"steps"`
+			Actions []struct {
+				Condition string `json:"condition"`
+				Action    string `json:"action"`
+			} `json:"actions"`
+		} `json:"stages"`
+	}
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatalf("explain --json is not JSON: %v", err)
+	}
+	ids := map[string]bool{}
+	for _, st := range plan.Stages {
+		ids[st.ID] = true
+		if st.ID != "pi" {
+			continue
+		}
+		fields := map[string]bool{}
+		for _, h := range st.Steps[0].Health {
+			if h.Expr == "" {
+				t.Fatalf("row %s has no compiled expression", h.Field)
+			}
+			fields[h.Field] = true
+		}
+		if len(fields) != 10 {
+			t.Fatalf("A1 table has %d fields, want 10: %v", len(fields), fields)
+		}
+		if len(st.Actions) == 0 {
+			t.Fatal("pi stage lists no actions")
+		}
+	}
+	for _, id := range []string{"server", "pi", "tanko", "agent0", "koby", "global"} {
+		if !ids[id] {
+			t.Fatalf("stage %s missing from %v", id, ids)
+		}
+	}
+}
+
+// startMesh starts a local-mode fixture mesh and points this process's
+// environment at it (the local transport's scripts inherit it).
+func startMesh(t *testing.T) (*mesh.Mesh, string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts the fixture mesh")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	m, err := mesh.Start(ctx, mesh.Options{Dir: t.TempDir(), Transport: "local"})
+	if err != nil {
+		t.Fatalf("start mesh: %v", err)
+	}
+	t.Cleanup(func() { m.Stop() })
+	for _, kv := range m.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	inv := filepath.Join(t.TempDir(), "inventory.yaml")
+	if err := m.WriteInventory(inv, nil); err != nil {
+		t.Fatal(err)
+	}
+	return m, inv
+}
+
+func TestRunJSONAgainstTheMeshGivesTheSchemaAndTheSnapshot(t *testing.T) {
+	m, inv := startMesh(t)
+	state := t.TempDir()
+	if err := m.Block(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runMain(t, "contractd", "run", "--json", "--quiet", "--verify-grace", "500ms", "--state-dir", state, "--inventory", inv, zulipHealth)
+	if code != 0 {
+		t.Fatalf("run exit %d: %s", code, errs)
+	}
+	var rep map[string]any
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("run --json: %v\n%s", err, out)
+	}
+	for _, k := range []string{"contract", "started_at", "finished_at", "overall_severity", "stages", "actions", "alerts"} {
+		if _, ok := rep[k]; !ok {
+			t.Fatalf("report lacks %q", k)
+		}
+	}
+	stage := rep["stages"].([]any)[1].(map[string]any)
+	for _, k := range []string{"id", "agent", "severity", "status", "steps"} {
+		if _, ok := stage[k]; !ok {
+			t.Fatalf("stage lacks %q: %v", k, stage)
+		}
+	}
+	step := stage["steps"].([]any)[0].(map[string]any)
+	for _, k := range []string{"id", "severity", "duration_ms", "findings"} {
+		if _, ok := step[k]; !ok {
+			t.Fatalf("step lacks %q: %v", k, step)
+		}
+	}
+	action := rep["actions"].([]any)[0].(map[string]any)
+	for _, k := range []string{"agent", "action", "status", "reason"} {
+		if _, ok := action[k]; !ok {
+			t.Fatalf("action lacks %q: %v", k, action)
+		}
+	}
+	if rep["overall_severity"] != "critical" || m.PiRestarts() != 1 {
+		t.Fatalf("blocked pipeline: overall %v, restarts %d", rep["overall_severity"], m.PiRestarts())
+	}
+
+	code, out, _ = runMain(t, "contractd", "status", "--json", "--state-dir", state, "zulip-health")
+	if code != 0 {
+		t.Fatalf("status exit %d", code)
+	}
+	var st engine.Status
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"zulip_server_status", "agents", "last_check", "overall_severity", "restart_debounce"} {
+		if st.Snapshot[k] == nil {
+			t.Fatalf("snapshot %s is null or missing: %v", k, st.Snapshot)
+		}
+	}
+	if len(st.Snapshot) != 5 {
+		t.Fatalf("snapshot has keys beyond Maintains: %v", st.Snapshot)
+	}
+	abiba := st.Snapshot["agents"].(map[string]any)["abiba"].(map[string]any)
+	if abiba["response_pipeline"] != "blocked" || abiba["severity"] != "critical" || abiba["pm2_status"] != "online" {
+		t.Fatalf("abiba snapshot %v", abiba)
+	}
+
+	code, out, _ = runMain(t, "contractd", "why", "--state-dir", state, "zulip-health")
+	if code != 0 || !strings.Contains(out, "pm2 restart abiba-zulip") || !strings.Contains(out, "debounce") {
+		t.Fatalf("why exit %d:\n%s", code, out)
+	}
+	code, out, _ = runMain(t, "contractd", "history", "--state-dir", state, "zulip-health")
+	if code != 0 || !strings.Contains(out, "critical") {
+		t.Fatalf("history exit %d:\n%s", code, out)
+	}
+}
+
+func TestDeclaredCommandAndSymlinkRunTheContract(t *testing.T) {
+	_, inv := startMesh(t)
+	dir := t.TempDir()
+	src, _ := os.ReadFile(zulipHealth)
+	if err := os.WriteFile(filepath.Join(dir, "zulip-health.md"), src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"contractd", "zulip-status", "--dir", dir, "--inventory", inv, "--quiet", "--state-dir", t.TempDir()},
+		{"/usr/local/bin/zulip-status", "--dir", dir, "--inventory", inv, "--quiet", "--state-dir", t.TempDir()},
+	} {
+		code, out, errs := runMain(t, args...)
+		if code != 0 || !strings.Contains(out, "zulip-health 3.3.0 — HEALTHY") {
+			t.Fatalf("%v: exit %d\n%s\n%s", args, code, out, errs)
+		}
+	}
+}
+
+func TestNagiosMapsSeverityToExitCode(t *testing.T) {
+	m, inv := startMesh(t)
+	code, out, _ := runMain(t, "contractd", "run", "--nagios", "--quiet", "--state-dir", t.TempDir(), "--inventory", inv, zulipHealth)
+	if code != 0 || !strings.HasPrefix(out, "ZULIP-HEALTH OK - ") || !strings.Contains(out, "| healthy=") {
+		t.Fatalf("healthy: exit %d\n%s", code, out)
+	}
+	if err := m.SetKoby(context.Background(), map[string]any{"stuck": true}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ = runMain(t, "contractd", "run", "--nagios", "--quiet", "--state-dir", t.TempDir(), "--inventory", inv, zulipHealth)
+	if code != 2 || !strings.HasPrefix(out, "ZULIP-HEALTH CRITICAL - koby critical") {
+		t.Fatalf("critical: exit %d\n%s", code, out)
+	}
+}
+
+func TestSickAgentStillExitsZero(t *testing.T) {
+	m, inv := startMesh(t)
+	if err := m.SetKoby(context.Background(), map[string]any{"stuck": true}); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ := runMain(t, "contractd", "run", "--quiet", "--state-dir", t.TempDir(), "--inventory", inv, zulipHealth)
+	if code != 0 || !strings.Contains(out, "CRITICAL") {
+		t.Fatalf("exit %d for a sick agent; a timer must not fail:\n%s", code, out)
+	}
+}
+
+func TestNewWritesAContractThatLints(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "web.md")
+	if code, _, errs := runMain(t, "contractd", "new", "-o", path, "web"); code != 0 {
+		t.Fatalf("new: %s", errs)
+	}
+	if code, out, _ := runMain(t, "contractd", "lint", "--strict", path); code != 0 {
+		t.Fatalf("the template does not lint clean:\n%s", out)
+	}
+	if code, _, _ := runMain(t, "contractd", "new", "-o", path, "web"); code == 0 {
+		t.Fatal("new overwrote an existing file")
+	}
+}
