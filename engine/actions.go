@@ -32,6 +32,15 @@ type verifyJob struct {
 func (r *run) actions(ctx context.Context, units []*unitState) {
 	var jobs []*verifyJob
 	for _, u := range units {
+		if u.skipped || u.settled.Severity == contracts.SeverityUnknown && !u.settled.Failing {
+			continue
+		}
+		r.fleet.Units++
+		if u.settled.Failing {
+			r.fleet.Failing++
+		}
+	}
+	for _, u := range units {
 		if u.skipped {
 			continue
 		}
@@ -183,7 +192,7 @@ func (r *run) act(ctx context.Context, u *unitState, unit *guard.Unit, sr *stage
 	}
 	v := r.chain.Decide(unit, guard.Candidate{
 		Condition: key, Action: cmd, Severity: sev, Guard: row.Guard,
-		ReportOnly: u.reportOnly, DryRun: r.e.opts.DryRun,
+		ReportOnly: u.reportOnly, DryRun: r.e.opts.DryRun, Fleet: r.fleet,
 	})
 	ar.Status, ar.Guard, ar.Reason, ar.Trace = v.Status, v.Guard, v.Reason, joinTrace(v)
 	if r.e.opts.DryRun {
@@ -219,6 +228,7 @@ func (r *run) act(ctx context.Context, u *unitState, unit *guard.Unit, sr *stage
 		ar.Status, ar.Reason = guard.StatusReportOnly, "report-only agent: never repaired"
 		return nil
 	}
+	r.fleet.Repairs++
 	res, err := r.execAction(ctx, c, target, cmd)
 	grace := r.chain.Grace(row.Guard)
 	if r.e.opts.GraceOverride > 0 {

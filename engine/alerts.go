@@ -117,11 +117,17 @@ func (r *run) escalate(units []*unitState) {
 		return
 	}
 	if strings.Contains(action, "relay") {
+		// Relay the critical agents; a row that matched on degraded agents
+		// alone (seed: "more than two degraded") relays those.
+		relay := isCritical
+		if env["critical_count"] == 0 {
+			relay = func(u *unitState) bool { return u.severity == contracts.SeverityDegraded }
+		}
 		for _, u := range units {
-			if u.agent == "" || u.skipped || !isCritical(u) {
+			if u.agent == "" || u.skipped || !relay(u) {
 				continue
 			}
-			r.activate(u.agent, "critical", fmt.Sprintf("%s is %s: %s", u.agent, u.severity, agentSummary(u)), contracts.SeverityCritical)
+			r.activate(u.agent, u.severity.String(), fmt.Sprintf("%s is %s: %s", u.agent, u.severity, agentSummary(u)), u.severity)
 		}
 	}
 	if strings.Contains(action, "alert") || strings.Contains(action, "page") {

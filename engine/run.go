@@ -39,6 +39,7 @@ type run struct {
 	active    map[string]*activeIncident
 	outgoing  []outgoing
 	notifiers []notify.Notifier
+	fleet     guard.Fleet // the contract's units this run, for the blast-radius guard
 	mu        sync.Mutex
 }
 
@@ -278,10 +279,13 @@ func (r *run) aggregates(units []*unitState) map[string]any {
 			continue
 		}
 		agents++
-		counts[u.severity]++
-		if u.severity == contracts.SeverityCritical {
+		sev := u.severity
+		if isCritical(u) {
+			// unreachable for unreachable_after runs counts as critical
+			sev = contracts.SeverityCritical
 			critical = append(critical, u.agent)
 		}
+		counts[sev]++
 	}
 	return map[string]any{
 		"critical_count":    counts[contracts.SeverityCritical],

@@ -24,6 +24,7 @@ import (
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine"
+	"github.com/contractd/contractd/engine/notify"
 	"github.com/contractd/contractd/engine/store"
 	"github.com/fsnotify/fsnotify"
 )
@@ -84,9 +85,14 @@ type Config struct {
 	TokenFile string // bearer token for POST endpoints; "" disables them
 	Runner    Runner
 	Load      LoadFunc // nil means ContractLoader(contracts.Options{})
-	// Notify delivers the daemon's own alerts (one per hold-down). Nil means
-	// the alert is only logged.
-	Notify func(ctx context.Context, text string) error
+	// Notify delivers the daemon's own alert about contract c: one per
+	// hold-down. Nil means c's own notify routes, built with NotifyDeps
+	// (a contract without routes gets the alert in the log only).
+	Notify func(ctx context.Context, c *contracts.Contract, text string) error
+	// NotifyDeps builds the contract's notifiers for the default Notify.
+	// A nil Log sends the log notifier's lines through Logf; a nil Getenv
+	// is os.Getenv (notifiers read their API keys from the environment).
+	NotifyDeps notify.Deps
 	// Snapshot returns a contract's last Maintains snapshot for
 	// GET /contracts/{name}; a nil result leaves it out. Nil means the
 	// snapshot engine/store keeps in StateDir.
@@ -165,6 +171,12 @@ func New(cfg Config) (*Daemon, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = log.Printf
 	}
+	if cfg.NotifyDeps.Log == nil {
+		cfg.NotifyDeps.Log = logWriter(cfg.Logf)
+	}
+	if cfg.NotifyDeps.Getenv == nil {
+		cfg.NotifyDeps.Getenv = os.Getenv
+	}
 	setDefault(&cfg.ShutdownGrace, DefaultShutdownGrace)
 	setDefault(&cfg.RunTimeout, DefaultRunTimeout)
 	setDefault(&cfg.Debounce, DefaultDebounce)
@@ -194,6 +206,9 @@ func New(cfg Config) (*Daemon, error) {
 		hb:        heartbeat{stuckAfter: cfg.StuckAfter},
 	}
 	d.metrics = newMetrics(d.tickAgeSeconds)
+	if d.cfg.Notify == nil {
+		d.cfg.Notify = d.notifyRoutes
+	}
 	d.srv = &http.Server{Handler: d.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	return d, nil
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -129,7 +131,7 @@ func TestHoldDownAfterThreeFailuresSurvivesRestartAndResetResumes(t *testing.T) 
 	}}
 	var alertMu sync.Mutex
 	var alerts []string
-	notify := func(ctx context.Context, text string) error {
+	notify := func(ctx context.Context, c *contracts.Contract, text string) error {
 		alertMu.Lock()
 		defer alertMu.Unlock()
 		alerts = append(alerts, text)
@@ -236,7 +238,7 @@ func TestHoldDownAlertThatFailsIsRetriedOnceAtNextStart(t *testing.T) {
 	var attempts, delivered atomic.Int32
 	var notifierDown atomic.Bool
 	notifierDown.Store(true)
-	cfg := Config{Dir: dir, StateDir: state, Runner: runner, Notify: func(ctx context.Context, text string) error {
+	cfg := Config{Dir: dir, StateDir: state, Runner: runner, Notify: func(ctx context.Context, c *contracts.Contract, text string) error {
 		attempts.Add(1)
 		if notifierDown.Load() {
 			return errors.New("zulip: 502 bad gateway")
@@ -651,5 +653,51 @@ func TestDetailShowsSnapshotAndHistoryFromTheStateDir(t *testing.T) {
 	}
 	if det.LastRecord["run_id"] != "r-1" {
 		t.Errorf("last_record = %v", det.LastRecord)
+	}
+}
+
+func TestHoldDownAlertGoesToTheContractsOwnRoutes(t *testing.T) {
+	t.Parallel()
+	var mu sync.Mutex
+	var got []map[string]any
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var m map[string]any
+		_ = json.NewDecoder(r.Body).Decode(&m)
+		mu.Lock()
+		got = append(got, m)
+		mu.Unlock()
+	}))
+	t.Cleanup(hook.Close)
+	posts := func() []map[string]any { mu.Lock(); defer mu.Unlock(); return append([]map[string]any(nil), got...) }
+
+	dir, state := t.TempDir(), t.TempDir()
+	writeContract(t, dir, "routed", "1", "100ms", true, "notify:\n  - {webhook: {url: \""+hook.URL+"/hook\"}}\n")
+	cfg := Config{Dir: dir, StateDir: state, Runner: &fakeRunner{run: func(ctx context.Context, c *contracts.Contract) (*engine.Report, error) {
+		return nil, errors.New("engine: lock: permission denied")
+	}}}
+	h := startDaemon(t, cfg)
+	h.waitFor(10*time.Second, "the webhook to receive the hold-down alert", func() bool { return len(posts()) == 1 })
+	h.waitFor(5*time.Second, "the alert to be counted", func() bool {
+		v, _ := h.metric(`contractd_alerts_sent_total{contract="routed"}`)
+		return v == 1
+	})
+	if err := h.stop(); err != nil {
+		t.Fatal(err)
+	}
+	h2 := startDaemon(t, cfg)
+	time.Sleep(300 * time.Millisecond)
+	if !h2.status("routed").HeldDown {
+		t.Fatal("not held down after restart")
+	}
+	p := posts()
+	if len(p) != 1 {
+		t.Fatalf("%d webhook posts, want exactly 1 across a restart: %v", len(p), p)
+	}
+	if p[0]["kind"] != "holddown" || p[0]["contract"] != "routed" || p[0]["severity"] != "critical" || !strings.Contains(fmt.Sprint(p[0]["text"]), "permission denied") {
+		t.Errorf("webhook message = %v", p[0])
+	}
+	if v, _ := h2.metric(`contractd_alerts_sent_total{contract="routed"}`); v != 0 {
+		// A fresh process counts from zero; the first daemon counted it.
+		t.Errorf("alerts_sent_total after restart = %v, want 0 (no new alert)", v)
 	}
 }

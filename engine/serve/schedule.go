@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine"
 	"github.com/contractd/contractd/engine/guard"
+	"github.com/contractd/contractd/engine/notify"
 )
 
 // entry is one loaded contract and its schedule. Its loop goroutine owns the
@@ -315,27 +317,63 @@ func (d *Daemon) holdDownAlert(e *entry) {
 		e.mu.Unlock()
 		return
 	}
-	text := fmt.Sprintf("contractd: %s held down after %d consecutive failed runs (last error: %s). Scheduled runs are paused until `contractd reset %s`.",
-		e.name, e.state.ConsecutiveFailed, e.state.LastError, e.name)
+	text := fmt.Sprintf("held down after %d consecutive failed runs (last error: %s); scheduled runs are paused until `contractd reset %s`",
+		e.state.ConsecutiveFailed, e.state.LastError, e.name)
+	c := e.c
 	e.mu.Unlock()
 
-	if d.cfg.Notify != nil {
-		ctx, cancel := context.WithTimeout(d.runCtx, 30*time.Second)
-		err := d.cfg.Notify(ctx, text)
-		cancel()
-		if err != nil {
-			d.logf("serve: %s: hold-down alert not delivered (retried at next start): %v", e.name, err)
-			e.mu.Lock()
-			e.state.Alerted = false
-			e.mu.Unlock()
-			d.save(e)
-			return
-		}
-		d.metrics.alerts.WithLabelValues(e.name).Inc()
-	} else {
-		d.logf("serve: alert: %s", text)
+	ctx, cancel := context.WithTimeout(d.runCtx, 30*time.Second)
+	err := d.cfg.Notify(ctx, c, text)
+	cancel()
+	if err != nil {
+		d.logf("serve: %s: hold-down alert not delivered (retried at next start): %v", e.name, err)
+		e.mu.Lock()
+		e.state.Alerted = false
+		e.mu.Unlock()
+		d.save(e)
+		return
 	}
+	d.metrics.alerts.WithLabelValues(e.name).Inc()
 	d.save(e) // the sent mark, which a restart must see
+}
+
+// notifyRoutes is the default Notify: the hold-down alert goes to the
+// contract's own notify routes as a "holddown" message. It succeeds when at
+// least one route delivered it (the others are logged); without routes the
+// alert is logged and counts as delivered.
+func (d *Daemon) notifyRoutes(ctx context.Context, c *contracts.Contract, text string) error {
+	ns, err := notify.NewAll(c.Notify, d.cfg.NotifyDeps)
+	if err != nil {
+		return fmt.Errorf("build notifiers: %w", err)
+	}
+	if len(ns) == 0 {
+		d.logf("serve: alert: %s: %s", c.Name, text)
+		return nil
+	}
+	msg := notify.Message{Contract: c.Name, Kind: notify.KindHoldDown, Severity: contracts.SeverityCritical.String(), Text: text, Time: d.clock.Now().UTC()}
+	var errs []error
+	for _, n := range ns {
+		if err := n.Notify(ctx, msg); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", n.Name(), err))
+		}
+	}
+	if len(errs) == len(ns) {
+		return errors.Join(errs...)
+	}
+	for _, err := range errs {
+		d.logf("serve: %s: hold-down alert: %v", c.Name, err)
+	}
+	return nil
+}
+
+// logWriter turns the log notifier's lines into Logf calls.
+type logWriter func(string, ...any)
+
+func (w logWriter) Write(p []byte) (int, error) {
+	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
+		w("%s", line)
+	}
+	return len(p), nil
 }
 
 // save writes the entry's state, first applying a Reset that landed on disk
