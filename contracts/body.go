@@ -106,16 +106,22 @@ func (b *bodyParser) blockLine(n ast.Node) int {
 	return b.s.pos(n.Pos()).Line
 }
 
-var reHeadingMarks = regexp.MustCompile(`^\s{0,3}#{1,6}\s*`)
-
 func (b *bodyParser) heading(h *ast.Heading) {
 	line := b.blockLine(h)
 	raw := b.s.lineText(line)
 	lead := 0
-	if h.Level <= 6 {
-		if m := reHeadingMarks.FindStringIndex(raw); m != nil {
-			lead = m[1]
+	for lead < len(raw) && lead < 3 && raw[lead] == ' ' {
+		lead++
+	}
+	if strings.HasPrefix(raw[lead:], "#") {
+		for lead < len(raw) && raw[lead] == '#' {
+			lead++
 		}
+		for lead < len(raw) && (raw[lead] == ' ' || raw[lead] == '\t') {
+			lead++
+		}
+	} else {
+		lead = 0
 	}
 	rest := raw[lead:]
 	title, inner, innerOff, hasAttrs := trailingAttrs(rest)
@@ -454,7 +460,10 @@ func (b *bodyParser) rowCells(row ast.Node) []cell {
 		var ce cell
 		if c.Lines().Len() > 0 {
 			seg := c.Lines().At(0)
-			ce.text = strings.ReplaceAll(string(seg.Value(b.s.src)), `\|`, "|")
+			ce.text = string(seg.Value(b.s.src))
+			if strings.Contains(ce.text, `\|`) {
+				ce.text = strings.ReplaceAll(ce.text, `\|`, "|")
+			}
 			ce.off = seg.Start
 			ce.pos = b.s.pos(seg.Start)
 		} else {
@@ -548,7 +557,7 @@ func (b *bodyParser) healthTable(header []cell, rows [][]cell) {
 			if src == "" {
 				continue
 			}
-			exprText, err := CompileCell(src, field)
+			exprText, err := b.cache.cell(src, field)
 			if err != nil {
 				b.d.errorf(row[i].pos, "%v", err)
 				continue
@@ -603,6 +612,9 @@ func (b *bodyParser) paragraph(p *ast.Paragraph) {
 		return
 	}
 	seg := p.Lines().At(0)
+	if !bytes.HasPrefix(seg.Value(b.s.src), []byte("Expected:")) {
+		return
+	}
 	line := string(seg.Value(b.s.src))
 	m := reExpected.FindStringIndex(line)
 	if m == nil {
@@ -757,8 +769,12 @@ func (b *bodyParser) action(ar *ActionRow, c cell, prev *ActionRow) bool {
 		return false
 	}
 	if reSameAsAbove.MatchString(text) {
-		if prev == nil || prev.Action == "" {
+		if prev == nil {
 			b.d.errorf(c.pos, "%q has no row above it", text)
+			return false
+		}
+		if prev.Action == "" {
+			b.d.errorf(c.pos, "%q: the row above has no valid action to copy", text)
 			return false
 		}
 		ar.Action, ar.Builtin, ar.Message = prev.Action, prev.Builtin, prev.Message
@@ -925,12 +941,17 @@ func (b *bodyParser) maintainsList(l *ast.List) {
 
 // agentSchema reads the per-agent snapshot example: an object of agents, each
 // an object of fields. The schema is the union of all agents' fields, in
-// order of first appearance, typed from the example values.
+// order of first appearance, typed from the first non-null example value.
 func (b *bodyParser) agentSchema(f *ast.FencedCodeBlock) {
 	tm := blockText(f, b.s.src)
 	dec := json.NewDecoder(strings.NewReader(tm.text))
 	dec.UseNumber()
 	fail := func(err error) {
+		// A full decode gives the offset just past the offending byte.
+		var probe any
+		if derr := json.Unmarshal([]byte(tm.text), &probe); derr != nil {
+			err = derr
+		}
 		off := int(dec.InputOffset())
 		var se *json.SyntaxError
 		if errors.As(err, &se) {
@@ -941,23 +962,17 @@ func (b *bodyParser) agentSchema(f *ast.FencedCodeBlock) {
 		}
 		b.d.errorf(b.s.pos(tm.fileOff(off)), "per-agent snapshot schema: %v", err)
 	}
-	var agents map[string]map[string]json.RawMessage
-	if err := json.Unmarshal([]byte(tm.text), &agents); err != nil {
-		var probe any
-		if perr := dec.Decode(&probe); perr != nil {
-			fail(perr)
-		} else {
-			b.d.errorf(b.s.pos(tm.fileOff(0)), "per-agent snapshot schema: must be an object of agents, each an object of fields")
-		}
-		return
+	shape := func() {
+		b.d.errorf(b.s.pos(tm.fileOff(0)), "per-agent snapshot schema: must be an object of agents, each an object of fields")
 	}
 	byName := map[string]*MaintainedKey{}
-	// Walk the tokens to keep the order fields first appear in.
-	order := dec
+	var keys []*MaintainedKey
+	// Walk tokens once: depth 1 holds agents, depth 2 their fields.
 	depth := 0
-	expectKey := false
+	var field *MaintainedKey // the field whose value comes next
+	nested := 0              // depth of a value object or list being skipped
 	for {
-		tok, err := order.Token()
+		tok, err := dec.Token()
 		if err == io.EOF {
 			break
 		}
@@ -965,58 +980,74 @@ func (b *bodyParser) agentSchema(f *ast.FencedCodeBlock) {
 			fail(err)
 			return
 		}
-		switch v := tok.(type) {
-		case json.Delim:
-			if v == '{' || v == '[' {
-				depth++
-				expectKey = v == '{' && depth == 2
-			} else {
-				depth--
-				expectKey = depth == 2
+		if nested > 0 {
+			if d, ok := tok.(json.Delim); ok {
+				if d == '{' || d == '[' {
+					nested++
+				} else {
+					nested--
+				}
 			}
 			continue
-		case string:
-			if depth == 2 && expectKey {
-				if _, ok := byName[v]; !ok {
-					k := &MaintainedKey{Name: v, Pos: b.s.pos(tm.fileOff(int(order.InputOffset()) - len(v) - 2))}
-					byName[v] = k
-					b.c.Maintains.Agent = append(b.c.Maintains.Agent, k)
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			switch {
+			case (v == '{' || v == '[') && field != nil:
+				if field.Type == "" || field.Type == "any" {
+					field.Type = map[json.Delim]string{'{': "map", '[': "list"}[v]
 				}
-				expectKey = false
-				continue
+				field, nested = nil, 1
+			case v == '{' && depth < 2:
+				depth++
+			case v == '}':
+				depth--
+			default:
+				shape()
+				return
 			}
-		}
-		if depth == 2 {
-			expectKey = true
-		}
-	}
-	for _, fields := range agents {
-		for name, raw := range fields {
-			k := byName[name]
-			if k == nil || k.Type != "" && k.Type != "any" {
-				continue
+		case string:
+			switch {
+			case depth == 2 && field == nil:
+				k, ok := byName[v]
+				if !ok {
+					k = &MaintainedKey{Name: v, Pos: b.s.pos(tm.fileOff(int(dec.InputOffset()) - len(v) - 2))}
+					byName[v] = k
+					keys = append(keys, k)
+				}
+				field = k
+			case field != nil:
+				if field.Type == "" || field.Type == "any" {
+					field.Type = "string"
+				}
+				field = nil
+			case depth == 1:
+				// an agent name; its object follows
+			default:
+				shape()
+				return
 			}
-			k.Type = jsonType(raw)
+		default:
+			if field == nil {
+				shape()
+				return
+			}
+			if field.Type == "" || field.Type == "any" {
+				switch x := v.(type) {
+				case nil:
+					field.Type = "any"
+				case bool:
+					field.Type = "bool"
+				case json.Number:
+					if strings.ContainsAny(string(x), ".eE") {
+						field.Type = "number"
+					} else {
+						field.Type = "int"
+					}
+				}
+			}
+			field = nil
 		}
 	}
-}
-
-func jsonType(raw json.RawMessage) string {
-	s := strings.TrimSpace(string(raw))
-	switch {
-	case s == "null":
-		return "any"
-	case s == "true" || s == "false":
-		return "bool"
-	case strings.HasPrefix(s, `"`):
-		return "string"
-	case strings.HasPrefix(s, "{"):
-		return "map"
-	case strings.HasPrefix(s, "["):
-		return "list"
-	case strings.ContainsAny(s, ".eE"):
-		return "number"
-	default:
-		return "int"
-	}
+	b.c.Maintains.Agent = append(b.c.Maintains.Agent, keys...)
 }

@@ -79,14 +79,41 @@ type cacheKey struct {
 	value bool
 }
 
+type cellKey struct{ src, field string }
+
+type cellResult struct {
+	expr string
+	err  error
+}
+
 // exprCache compiles each distinct expression text once; contracts loaded
 // together share it. Safe for concurrent use.
 type exprCache struct {
-	mu sync.RWMutex
-	m  map[cacheKey]*compiled
+	mu    sync.RWMutex
+	m     map[cacheKey]*compiled
+	cells map[cellKey]cellResult
 }
 
-func newExprCache() *exprCache { return &exprCache{m: map[cacheKey]*compiled{}} }
+func newExprCache() *exprCache {
+	return &exprCache{m: map[cacheKey]*compiled{}, cells: map[cellKey]cellResult{}}
+}
+
+// cell is CompileCell through the cache: contracts loaded together tend to
+// share their tables.
+func (c *exprCache) cell(src, field string) (string, error) {
+	k := cellKey{src, field}
+	c.mu.RLock()
+	r, ok := c.cells[k]
+	c.mu.RUnlock()
+	if ok {
+		return r.expr, r.err
+	}
+	r.expr, r.err = CompileCell(src, field)
+	c.mu.Lock()
+	c.cells[k] = r
+	c.mu.Unlock()
+	return r.expr, r.err
+}
 
 func (c *exprCache) get(text string, value bool) *compiled {
 	k := cacheKey{text, value}

@@ -1,0 +1,490 @@
+package contracts
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+)
+
+// Plan is what a contract will do, in order: the JSON form of
+// `contractd explain --json`. docs/contract-format.md documents the schema.
+type Plan struct {
+	Name             string           `json:"name"`
+	Title            string           `json:"title,omitempty"`
+	Version          string           `json:"version,omitempty"`
+	Path             string           `json:"path"`
+	Agent            string           `json:"agent,omitempty"`
+	ReportOnlyAgents []string         `json:"report_only_agents"`
+	Schedule         PlanSchedule     `json:"schedule"`
+	Guards           PlanGuards       `json:"guards"`
+	Targets          []PlanTarget     `json:"targets"`
+	Stages           []PlanStage      `json:"stages"`
+	Escalation       []PlanEscalation `json:"escalation"`
+	Maintains        []PlanKey        `json:"maintains"`
+	Notify           []string         `json:"notify"`
+}
+
+// PlanSchedule is the contract's schedule.
+type PlanSchedule struct {
+	Every   string `json:"every"`
+	OnStart bool   `json:"on_start"`
+}
+
+// PlanGuards are the contract-wide guards with defaults applied.
+type PlanGuards struct {
+	Debounce         string `json:"debounce"`
+	CrashLoop        string `json:"crash_loop,omitempty"` // "10 per 1h then alert"
+	UnreachableAfter int    `json:"unreachable_after"`
+	RecoverAfter     int    `json:"recover_after"`
+	After            int    `json:"after"`
+	Budget           string `json:"budget,omitempty"`
+	Grace            string `json:"grace"`
+	EscalateAfter    int    `json:"escalate_after,omitempty"`
+	Repeat           string `json:"repeat"`
+}
+
+// PlanTarget is one named target and its whole transport chain.
+type PlanTarget struct {
+	Name  string `json:"name"`
+	Kind  string `json:"kind"`  // local, ssh, pct, docker
+	Chain string `json:"chain"` // e.g. "ssh root@192.168.68.15 → pct 112"
+}
+
+// PlanStage is one stage: an agent or platform checked independently.
+type PlanStage struct {
+	ID         string       `json:"id"`
+	Title      string       `json:"title"`
+	Agent      string       `json:"agent"`
+	ReportOnly bool         `json:"report_only"`
+	Gate       bool         `json:"gate"`
+	ForEach    string       `json:"for_each,omitempty"`
+	On         string       `json:"on"`     // target name
+	Target     string       `json:"target"` // the transport chain
+	Steps      []PlanStep   `json:"steps"`
+	Actions    []PlanAction `json:"actions"`
+	Line       int          `json:"line"`
+}
+
+// PlanStep is one probe with its health rows.
+type PlanStep struct {
+	ID      string       `json:"id"`
+	Kind    string       `json:"kind"` // bash, sh, http, tcp
+	On      string       `json:"on"`
+	Target  string       `json:"target"`
+	Via     string       `json:"via,omitempty"`
+	Timeout string       `json:"timeout"`
+	As      string       `json:"as,omitempty"`
+	Command string       `json:"command"` // the script, "METHOD URL", or host:port
+	Health  []PlanHealth `json:"health"`
+	Line    int          `json:"line"`
+}
+
+// PlanHealth is one health cell: a field, the severity it decides and the
+// compiled expression.
+type PlanHealth struct {
+	Field    string `json:"field"`
+	Severity string `json:"severity"` // healthy, degraded, critical
+	Source   string `json:"source"`   // the cell as written
+	Expr     string `json:"expr"`     // what it compiled to, with the field as `it`
+	Line     int    `json:"line"`
+	Col      int    `json:"col"`
+}
+
+// PlanAction is one action row with its effective guards.
+type PlanAction struct {
+	Condition string        `json:"condition"`
+	Expr      string        `json:"expr"`
+	Action    string        `json:"action"`  // the literal command, or the built-in name
+	Builtin   string        `json:"builtin"` // "" for a command
+	Message   string        `json:"message,omitempty"`
+	On        string        `json:"on"`
+	Target    string        `json:"target"`
+	Guards    PlanActGuards `json:"guards"`
+	Tier      int           `json:"tier,omitempty"`
+	Executed  bool          `json:"executed"` // false for report-only agents: logged, never run
+	Line      int           `json:"line"`
+}
+
+// PlanActGuards are the guards in force for one action row.
+type PlanActGuards struct {
+	After         int    `json:"after"`
+	Budget        string `json:"budget,omitempty"`
+	Grace         string `json:"grace"`
+	EscalateAfter int    `json:"escalate_after,omitempty"`
+	Debounce      string `json:"debounce"`
+	CrashLoop     string `json:"crash_loop,omitempty"`
+	RestartCount  string `json:"restart_count,omitempty"`
+}
+
+// PlanEscalation is one escalation row.
+type PlanEscalation struct {
+	Condition string `json:"condition"`
+	Expr      string `json:"expr"`
+	Action    string `json:"action"`
+	Message   string `json:"message"`
+	Line      int    `json:"line"`
+}
+
+// PlanKey is one maintained snapshot key.
+type PlanKey struct {
+	Name     string   `json:"name"`
+	Type     string   `json:"type"`
+	Enum     []string `json:"enum,omitempty"`
+	Doc      string   `json:"doc,omitempty"`
+	PerAgent bool     `json:"per_agent"`
+}
+
+// fmtDuration prints 300s as 5m and 3600s as 1h.
+func fmtDuration(d time.Duration) string {
+	if d == 0 {
+		return "0s"
+	}
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// TargetLink renders one link of a chain: "local", "ssh root@h", "pct 112" or
+// "docker NAME".
+func (t *Target) TargetLink() string {
+	switch t.Kind() {
+	case "ssh":
+		return "ssh " + t.SSH
+	case "pct":
+		return fmt.Sprintf("pct %d", t.PCT)
+	case "docker":
+		return "docker " + t.Docker
+	default:
+		return "local"
+	}
+}
+
+// Chain renders the transport chain of the named target, outermost first,
+// e.g. "ssh root@192.168.68.15 → pct 112". It returns "local" for "" or
+// "local", and the bare name in angle brackets for an undefined target.
+func (c *Contract) Chain(name string) string {
+	if name == "" || name == "local" {
+		return "local"
+	}
+	var links []string
+	seen := map[string]bool{}
+	for cur := name; cur != ""; {
+		t, ok := c.Targets[cur]
+		if !ok {
+			links = append(links, "<"+cur+">")
+			break
+		}
+		if seen[cur] {
+			links = append(links, "<cycle>")
+			break
+		}
+		seen[cur] = true
+		links = append(links, t.TargetLink())
+		cur = t.Via
+	}
+	for i, j := 0, len(links)-1; i < j; i, j = i+1, j-1 {
+		links[i], links[j] = links[j], links[i]
+	}
+	return strings.Join(links, " → ")
+}
+
+// StepTarget is the target a step runs on: its own on=, else the stage's.
+// http and tcp steps without on= probe from the engine's host ("local").
+func (st *Stage) StepTarget(s *Step) string {
+	if s.On != "" {
+		return s.On
+	}
+	if s.Kind == KindHTTP || s.Kind == KindTCP {
+		return "local"
+	}
+	if st.On == "" {
+		return "local"
+	}
+	return st.On
+}
+
+func (c *Contract) crashLoop() string {
+	if c.Guards.CrashLoop.MaxRestarts == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%d per %s then %s", c.Guards.CrashLoop.MaxRestarts, fmtDuration(c.Guards.CrashLoop.Per), c.Guards.CrashLoop.Then)
+}
+
+func budgetText(b *Budget) string {
+	if b == nil {
+		return ""
+	}
+	return fmt.Sprintf("%d per %s", b.Count, fmtDuration(b.Window))
+}
+
+// Explain builds the plan of a loaded contract. It never fails; a nil
+// contract gives a nil plan.
+func Explain(c *Contract) *Plan {
+	if c == nil {
+		return nil
+	}
+	g := c.Guards
+	p := &Plan{
+		Name: c.Name, Title: c.Title, Version: c.Version, Path: c.Path, Agent: c.Agent,
+		ReportOnlyAgents: append([]string{}, c.ReportOnlyAgents...),
+		Schedule:         PlanSchedule{Every: fmtDuration(c.Schedule.Every), OnStart: c.Schedule.OnStart},
+		Guards: PlanGuards{
+			Debounce: fmtDuration(g.Debounce), CrashLoop: c.crashLoop(),
+			UnreachableAfter: g.UnreachableAfter, RecoverAfter: g.RecoverAfter, After: g.After,
+			Budget: budgetText(g.Budget), Grace: fmtDuration(g.Grace), EscalateAfter: g.EscalateAfter,
+			Repeat: fmtDuration(g.Repeat),
+		},
+		Targets:    []PlanTarget{},
+		Stages:     []PlanStage{},
+		Escalation: []PlanEscalation{},
+		Maintains:  []PlanKey{},
+		Notify:     []string{},
+	}
+	names := make([]string, 0, len(c.Targets))
+	for n := range c.Targets {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		p.Targets = append(p.Targets, PlanTarget{Name: n, Kind: c.Targets[n].Kind(), Chain: c.Chain(n)})
+	}
+	for _, st := range c.Stages {
+		ps := PlanStage{
+			ID: st.ID, Title: st.Title, Agent: st.Agent, ReportOnly: c.IsReportOnly(st.Agent),
+			Gate: st.Gate, ForEach: st.ForEach, On: st.On, Target: c.Chain(st.On),
+			Steps: []PlanStep{}, Actions: []PlanAction{}, Line: st.Pos.Line,
+		}
+		for _, s := range st.Steps {
+			on := st.StepTarget(s)
+			target := c.Chain(on)
+			if s.Via != "" {
+				target = "local, tunnelled through " + c.Chain(s.Via)
+			}
+			ps2 := PlanStep{
+				ID: s.ID, Kind: s.Kind, On: on, Target: target, Via: s.Via,
+				Timeout: fmtDuration(s.Timeout), As: s.As, Command: stepCommand(s),
+				Health: []PlanHealth{}, Line: s.Pos.Line,
+			}
+			for _, r := range s.Health {
+				for _, cell := range r.Cells {
+					ps2.Health = append(ps2.Health, PlanHealth{
+						Field: r.Field, Severity: cell.Severity.String(), Source: cell.Source,
+						Expr: cell.Expr, Line: cell.Pos.Line, Col: cell.Pos.Col,
+					})
+				}
+			}
+			ps.Steps = append(ps.Steps, ps2)
+		}
+		for _, a := range st.Actions {
+			ps.Actions = append(ps.Actions, planAction(c, st, a))
+		}
+		p.Stages = append(p.Stages, ps)
+	}
+	for _, e := range c.Escalation {
+		p.Escalation = append(p.Escalation, PlanEscalation{Condition: e.Condition, Expr: e.Expr, Action: e.Action, Message: e.Message, Line: e.Pos.Line})
+	}
+	for _, k := range c.Maintains.Keys {
+		p.Maintains = append(p.Maintains, PlanKey{Name: k.Name, Type: k.Type, Enum: k.Enum, Doc: k.Doc})
+	}
+	for _, k := range c.Maintains.Agent {
+		p.Maintains = append(p.Maintains, PlanKey{Name: k.Name, Type: k.Type, PerAgent: true})
+	}
+	for _, r := range c.Notify {
+		p.Notify = append(p.Notify, r.Kind)
+	}
+	return p
+}
+
+func stepCommand(s *Step) string {
+	switch {
+	case s.Kind == KindHTTP && s.HTTP != nil:
+		return s.HTTP.Method + " " + s.HTTP.URL
+	default:
+		return strings.TrimRight(s.Script, "\n")
+	}
+}
+
+func planAction(c *Contract, st *Stage, a *ActionRow) PlanAction {
+	g := PlanActGuards{
+		After: a.Guard.After, Budget: budgetText(a.Guard.Budget), Grace: fmtDuration(a.Guard.Grace),
+		EscalateAfter: a.Guard.EscalateAfter, Debounce: fmtDuration(c.Guards.Debounce),
+		CrashLoop: c.crashLoop(), RestartCount: a.Guard.RestartCount,
+	}
+	if g.After == 0 {
+		g.After = c.Guards.After
+	}
+	if a.Guard.Budget == nil {
+		g.Budget = budgetText(c.Guards.Budget)
+	}
+	if a.Guard.Grace == 0 {
+		g.Grace = fmtDuration(c.Guards.Grace)
+	}
+	if g.EscalateAfter == 0 {
+		g.EscalateAfter = c.Guards.EscalateAfter
+	}
+	on := a.On
+	if on == "" {
+		on = st.On
+	}
+	return PlanAction{
+		Condition: a.Condition, Expr: a.Expr, Action: a.Action, Builtin: a.Builtin, Message: a.Message,
+		On: on, Target: c.Chain(on), Guards: g, Tier: a.Tier, Executed: !c.IsReportOnly(st.Agent),
+		Line: a.Pos.Line,
+	}
+}
+
+// WriteExplainText writes the plan for people, in the order the engine runs
+// it. It returns the first write error.
+func WriteExplainText(w io.Writer, c *Contract) error {
+	p := Explain(c)
+	if p == nil {
+		return fmt.Errorf("explain: no contract")
+	}
+	ew := &errWriter{w: w}
+	title := p.Name
+	if p.Version != "" {
+		title += " " + p.Version
+	}
+	if p.Title != "" {
+		title += " — " + p.Title
+	}
+	ew.printf("%s\n", title)
+	ew.printf("file: %s\n", p.Path)
+	if p.Agent != "" {
+		ew.printf("agent: %s\n", p.Agent)
+	}
+	if len(p.ReportOnlyAgents) > 0 {
+		ew.printf("report-only (never repaired): %s\n", strings.Join(p.ReportOnlyAgents, ", "))
+	}
+	onStart := ""
+	if p.Schedule.OnStart {
+		onStart = ", and once on start"
+	}
+	ew.printf("schedule: every %s%s\n", p.Schedule.Every, onStart)
+	gs := []string{"debounce " + p.Guards.Debounce}
+	if p.Guards.CrashLoop != "" {
+		gs = append(gs, "crash loop "+p.Guards.CrashLoop)
+	}
+	gs = append(gs, fmt.Sprintf("act after %d failing run(s)", p.Guards.After),
+		fmt.Sprintf("unreachable counts after %d", p.Guards.UnreachableAfter),
+		fmt.Sprintf("recover after %d", p.Guards.RecoverAfter))
+	if p.Guards.Budget != "" {
+		gs = append(gs, "budget "+p.Guards.Budget)
+	}
+	gs = append(gs, "verify after "+p.Guards.Grace, "remind every "+p.Guards.Repeat)
+	ew.printf("guards: %s\n", strings.Join(gs, ", "))
+	if len(p.Targets) > 0 {
+		ew.printf("targets:\n")
+		for _, t := range p.Targets {
+			ew.printf("  %-12s %s\n", t.Name, t.Chain)
+		}
+	}
+	for i, st := range p.Stages {
+		flags := ""
+		if st.Gate {
+			flags += " [gate: when critical, the stages after it are skipped]"
+		}
+		if st.ReportOnly {
+			flags += " [report-only]"
+		}
+		ew.printf("\n%d. stage %s — %s%s\n", i+1, st.ID, st.Title, flags)
+		who := ""
+		if st.Agent != "" {
+			who = "agent " + st.Agent + ", "
+		}
+		if st.Target == st.On {
+			ew.printf("   %son %s\n", who, st.On)
+		} else {
+			ew.printf("   %son %s (%s)\n", who, st.On, st.Target)
+		}
+		if st.ForEach != "" {
+			ew.printf("   once for each item of %s\n", st.ForEach)
+		}
+		for _, s := range st.Steps {
+			as := ""
+			if s.As != "" {
+				as = ", as " + s.As
+			}
+			ew.printf("   step %s (%s, timeout %s%s) on %s:\n", s.ID, s.Kind, s.Timeout, as, s.Target)
+			for _, l := range strings.Split(s.Command, "\n") {
+				ew.printf("       %s\n", l)
+			}
+			for _, h := range s.Health {
+				ew.printf("     %-9s when %-28s %s\n", h.Severity, h.Field, h.Expr)
+			}
+		}
+		if len(st.Actions) > 0 {
+			ew.printf("   actions:\n")
+		}
+		for _, a := range st.Actions {
+			what := "run `" + a.Action + "` on " + a.Target
+			if a.Builtin != "" {
+				what = a.Builtin + ": " + a.Message
+			}
+			if !a.Executed {
+				what += " (never executed: report-only agent)"
+			}
+			ew.printf("     when %s → %s\n", a.Expr, what)
+			if a.Builtin == "" {
+				g := fmt.Sprintf("after %d, debounce %s, verify after %s", a.Guards.After, a.Guards.Debounce, a.Guards.Grace)
+				if a.Guards.Budget != "" {
+					g += ", budget " + a.Guards.Budget
+				}
+				if a.Guards.EscalateAfter > 0 {
+					g += fmt.Sprintf(", escalate after %d failed", a.Guards.EscalateAfter)
+				}
+				if a.Guards.CrashLoop != "" {
+					g += ", crash loop " + a.Guards.CrashLoop
+				}
+				if a.Guards.RestartCount != "" {
+					g += ", restart count from " + a.Guards.RestartCount
+				}
+				if a.Tier > 0 {
+					g += fmt.Sprintf(", tier %d", a.Tier)
+				}
+				ew.printf("       guards: %s\n", g)
+			}
+		}
+	}
+	if len(p.Escalation) > 0 {
+		ew.printf("\nescalation:\n")
+		for _, e := range p.Escalation {
+			ew.printf("  when %s → %s: %s\n", e.Expr, e.Action, e.Message)
+		}
+	}
+	if len(p.Maintains) > 0 {
+		ew.printf("\nmaintains:\n")
+		for _, k := range p.Maintains {
+			t := k.Type
+			if len(k.Enum) > 0 {
+				t = `"` + strings.Join(k.Enum, `" | "`) + `"`
+			}
+			scope := ""
+			if k.PerAgent {
+				scope = "agents.*."
+			}
+			ew.printf("  %s%s: %s\n", scope, k.Name, t)
+		}
+	}
+	return ew.err
+}
+
+// errWriter keeps the first write error so the text writer reads straight.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) printf(format string, args ...any) {
+	if e.err != nil {
+		return
+	}
+	_, e.err = fmt.Fprintf(e.w, format, args...)
+}
