@@ -394,3 +394,20 @@ func TestSecretsAreRedactedFromReports(t *testing.T) {
 		t.Fatalf("report leaks or lost the redacted output: %s", b)
 	}
 }
+
+func TestSecondRunWhileLockedIsSkippedNotFailed(t *testing.T) {
+	h := newHarness(t)
+	s, err := store.Open(h.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unlock, err := s.Lock(context.Background(), "mesh", 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	rep := h.run()
+	if rep.Skipped != "another run holds the lock" || h.w.opener.targets["pi"].ran("echo health") != 0 {
+		t.Fatalf("skipped %q; probes ran %d times", rep.Skipped, h.w.opener.targets["pi"].ran("echo health"))
+	}
+}

@@ -122,6 +122,18 @@ func (d *Daemon) handleHealth(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, code, h)
 }
 
+// shortDuration writes a duration as a contract would: 15m, 1h30m, 90s.
+func shortDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = s[:len(s)-2]
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = s[:len(s)-2]
+	}
+	return s
+}
+
 func timePtr(t time.Time) *time.Time {
 	if t.IsZero() {
 		return nil
@@ -137,7 +149,7 @@ func (d *Daemon) status(e *entry) ContractStatus {
 		Name:                e.name,
 		Path:                e.path,
 		Version:             e.c.Version,
-		Schedule:            ScheduleView{Every: every(e.c).String(), OnStart: e.c.Schedule.OnStart},
+		Schedule:            ScheduleView{Every: shortDuration(every(e.c)), OnStart: e.c.Schedule.OnStart},
 		State:               "idle",
 		LastRunAt:           timePtr(st.LastStartedAt),
 		LastResult:          st.LastResult,

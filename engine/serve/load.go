@@ -164,7 +164,7 @@ func (d *Daemon) swap(e *entry, c *contracts.Contract) {
 	}
 	e.mu.Unlock()
 	e.poke()
-	d.logf("serve: %s: reloaded %s (version %s, every %s)", e.name, e.path, c.Version, every(c))
+	d.logf("serve: %s: reloaded %s (version %s, every %s)", e.name, e.path, c.Version, shortDuration(every(c)))
 }
 
 func (d *Daemon) addEntry(e *entry) {
@@ -183,7 +183,7 @@ func (d *Daemon) addEntry(e *entry) {
 	if held {
 		d.logf("serve: %s: loaded from %s, held down since %s; `contractd reset %s` releases it", e.name, e.path, e.state.HeldSince.Format(time.RFC3339), e.name)
 	} else {
-		d.logf("serve: %s: loaded from %s, every %s, first run at %s", e.name, e.path, every(e.c), next.Format(time.RFC3339))
+		d.logf("serve: %s: loaded from %s, every %s, first run at %s", e.name, e.path, shortDuration(every(e.c)), next.Format(time.RFC3339))
 	}
 	go d.loop(d.loopCtx, e)
 	if held && !e.state.Alerted {
