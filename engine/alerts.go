@@ -198,6 +198,12 @@ func (r *run) message(m notify.Message, ar *AlertReport) {
 	if m.Time.IsZero() {
 		m.Time = r.e.opts.Now()
 	}
+	if ar != nil && ar.Text == "" {
+		ar.Text = m.Text
+		r.mu.Lock()
+		r.rep.Alerts = append(r.rep.Alerts, ar)
+		r.mu.Unlock()
+	}
 	m.Text = redact(m.Text, secretValues(r.secrets))
 	r.logf("%s", "alert: "+m.Line())
 	r.mu.Lock()

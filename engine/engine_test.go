@@ -369,6 +369,9 @@ func TestCorruptLedgerIsMovedAsideAndNothingIsRepaired(t *testing.T) {
 	if h.w.restartCount("abiba") != 0 || len(rep.Errors) == 0 || !strings.Contains(rep.Errors[0], "corrupt") {
 		t.Fatalf("restarts %d errors %v", h.w.restartCount("abiba"), rep.Errors)
 	}
+	if len(h.rec.msgs) == 0 || !strings.Contains(h.rec.msgs[0], "ledger was corrupt") {
+		t.Fatalf("the corrupt ledger was not alerted: %v", h.rec.msgs)
+	}
 	aside, _ := filepath.Glob(filepath.Join(h.dir, "mesh.ledger.json.corrupt-*"))
 	if len(aside) != 1 {
 		t.Fatalf("corrupt ledger not moved aside: %v", aside)

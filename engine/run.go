@@ -89,6 +89,9 @@ func (e *Engine) Run(ctx context.Context, c *contracts.Contract) (*Report, error
 		r.noRepair = "ledger was corrupt and moved aside: " + err.Error()
 		rep.Errors = append(rep.Errors, r.noRepair)
 		r.ledger = store.NewLedger(c.Name)
+		r.message(notify.Message{Contract: c.Name, Kind: notify.KindEscalate, Severity: contracts.SeverityCritical.String(),
+			Text: "state ledger was corrupt and has been moved aside; this run repairs nothing and guard history restarts from zero: " + err.Error()},
+			&AlertReport{Key: guard.IncidentKey(c.Name, "", "ledger"), Condition: "ledger corrupt", Kind: notify.KindEscalate})
 	}
 	prevSnap, _, _ := st.ReadSnapshot(c.Name)
 
