@@ -349,20 +349,29 @@ loop:
 			d.logf("serve: watch %s: %v", d.cfg.Dir, err)
 		case <-debounce:
 			debounce = nil
-			d.reload()
+			d.reloadAndReport()
 		case _, ok := <-d.cfg.Reload:
 			if ok {
 				d.logf("serve: reload requested")
-				d.reload()
+				d.reloadAndReport()
 			}
 		case <-d.reloadReq:
-			d.reload()
+			d.reloadAndReport()
 		}
 	}
 	if err := d.shutdown(); err != nil && runErr == nil {
 		runErr = err
 	}
 	return runErr
+}
+
+// reloadAndReport reloads Dir and updates the status line systemd shows.
+func (d *Daemon) reloadAndReport() {
+	d.reload()
+	loaded, rejected := d.counts()
+	if err := d.cfg.Systemd.Notify(fmt.Sprintf("STATUS=%d contracts loaded, %d rejected", loaded, rejected)); err != nil {
+		d.logf("serve: %v", err)
+	}
 }
 
 // shutdown stops scheduling, stops the HTTP server, waits up to
