@@ -581,7 +581,8 @@ func TestShutdown(t *testing.T) {
 				at        time.Time
 			}
 			ended := make(chan outcome, 1)
-			h := startDaemon(t, Config{Dir: dir, StateDir: t.TempDir(), ShutdownGrace: tc.grace, Runner: &fakeRunner{run: func(ctx context.Context, c *contracts.Contract) (*engine.Report, error) {
+			state := t.TempDir()
+			h := startDaemon(t, Config{Dir: dir, StateDir: state, ShutdownGrace: tc.grace, Runner: &fakeRunner{run: func(ctx context.Context, c *contracts.Contract) (*engine.Report, error) {
 				close(started)
 				var timer <-chan time.Time
 				if tc.finishesIn > 0 {
@@ -613,6 +614,17 @@ func TestShutdown(t *testing.T) {
 			}
 			if o.at.After(stopped) {
 				t.Error("the run ended after Run returned")
+			}
+			st, err := ReadState(state, "long")
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := ResultOK
+			if tc.wantCancel {
+				want = ResultCancelled
+			}
+			if st.LastResult != want || st.ConsecutiveFailed != 0 {
+				t.Errorf("saved state: last result %q, %d failures; want %q and 0 (a shutdown is not a failed run)", st.LastResult, st.ConsecutiveFailed, want)
 			}
 		})
 	}

@@ -33,7 +33,7 @@ func newMetrics(tickAge func() float64) *metrics {
 		reg: prometheus.NewRegistry(),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "contractd_runs_total",
-			Help: "Runs by result: ok (the engine finished, sick agents included), failed (the engine itself failed), skipped_overlap.",
+			Help: "Runs by result: ok (the engine finished, sick agents included), failed (the engine itself failed), skipped_overlap, cancelled (at shutdown).",
 		}, []string{"contract", "result"}),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "contractd_run_duration_seconds",
@@ -87,6 +87,7 @@ func (m *metrics) add(name string) {
 	m.runs.WithLabelValues(name, ResultOK)
 	m.runs.WithLabelValues(name, ResultFailed)
 	m.runs.WithLabelValues(name, ResultSkippedOverlap)
+	m.runs.WithLabelValues(name, ResultCancelled)
 	m.alerts.WithLabelValues(name)
 	m.overlap.WithLabelValues(name)
 	m.heldDown.WithLabelValues(name)

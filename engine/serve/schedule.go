@@ -256,6 +256,10 @@ func (d *Daemon) finish(e *entry, start time.Time, rep *engine.Report, runErr er
 	iv := every(e.c)
 	result := ResultOK
 	switch {
+	case runErr != nil && d.runCtx.Err() != nil:
+		// Cancelled by our own shutdown: not the engine's failure, so it
+		// never counts toward backoff or hold-down.
+		result = ResultCancelled
 	case runErr != nil:
 		result = ResultFailed
 	case rep.Skipped != "":
@@ -276,6 +280,8 @@ func (d *Daemon) finish(e *entry, start time.Time, rep *engine.Report, runErr er
 	case ResultSkippedOverlap:
 		e.state.SkippedOverlap++
 		e.state.LastRun = now
+	case ResultCancelled:
+		e.state.LastRun = now
 	default:
 		guard.HoldDown{After: HoldDownAfter, Clock: d.clock}.Record(&e.state.Scheduler, nil)
 		e.state.LastSeverity = rep.OverallSeverity
@@ -293,6 +299,8 @@ func (d *Daemon) finish(e *entry, start time.Time, rep *engine.Report, runErr er
 	d.metrics.record(e.name, result, now.Sub(start).Seconds(), rep)
 	d.metrics.setHeld(e.name, st.HeldDown)
 	switch result {
+	case ResultCancelled:
+		d.logf("serve: %s: %s run cancelled at shutdown: %v", e.name, trigger, runErr)
 	case ResultFailed:
 		d.logf("serve: %s: %s run failed (%d in a row): %v", e.name, trigger, st.ConsecutiveFailed, runErr)
 	case ResultSkippedOverlap:

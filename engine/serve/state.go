@@ -21,6 +21,7 @@ const (
 	ResultOK             = "ok"              // the engine finished the run (sick agents included)
 	ResultFailed         = "failed"          // the engine itself failed: error, deadline, panic
 	ResultSkippedOverlap = "skipped_overlap" // the previous run was still going, or another process held the lock
+	ResultCancelled      = "cancelled"       // the daemon stopped and cancelled the run past its shutdown grace
 )
 
 // SchedulerState is what the daemon keeps per contract across restarts, in
