@@ -38,25 +38,59 @@ const notRun = "[contractd: not run: the batch ended before this step finished]"
 
 const batchPrologue = `umask 077
 __d=$(mktemp -d 2>/dev/null) || { __d="${TMPDIR:-/tmp}/contractd-$$"; mkdir "$__d" 2>/dev/null; } || exit 97
-trap 'rm -rf "$__d"' EXIT
-trap 'exit 129' HUP; trap 'exit 130' INT; trap 'exit 143' TERM
-__t=; if command -v timeout >/dev/null 2>&1; then __t=1; fi
-__b=sh; if command -v bash >/dev/null 2>&1; then __b="bash --norc"; fi
-__run() {
-	__s=sh; if [ "$3" = bash ]; then __s=$__b; fi
-	if [ -n "$__t" ] && [ "$2" != 0 ]; then
-		timeout -k 2 "$2" $__s "$__d/$1" <"/dev/null" >"$__d/$1.o" 2>"$__d/$1.e"
-	else
-		$__s "$__d/$1" <"/dev/null" >"$__d/$1.o" 2>"$__d/$1.e"
-	fi
-	__c=$?
-	printf '\n%s %s %s\n' "$__B" "$1" "$__c"
-	if [ -s "$__d/$1.o" ]; then cat "$__d/$1.o"; fi
-	printf '\n%s %s e\n' "$__B" "$1"
-	if [ -s "$__d/$1.e" ]; then cat "$__d/$1.e"; fi
-	printf '\n%s %s end\n' "$__B" "$1"
-	rm -f "$__d/$1" "$__d/$1.o" "$__d/$1.e"
+__p= __w=
+__stop() {
+	if [ -n "$__p" ]; then kill -KILL -- "-$__p" 2>/dev/null; fi
+	if [ -n "$__w" ]; then kill -KILL -- "-$__w" 2>/dev/null; fi
 }
+trap 'rm -rf "$__d"' EXIT
+trap '__stop; exit 129' HUP; trap '__stop; exit 130' INT; trap '__stop; exit 141' PIPE; trap '__stop; exit 143' TERM
+__cat() { cat "$1"; }
+__emit() {
+	printf '\n%s %s %s\n' "$__B" "$1" "$2"
+	if [ -s "$__d/$1.o" ]; then __cat "$__d/$1.o"; fi
+	printf '\n%s %s e\n' "$__B" "$1"
+	if [ -s "$__d/$1.e" ]; then __cat "$__d/$1.e"; fi
+	printf '\n%s %s end\n' "$__B" "$1"
+}
+if [ -n "${BASH_VERSION:-}" ] && mkfifo "$__d/.w" 2>/dev/null; then
+	set -m
+	__cat() {
+		local LC_ALL=C __x
+		while IFS= read -r -d '' __x; do printf '%s\0' "$__x"; done <"$1"
+		printf '%s' "$__x"
+	}
+	__run() {
+		if [ "$3" = sh ]; then
+			sh "$__d/$1" <"/dev/null" >"$__d/$1.o" 2>"$__d/$1.e" &
+		else
+			( __f=$__d/$1; unset -v __B __d __p __w __c; unset -f __run __emit __stop __cat; . "$__f" ) <"/dev/null" >"$__d/$1.o" 2>"$__d/$1.e" &
+		fi
+		__p=$! __w=
+		if [ "$2" != 0 ]; then
+			( read -t "$2" -u 9; : >"$__d/$1.t"; kill -TERM -- "-$__p"; read -t 2 -u 9; kill -KILL -- "-$__p" ) 9<>"$__d/.w" </dev/null >/dev/null 2>&1 &
+			__w=$!
+		fi
+		wait "$__p" 2>/dev/null
+		__c=$?
+		if [ -n "$__w" ]; then kill -KILL -- "-$__w" 2>/dev/null; wait "$__w" 2>/dev/null; fi
+		__p= __w=
+		if [ -e "$__d/$1.t" ]; then __c=124; fi
+		__emit "$1" "$__c"
+	}
+else
+	__t=; if command -v timeout >/dev/null 2>&1; then __t=1; fi
+	__b=sh; if command -v bash >/dev/null 2>&1; then __b="bash --norc"; fi
+	__run() {
+		__s=sh; if [ "$3" = bash ]; then __s=$__b; fi
+		if [ -n "$__t" ] && [ "$2" != 0 ]; then
+			timeout -k 2 "$2" $__s "$__d/$1" <"/dev/null" >"$__d/$1.o" 2>"$__d/$1.e"
+		else
+			$__s "$__d/$1" <"/dev/null" >"$__d/$1.o" 2>"$__d/$1.e"
+		fi
+		__emit "$1" $?
+	}
+fi
 `
 
 // execBatch is the run loop every transport's ExecBatch shares.
@@ -91,7 +125,7 @@ func execBatch(ctx context.Context, r runner, cmds []Command, logf logger) ([]Re
 	}()
 	stderr := newCapture(DefaultOutputCap)
 	mw := newMarkerWriter(marker, stderr)
-	code, err := r.run(runCtx, shellArgv("sh", remoteSeconds(dl, ok, start)), strings.NewReader(script), pw, mw)
+	code, err := r.run(runCtx, shellArgv("bash", remoteSeconds(dl, ok, start)), strings.NewReader(script), pw, mw)
 	pw.Close()
 	<-parsed
 	mw.flush()

@@ -88,19 +88,19 @@ func testCtx(t testing.TB) context.Context {
 	return ctx
 }
 
-// eventually polls cond until it holds or 10s pass; it is for state that
+// eventually polls cond until it holds or 20s pass; it is for state that
 // settles asynchronously (a killed process disappearing), not for timing.
 func eventually(t testing.TB, what string, cond func() (bool, string)) {
 	t.Helper()
 	var last string
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		ok, detail := cond()
 		if ok {
 			return
 		}
 		last = detail
 	}
-	t.Fatalf("%s: still not true after 10s: %s", what, last)
+	t.Fatalf("%s: still not true after 20s: %s", what, last)
 }
 
 // fixturesDir is the repository's fixtures/ directory.

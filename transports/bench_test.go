@@ -1,0 +1,157 @@
+package transports
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/contractd/contractd/fixtures/sshd"
+)
+
+// benchSteps is the probe workload of the performance bars: 20 read-only
+// steps on one host.
+const benchSteps = 20
+
+func benchProbe(i int) string { return fmt.Sprintf("cat /proc/loadavg; echo step %d", i) }
+
+func benchCommands() []Command {
+	cmds := make([]Command, benchSteps)
+	for i := range cmds {
+		cmds[i] = Command{Script: benchProbe(i), Timeout: 10 * time.Second}
+	}
+	return cmds
+}
+
+// benchRig is one loopback sshd with a warm pool and a warm ControlMaster.
+type benchRig struct {
+	s    *sshd.Server
+	tr   Transport
+	cm   []string // ssh args through the control master
+	stop func()
+}
+
+func newBenchRig(b *testing.B) *benchRig {
+	s := startSSHD(b, sshd.Options{})
+	p, _ := newPool(b, PoolOptions{})
+	tr := open(b, p, sshSpec(s))
+	if _, err := tr.Exec(context.Background(), Command{Script: "true"}); err != nil {
+		b.Fatal(err)
+	}
+	ctl := filepath.Join(b.TempDir(), "cm")
+	cm := append([]string{"-o", "ControlMaster=auto", "-o", "ControlPath=" + ctl, "-o", "ControlPersist=120"}, s.SSHArgs()...)
+	if out, err := exec.Command("ssh", append(cm, "true")...).CombinedOutput(); err != nil {
+		b.Fatalf("control master: %v: %s", err, out)
+	}
+	stop := func() { exec.Command("ssh", append([]string{"-O", "exit", "-o", "ControlPath=" + ctl}, s.SSHArgs()...)...).Run() }
+	b.Cleanup(stop)
+	return &benchRig{s: s, tr: tr, cm: cm, stop: stop}
+}
+
+// sshCLI runs one probe through the ssh client with args, script on stdin.
+func sshCLI(b *testing.B, args []string, script string) {
+	cmd := exec.Command("ssh", append(args, "bash --norc -s")...)
+	cmd.Stdin = strings.NewReader(script)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("ssh: %v: %s", err, out)
+	}
+}
+
+func (r *benchRig) batched(b *testing.B) {
+	res, err := r.tr.ExecBatch(context.Background(), benchCommands())
+	if err != nil || len(res) != benchSteps || res[benchSteps-1].ExitCode != 0 {
+		b.Fatalf("batch: %v", err)
+	}
+}
+
+func (r *benchRig) pooled(b *testing.B) {
+	for _, c := range benchCommands() {
+		if res, err := r.tr.Exec(context.Background(), c); err != nil || res.ExitCode != 0 {
+			b.Fatalf("exec: %+v %v", res, err)
+		}
+	}
+}
+
+func (r *benchRig) cli(b *testing.B) {
+	for i := 0; i < benchSteps; i++ {
+		sshCLI(b, r.s.SSHArgs(), benchProbe(i))
+	}
+}
+
+func (r *benchRig) controlMaster(b *testing.B) {
+	for i := 0; i < benchSteps; i++ {
+		sshCLI(b, r.cm, benchProbe(i))
+	}
+}
+
+// BenchmarkSSHBatched20 is 20 probe steps batched into one session.
+func BenchmarkSSHBatched20(b *testing.B) {
+	r := newBenchRig(b)
+	b.ResetTimer()
+	for b.Loop() {
+		r.batched(b)
+	}
+}
+
+// BenchmarkSSHPooled20 is 20 probe steps, one pooled session each.
+func BenchmarkSSHPooled20(b *testing.B) {
+	r := newBenchRig(b)
+	b.ResetTimer()
+	for b.Loop() {
+		r.pooled(b)
+	}
+}
+
+// BenchmarkSSHCLI20 is 20 probe steps, one ssh process (and connection) each.
+func BenchmarkSSHCLI20(b *testing.B) {
+	r := newBenchRig(b)
+	b.ResetTimer()
+	for b.Loop() {
+		r.cli(b)
+	}
+}
+
+// BenchmarkSSHControlMaster20 is 20 probe steps, one ssh process each over
+// a warm ControlMaster connection.
+func BenchmarkSSHControlMaster20(b *testing.B) {
+	r := newBenchRig(b)
+	b.ResetTimer()
+	for b.Loop() {
+		r.controlMaster(b)
+	}
+}
+
+// BenchmarkSSHRatios measures all four ways in one run against one sshd,
+// interleaved so that machine load hits them alike, and reports the three
+// ratios of the performance bars as metrics (ssh_batched_vs_ssh_cli_x ≥ 30,
+// ssh_batched_vs_controlmaster_x ≥ 10, ssh_pooled_vs_controlmaster_x ≥ 0.9).
+// Run it with: go test -run '^$' -bench SSHRatios -benchtime 5x ./transports
+func BenchmarkSSHRatios(b *testing.B) {
+	r := newBenchRig(b)
+	var batched, pooled, cli, cm time.Duration
+	timeIt := func(d *time.Duration, f func(*testing.B)) {
+		start := time.Now()
+		f(b)
+		*d += time.Since(start)
+	}
+	b.ResetTimer()
+	n := 0
+	for b.Loop() {
+		timeIt(&batched, r.batched)
+		timeIt(&pooled, r.pooled)
+		timeIt(&cli, r.cli)
+		timeIt(&cm, r.controlMaster)
+		n++
+	}
+	ms := func(d time.Duration) float64 { return float64(d) / float64(n) / 1e6 }
+	b.ReportMetric(ms(batched), "batched_ms/20steps")
+	b.ReportMetric(ms(pooled), "pooled_ms/20steps")
+	b.ReportMetric(ms(cli), "cli_ms/20steps")
+	b.ReportMetric(ms(cm), "controlmaster_ms/20steps")
+	b.ReportMetric(float64(cli)/float64(batched), "ssh_batched_vs_ssh_cli_x")
+	b.ReportMetric(float64(cm)/float64(batched), "ssh_batched_vs_controlmaster_x")
+	b.ReportMetric(float64(cm)/float64(pooled), "ssh_pooled_vs_controlmaster_x")
+}
