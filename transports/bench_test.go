@@ -46,7 +46,9 @@ func newBenchRig(b *testing.B) *benchRig {
 	if out, err := exec.Command("ssh", append(cm, "true")...).CombinedOutput(); err != nil {
 		b.Fatalf("control master: %v: %s", err, out)
 	}
-	stop := func() { exec.Command("ssh", append([]string{"-O", "exit", "-o", "ControlPath=" + ctl}, s.SSHArgs()...)...).Run() }
+	stop := func() {
+		exec.Command("ssh", append([]string{"-O", "exit", "-o", "ControlPath=" + ctl}, s.SSHArgs()...)...).Run()
+	}
 	b.Cleanup(stop)
 	return &benchRig{s: s, tr: tr, cm: cm, stop: stop}
 }
