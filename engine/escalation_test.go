@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"github.com/contractd/contractd/contracts"
 	"strings"
 	"testing"
 	"time"
@@ -178,5 +179,63 @@ func wrapGate(next func(context.Context, transports.Command) (transports.Result,
 			return transports.Result{Stdout: state + "\n"}, nil
 		}
 		return next(ctx, cmd)
+	}
+}
+
+func TestForEachExpandsOneUnitPerItem(t *testing.T) {
+	src := "---\n" + `kind: responsibility
+name: lanes
+version: 1.0.0
+runtime_contract: 2
+agent: lab
+targets:
+  t: {local: true}
+for_each:
+  lanes:
+    - {name: sol, port: 1}
+    - {name: ace, port: 2}
+` + "---\n" + `
+# Lanes
+
+## Execution
+
+### Lane {#lane for_each=lanes agent=lab on=t}
+
+` + "```bash {id=probe}\necho lane $name\n```" + `
+
+Expected: ` + "`ok`" + `
+
+| Condition | Action |
+|-----------|--------|
+| ` + "`probe.stdout != \"ok\"`" + ` | ` + "`restart ${name}`" + ` |
+`
+	var ran []string
+	tgt := &fakeTarget{name: "t", exec: func(ctx context.Context, cmd transports.Command) (transports.Result, error) {
+		if strings.HasPrefix(strings.TrimSpace(cmd.Script), "restart") {
+			ran = append(ran, strings.TrimSpace(cmd.Script))
+			return transports.Result{}, nil
+		}
+		if strings.Contains(cmd.Script, "name=ace") {
+			return transports.Result{Stdout: "wedged\n"}, nil
+		}
+		return transports.Result{Stdout: "ok\n"}, nil
+	}}
+	c := parse(t, src)
+	eng, err := New(Options{StateDir: t.TempDir(), Opener: &fakeOpener{targets: map[string]*fakeTarget{"t": tgt}}, Sleep: func(context.Context, time.Duration) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := eng.Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Stages) != 2 || rep.Stages[0].ID != "lane[sol]" || rep.Stages[1].ID != "lane[ace]" {
+		t.Fatalf("stages %v", rep.Stages)
+	}
+	if rep.Agents["lane[sol]"].Severity != contracts.SeverityHealthy || rep.Agents["lane[ace]"].Severity != contracts.SeverityCritical {
+		t.Fatalf("agents %+v", rep.Agents)
+	}
+	if len(ran) != 1 || ran[0] != "restart ace" {
+		t.Fatalf("repairs %q; want only the sick item's, with its own value", ran)
 	}
 }

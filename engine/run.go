@@ -164,8 +164,13 @@ func (r *run) settleAgents() []*unitState {
 	var order []string
 	for _, sr := range r.runs {
 		key, agent := sr.agent, sr.agent
-		if key == "" {
+		switch {
+		case key == "":
 			key = sr.id
+		case sr.item != nil && !strings.Contains(sr.stage.Agent, "$"):
+			// Every item of a for_each stage is its own unit, even when
+			// the items share an agent name: lab[sol], lab[ace] …
+			key, agent = sr.id, sr.id
 		}
 		u, ok := byKey[key]
 		if !ok {
