@@ -1,0 +1,95 @@
+package transports
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/contractd/contractd/fixtures/sshd"
+)
+
+// pctHost starts an sshd whose sessions find the pct stand-in on PATH, with
+// container 112 running (env and root dir) and 113 stopped.
+func pctHost(t *testing.T) (*sshd.Server, string) {
+	root := t.TempDir()
+	for _, d := range []string{"112/root", "113"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	os.WriteFile(filepath.Join(root, "112", "env"), []byte("CT_NAME=web112\n"), 0o644)
+	os.WriteFile(filepath.Join(root, "113", "stopped"), nil, 0o644)
+	s := startSSHD(t, sshd.Options{
+		PathPrepend: []string{filepath.Join(fixturesDir(t), "pct")},
+		Env:         map[string]string{"PCT_ROOT": root},
+	})
+	return s, root
+}
+
+func pctSpec(s *sshd.Server, vmid int) *Spec {
+	return &Spec{Kind: "pct", VMID: vmid, Via: sshSpec(s)}
+}
+
+func TestPCTOverSSH(t *testing.T) {
+	s, root := pctHost(t)
+	p, _ := newPool(t, PoolOptions{})
+	ct := open(t, p, pctSpec(s, 112))
+	if want := fmt.Sprintf("ssh %s@%s → pct 112", s.User, s.Addr); ct.String() != want {
+		t.Errorf("String() = %q, want %q", ct.String(), want)
+	}
+
+	t.Run("runs inside the container with the exit status passed through", func(t *testing.T) {
+		res, err := ct.Exec(testCtx(t), Command{Script: "echo \"$CT_NAME $PWD\"; echo to-stderr >&2; exit 4"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "web112 " + filepath.Join(root, "112", "root") + "\n"; res.Stdout != want || res.Stderr != "to-stderr\n" || res.ExitCode != 4 {
+			t.Fatalf("got %+v, want stdout %q, stderr to-stderr, exit 4", res, want)
+		}
+	})
+	t.Run("batches in one pct exec", func(t *testing.T) {
+		rs, err := ct.ExecBatch(testCtx(t), []Command{{Script: "echo $CT_NAME"}, {Script: "exit 9", Shell: "sh"}})
+		if err != nil || len(rs) != 2 || rs[0].Stdout != "web112\n" || rs[1].ExitCode != 9 {
+			t.Fatalf("batch: %+v, %v", rs, err)
+		}
+	})
+	refusals := []struct {
+		name string
+		vmid int
+		want string
+	}{
+		{"unknown VMID fails like Proxmox", 999, "Configuration file 'nodes/"},
+		{"stopped container", 113, "container '113' not running"},
+	}
+	for _, tc := range refusals {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, batch := range []bool{false, true} {
+				tr := open(t, p, pctSpec(s, tc.vmid))
+				var err error
+				if batch {
+					_, err = tr.ExecBatch(testCtx(t), []Command{{Script: "true"}, {Script: "true"}})
+				} else {
+					_, err = tr.Exec(testCtx(t), Command{Script: "true"})
+				}
+				if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), tc.want) {
+					t.Fatalf("batch=%v: err = %v, want ErrUnreachable mentioning %q", batch, err, tc.want)
+				}
+			}
+		})
+	}
+	t.Run("timeout kills the process in the container", func(t *testing.T) {
+		sleep := uniqueSleep()
+		res, err := ct.Exec(testCtx(t), Command{Script: sleep + "; echo survived", Timeout: time.Second})
+		if err != nil || !res.TimedOut || strings.Contains(res.Stdout, "survived") {
+			t.Fatalf("got %+v, %v; want a timed-out result", res, err)
+		}
+		eventually(t, "the sleep is gone", func() (bool, string) {
+			ps := psArgs(t, s)
+			return !strings.Contains(ps, sleep), ps
+		})
+	})
+}
