@@ -723,7 +723,7 @@ func (b *bodyParser) actionTable(header []cell, rows [][]cell) {
 		}
 		cond := strings.TrimSpace(row[0].text)
 		ar := &ActionRow{Condition: unquoteTicks(cond), On: st.On, Pos: row[0].pos}
-		exprText, err := CompileCondition(cond)
+		exprText, err := b.cache.condition(cond)
 		ok := true
 		if err != nil {
 			b.d.errorf(row[0].pos, "%v", err)
@@ -757,7 +757,14 @@ func (b *bodyParser) actionTable(header []cell, rows [][]cell) {
 	}
 }
 
-var reSameAsAbove = regexp.MustCompile(`(?i)^same as above\W*$`)
+// isSameAsAbove matches "Same as above", any case, with trailing punctuation.
+func isSameAsAbove(s string) bool {
+	const phrase = "same as above"
+	if len(s) < len(phrase) || !strings.EqualFold(s[:len(phrase)], phrase) {
+		return false
+	}
+	return strings.Trim(s[len(phrase):], " .!;:—-") == ""
+}
 
 // action reads the Action cell: a backticked literal command, a built-in
 // (log, alert, monitor, escalate; the whole text is the message), or "Same as
@@ -768,7 +775,7 @@ func (b *bodyParser) action(ar *ActionRow, c cell, prev *ActionRow) bool {
 		b.d.errorf(c.pos, "empty action (want a `command`, log, alert, monitor or escalate)")
 		return false
 	}
-	if reSameAsAbove.MatchString(text) {
+	if isSameAsAbove(text) {
 		if prev == nil {
 			b.d.errorf(c.pos, "%q has no row above it", text)
 			return false
@@ -859,7 +866,7 @@ func (b *bodyParser) escalationTable(header []cell, rows [][]cell) {
 		cond := strings.TrimSpace(row[0].text)
 		r := &EscalationRule{Condition: unquoteTicks(cond), Pos: row[0].pos}
 		ok := true
-		exprText, err := CompileCondition(cond)
+		exprText, err := b.cache.condition(cond)
 		if err != nil {
 			b.d.errorf(row[0].pos, "%v", err)
 			ok = false

@@ -100,6 +100,9 @@ func newExprCache() *exprCache {
 	return &exprCache{m: map[cacheKey]*compiled{}, cells: map[cellKey]cellResult{}}
 }
 
+// condition is CompileCondition through the cache.
+func (c *exprCache) condition(src string) (string, error) { return c.cell(src, "\x00condition") }
+
 // cell is CompileCell through the cache: contracts loaded together tend to
 // share their tables.
 func (c *exprCache) cell(src, field string) (string, error) {
@@ -110,7 +113,11 @@ func (c *exprCache) cell(src, field string) (string, error) {
 	if ok {
 		return r.expr, r.err
 	}
-	r.expr, r.err = CompileCell(src, field)
+	if field == "\x00condition" {
+		r.expr, r.err = CompileCondition(src)
+	} else {
+		r.expr, r.err = CompileCell(src, field)
+	}
 	c.mu.Lock()
 	c.cells[k] = r
 	c.mu.Unlock()

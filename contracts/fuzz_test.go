@@ -22,7 +22,7 @@ func FuzzParse(f *testing.F) {
 	l := newLoader(Options{})
 	md := newMarkdownParser()
 	f.Fuzz(func(t *testing.T, src []byte) {
-		c, ds := l.parse(md, "fuzz.md", src)
+		c, ds := l.parse(md, "fuzz.md", src, false)
 		if ds.HasErrors() && c != nil {
 			t.Fatalf("contract returned despite errors:\n%s", ds)
 		}

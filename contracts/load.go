@@ -71,7 +71,8 @@ func LoadFile(path string, opts Options) (*Contract, Diagnostics) {
 	if err != nil {
 		return nil, Diagnostics{{Pos: Pos{File: path, Line: 1, Col: 1}, Severity: DiagError, Msg: fmt.Sprintf("read contract: %v", err)}}
 	}
-	return Parse(path, src, opts)
+	l := newLoader(opts)
+	return l.safeParse(newMarkdownParser(), path, src, true)
 }
 
 // Parse loads a contract from src; path only names it in diagnostics. It
@@ -80,7 +81,7 @@ func LoadFile(path string, opts Options) (*Contract, Diagnostics) {
 // the diagnostics hold only warnings.
 func Parse(path string, src []byte, opts Options) (*Contract, Diagnostics) {
 	l := newLoader(opts)
-	return l.safeParse(newMarkdownParser(), path, src)
+	return l.safeParse(newMarkdownParser(), path, src, false)
 }
 
 // LoadMany loads contracts in parallel (bounded by GOMAXPROCS), sharing one
@@ -104,7 +105,7 @@ func LoadMany(paths []string, opts Options) ([]*Contract, []Diagnostics) {
 					diags[i] = Diagnostics{{Pos: Pos{File: paths[i], Line: 1, Col: 1}, Severity: DiagError, Msg: fmt.Sprintf("read contract: %v", err)}}
 					continue
 				}
-				out[i], diags[i] = l.safeParse(md, paths[i], src)
+				out[i], diags[i] = l.safeParse(md, paths[i], src, true)
 			}
 		}()
 	}
@@ -134,21 +135,23 @@ func LoadDir(dir string, opts Options) ([]*Contract, []Diagnostics, error) {
 // safeParse turns a parser panic into an error diagnostic, so a malformed
 // file can never take the daemon down. The fuzz target calls parse directly
 // so such a bug is still found.
-func (l *loader) safeParse(md parser.Parser, path string, src []byte) (c *Contract, ds Diagnostics) {
+func (l *loader) safeParse(md parser.Parser, path string, src []byte, owned bool) (c *Contract, ds Diagnostics) {
 	defer func() {
 		if r := recover(); r != nil {
 			c = nil
 			ds = append(ds, Diagnostic{Pos: Pos{File: path, Line: 1, Col: 1}, Severity: DiagError, Msg: fmt.Sprintf("internal error while parsing: %v", r)})
 		}
 	}()
-	return l.parse(md, path, src)
+	return l.parse(md, path, src, owned)
 }
 
-func (l *loader) parse(md parser.Parser, path string, src []byte) (*Contract, Diagnostics) {
+// parse loads one contract. owned says src may be modified (the front
+// matter is blanked in place for goldmark once the YAML has been read).
+func (l *loader) parse(md parser.Parser, path string, src []byte, owned bool) (*Contract, Diagnostics) {
 	d := &diags{file: path}
 	s := newSource(path, src)
 	c := newContract(path)
-	yamlText, yamlLine, body, closed, ok := splitFrontMatter(src)
+	yamlText, yamlLine, bodyStart, closed, ok := splitFrontMatter(src)
 	top := s.lineCol(1, 1)
 	switch {
 	case !ok:
@@ -179,6 +182,13 @@ func (l *loader) parse(md parser.Parser, path string, src []byte) (*Contract, Di
 	for k, v := range l.opts.Vars {
 		c.Vars[k] = v
 	}
+	if !ok {
+		bodyStart = 0
+	} else if !closed {
+		bodyStart = len(src)
+	}
+	body := blankPrefix(src, bodyStart, owned)
+	s.src = body // only body text is read from here on
 	b := newBodyParser(s, d, c, l.cache)
 	b.expandNotify()
 	b.parse(md, body)

@@ -86,11 +86,10 @@ func offsetPos(p Pos, text string, byteOff int) Pos {
 	return p
 }
 
-// splitFrontMatter finds a leading `---` … `---` block. It returns the YAML
-// text, the 1-based line the YAML starts on, and the body with the front
-// matter blanked out byte for byte, so goldmark offsets stay offsets into the
-// original file. ok is false when the file does not start with `---`.
-func splitFrontMatter(src []byte) (yaml []byte, yamlLine int, body []byte, closed, ok bool) {
+// frontMatter locates a leading `---` … `---` block. It returns the YAML
+// text, the 1-based line the YAML starts on, and the offset just past the
+// closing line. ok is false when the file does not start with `---`.
+func splitFrontMatter(src []byte) (yaml []byte, yamlLine, after int, closed, ok bool) {
 	rest := src
 	if bytes.HasPrefix(rest, []byte("\xef\xbb\xbf")) {
 		rest = rest[3:]
@@ -98,18 +97,13 @@ func splitFrontMatter(src []byte) (yaml []byte, yamlLine int, body []byte, close
 	skip := len(src) - len(rest)
 	first, _, _ := bytes.Cut(rest, []byte("\n"))
 	if string(bytes.TrimRight(first, " \t\r")) != "---" {
-		return nil, 0, src, false, false
+		return nil, 0, 0, false, false
 	}
-	start := skip + len(first) + 1
-	if start > len(src) {
-		start = len(src)
-	}
+	start := min(skip+len(first)+1, len(src))
 	end, after := len(src), len(src)
-	closed = false
 	for off := start; off < len(src); {
 		nl := bytes.IndexByte(src[off:], '\n')
-		lineEnd := len(src)
-		next := len(src)
+		lineEnd, next := len(src), len(src)
 		if nl >= 0 {
 			lineEnd = off + nl
 			next = lineEnd + 1
@@ -121,12 +115,22 @@ func splitFrontMatter(src []byte) (yaml []byte, yamlLine int, body []byte, close
 		}
 		off = next
 	}
-	body = make([]byte, len(src))
-	copy(body, src)
-	for i := 0; i < after && i < len(body); i++ {
+	return src[start:end], 2, after, closed, true
+}
+
+// blankPrefix returns body with its first n bytes turned into spaces
+// (newlines kept), so goldmark offsets stay offsets into the original file.
+// It works in place when owned is true, on a copy otherwise.
+func blankPrefix(body []byte, n int, owned bool) []byte {
+	if !owned {
+		c := make([]byte, len(body))
+		copy(c, body)
+		body = c
+	}
+	for i := 0; i < n && i < len(body); i++ {
 		if body[i] != '\n' {
 			body[i] = ' '
 		}
 	}
-	return src[start:end], 2, body, closed, true
+	return body
 }
