@@ -197,7 +197,7 @@ func wholeTicks(s string) (string, bool) {
 		return "", false
 	}
 	n := 0
-	for len(s) > 2*n && s[n] == '`' && s[len(s)-1-n] == '`' {
+	for 2*(n+1) < len(s) && s[n] == '`' && s[len(s)-1-n] == '`' {
 		n++
 	}
 	ticks := s[:n]

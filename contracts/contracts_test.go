@@ -474,3 +474,17 @@ func TestMaintainsSchema(t *testing.T) {
 		t.Errorf("want the union of 11 per-agent keys, got %d: %v", len(types), types)
 	}
 }
+
+func TestWholeTicks(t *testing.T) {
+	for _, tc := range []struct {
+		in, inner string
+		ok        bool
+	}{{"`x`", "x", true}, {"``a`b``", "a`b", true}, {"```", "", false}, {"``", "", false}, {"`", "", false}, {"`a` b `c`", "", false}, {"plain", "", false}} {
+		t.Run(tc.in, func(t *testing.T) {
+			inner, ok := wholeTicks(tc.in)
+			if inner != tc.inner || ok != tc.ok {
+				t.Fatalf("wholeTicks(%q) = %q, %v; want %q, %v", tc.in, inner, ok, tc.inner, tc.ok)
+			}
+		})
+	}
+}
