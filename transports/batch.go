@@ -37,7 +37,7 @@ const exitTempDir = 97
 const notRun = "[contractd: not run: the batch ended before this step finished]"
 
 const batchPrologue = `umask 077
-__d=$(mktemp -d 2>/dev/null) || { __d="${TMPDIR:-/tmp}/contractd-$$"; mkdir "$__d" 2>/dev/null; } || exit 97
+__d=$(mktemp -d 2>/dev/null) || __d=$(mktemp -d -p /dev/shm 2>/dev/null) || { __d="${TMPDIR:-/tmp}/contractd-$$"; mkdir "$__d" 2>/dev/null; } || exit 97
 __p= __w=
 __stop() {
 	if [ -n "$__p" ]; then kill -KILL -- "-$__p" 2>/dev/null; fi
@@ -79,12 +79,16 @@ if [ -n "${BASH_VERSION:-}" ] && mkfifo "$__d/.w" 2>/dev/null; then
 		__emit "$1" "$__c"
 	}
 else
-	__t=; if command -v timeout >/dev/null 2>&1; then __t=1; fi
+	__t=; if command -v timeout >/dev/null 2>&1; then __t=timeout; fi
+	if [ -L /bin/timeout ] || [ -L /usr/bin/timeout ]; then __t=busybox; fi
 	__b=sh; if command -v bash >/dev/null 2>&1; then __b="bash --norc"; fi
+	__g='trap "trap - TERM; kill -TERM 0" TERM; "$@" & wait $!'
 	__run() {
 		__s=sh; if [ "$3" = bash ]; then __s=$__b; fi
-		if [ -n "$__t" ] && [ "$2" != 0 ]; then
+		if [ "$__t" = timeout ] && [ "$2" != 0 ]; then
 			timeout -k 2 "$2" $__s "$__d/$1" <"/dev/null" >"$__d/$1.o" 2>"$__d/$1.e"
+		elif [ "$__t" = busybox ] && [ "$2" != 0 ]; then
+			timeout -k 2 "$2" sh -c "$__g" sh $__s "$__d/$1" <"/dev/null" >"$__d/$1.o" 2>"$__d/$1.e"
 		else
 			$__s "$__d/$1" <"/dev/null" >"$__d/$1.o" 2>"$__d/$1.e"
 		fi

@@ -190,15 +190,25 @@ func remoteSeconds(deadline time.Time, ok bool, now time.Time) int {
 	return max(s, 1)
 }
 
+// groupKill is the program a busybox-style `timeout` (a symlink, which
+// signals only the process it started) runs: it starts the shell with our
+// stdin and, when signalled, passes the signal to its whole process group,
+// so that children of the script die too. coreutils timeout already
+// signals its group and needs no help.
+const groupKill = `trap "trap - TERM; kill -TERM 0" TERM; exec 3<&0; "$@" <&3 3<&- & wait $!`
+
 // launcher is the constant program of the fixed argv every script runs
 // under. It picks the shell (bash with --norc so an ssh login does not
 // source ~/.bashrc a second time; sh when bash is absent or not asked for)
 // and, when the target has `timeout`, runs it under `timeout -k` so a hung
-// script cannot outlive its deadline even if our signal never arrives.
+// script cannot outlive its deadline even where our signal cannot reach it
+// (sshd ignores signal requests on root logins).
 // Arguments: $1 seconds (0 = none), $2 shell name.
 const launcher = `t=$1 s=$2; ` +
 	`if [ "$s" = bash ] && command -v bash >/dev/null 2>&1; then set -- bash --norc -s; else set -- sh -s; fi; ` +
-	`if [ "$t" != 0 ] && command -v timeout >/dev/null 2>&1; then exec timeout -k ` + "2" + ` "$t" "$@"; fi; ` +
+	`if [ "$t" != 0 ] && command -v timeout >/dev/null 2>&1; then ` +
+	`if [ -L /bin/timeout ] || [ -L /usr/bin/timeout ]; then exec timeout -k 2 "$t" sh -c '` + groupKill + `' sh "$@"; fi; ` +
+	`exec timeout -k 2 "$t" "$@"; fi; ` +
 	`exec "$@"`
 
 // shellArgv is the fixed argv that reads a script from stdin: no script
