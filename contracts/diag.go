@@ -17,6 +17,7 @@ const (
 	DiagWarning
 )
 
+// String returns "error" or "warning".
 func (s DiagSeverity) String() string {
 	if s == DiagWarning {
 		return "warning"

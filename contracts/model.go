@@ -22,6 +22,7 @@ type Pos struct {
 	Col  int    `json:"col"`
 }
 
+// String renders the position as FILE:LINE:COL.
 func (p Pos) String() string { return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Col) }
 
 // Severity is the verdict of a cell, row, step, agent or run. The zero value
@@ -48,6 +49,7 @@ var severityNames = map[Severity]string{
 	SeveritySkipped:     "skipped",
 }
 
+// String returns the severity's name, or severity(N) for an unknown value.
 func (s Severity) String() string {
 	if n, ok := severityNames[s]; ok {
 		return n
@@ -137,6 +139,7 @@ type Budget struct {
 	Window time.Duration
 }
 
+// String renders the budget as "N per WINDOW".
 func (b Budget) String() string { return fmt.Sprintf("%d per %s", b.Count, b.Window) }
 
 // Target is one link of a transport chain. Exactly one of SSH, PCT, Docker or
