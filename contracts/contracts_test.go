@@ -488,3 +488,23 @@ func TestWholeTicks(t *testing.T) {
 		})
 	}
 }
+
+type failingWriter struct{ after int }
+
+func (f *failingWriter) Write(p []byte) (int, error) {
+	if f.after <= 0 {
+		return 0, errors.New("disk full")
+	}
+	f.after--
+	return len(p), nil
+}
+
+func TestWriteExplainTextReportsWriteErrors(t *testing.T) {
+	c := loadZulip(t, Options{})
+	if err := WriteExplainText(&failingWriter{after: 3}, c); err == nil || !strings.Contains(err.Error(), "disk full") {
+		t.Fatalf("want the writer's error, got %v", err)
+	}
+	if err := WriteExplainText(&bytes.Buffer{}, nil); err == nil {
+		t.Fatal("a nil contract must be an error")
+	}
+}
