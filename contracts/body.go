@@ -94,8 +94,41 @@ func (b *bodyParser) parse(p parser.Parser, body []byte) {
 			if b.section == "maintains" && b.h3 == "" {
 				b.maintainsList(x)
 			}
+			b.nested(x)
+		case *ast.Blockquote:
+			b.nested(x)
 		}
 	}
+}
+
+// nested reports steps and engine tables inside a list item or a quote:
+// they would be read as prose, and a probe silently lost.
+func (b *bodyParser) nested(container ast.Node) {
+	_ = ast.Walk(container, func(n ast.Node, entering bool) (ast.WalkStatus, error) {
+		if !entering || n == container {
+			return ast.WalkContinue, nil
+		}
+		switch x := n.(type) {
+		case *ast.FencedCodeBlock:
+			if x.Info == nil {
+				break
+			}
+			if _, _, _, ok := trailingAttrs(string(x.Info.Segment.Value(b.s.src))); ok {
+				b.d.errorf(b.s.pos(x.Info.Segment.Start), "step block inside a list or quote is not read: move it to the top level of its stage")
+			}
+		case *extast.Table:
+			if h := x.FirstChild(); h != nil {
+				cells := b.rowCells(h)
+				if len(cells) >= 2 {
+					h0, h1 := headerName(cells[0].text), headerName(cells[1].text)
+					if h0 == "field" || h1 == "action" && (h0 == "condition" || h0 == "aggregate") {
+						b.d.errorf(cells[0].pos, "table inside a list or quote is not read: move it to the top level of its stage")
+					}
+				}
+			}
+		}
+		return ast.WalkContinue, nil
+	})
 }
 
 // blockLine returns the 1-based line a block node starts on.
