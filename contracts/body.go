@@ -886,7 +886,7 @@ func (b *bodyParser) actionGuards(ar *ActionRow, c cell, st *Stage) {
 	}
 }
 
-var escalationKeywords = []string{"log", "alert", "relay", "recover", "escalate"}
+var escalationKeywords = []string{"log", "alert", "relay", "recover", "escalate", "page"}
 
 func (b *bodyParser) escalationTable(header []cell, rows [][]cell) {
 	for i := 2; i < len(header); i++ {
@@ -912,7 +912,7 @@ func (b *bodyParser) escalationTable(header []cell, rows [][]cell) {
 		text := strings.TrimSpace(row[1].text)
 		w := firstWord(text)
 		if !contains(escalationKeywords, w) {
-			b.d.errorf(row[1].pos, "unknown escalation action %q (want text starting with log, alert, relay, recover or escalate)", text)
+			b.d.errorf(row[1].pos, "unknown escalation action %q (want text starting with log, alert, relay, page, recover or escalate)", text)
 			ok = false
 		}
 		r.Action, r.Message = w, strings.ReplaceAll(text, "`", "")
