@@ -82,7 +82,11 @@ else
 	__t=; if command -v timeout >/dev/null 2>&1; then __t=timeout; fi
 	if [ -L /bin/timeout ] || [ -L /usr/bin/timeout ]; then __t=busybox; fi
 	__b=sh; if command -v bash >/dev/null 2>&1; then __b="bash --norc"; fi
-	__g='trap "trap - TERM; kill -TERM 0" TERM; "$@" & wait $!'
+	# busybox timeout signals only its child: run the step in its own session
+	# and pass the signal to that whole group.
+	# The wrapper exits 124 like coreutils timeout when it was signalled.
+	__g='"$@" & __p=$!; trap "kill -TERM $__p; exit 124" TERM; wait $__p'
+	if command -v setsid >/dev/null 2>&1; then __g='setsid "$@" & __p=$!; trap "kill -TERM -$__p; exit 124" TERM; wait $__p'; fi
 	__run() {
 		__s=sh; if [ "$3" = bash ]; then __s=$__b; fi
 		if [ "$__t" = timeout ] && [ "$2" != 0 ]; then
