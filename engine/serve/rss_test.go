@@ -28,8 +28,10 @@ const idleContracts = 50
 // contracts loaded and idle (bar: < 40 MB) and prints
 // `bench: daemon_idle_rss_mb N`.
 //
-// With CONTRACTD_BIN set to a built contractd, it measures the real binary:
-// `contractd serve` over 50 copies of fixtures/contracts/sibling-supervisor.md.
+// With CONTRACTD_BIN set to a built contractd (named contractd: another name
+// is taken as a contract's command), it measures the real binary:
+// `contractd serve` over 50 copies of fixtures/contracts/sibling-supervisor.md
+// scheduled hourly, so none runs while it is measured.
 // Without it, it measures this package's daemon in a child process (the test
 // binary re-executed as TestIdleDaemonHelper), which is the daemon plus the
 // test framework: an upper bound on the daemon's own share.
@@ -43,6 +45,9 @@ func BenchmarkDaemonIdleRSS(b *testing.B) {
 			b.Fatal(err)
 		}
 		nameLine := regexp.MustCompile(`(?m)^name: .*$`)
+		// Idle: no run during the measurement.
+		scheduleLine := regexp.MustCompile(`(?m)^schedule: .*$`)
+		tmpl = scheduleLine.ReplaceAll(tmpl, []byte("schedule: {every: 1h, on_start: false}"))
 		for i := range idleContracts {
 			name := fmt.Sprintf("idle-%02d", i)
 			body := nameLine.ReplaceAll(tmpl, []byte("name: "+name))
@@ -62,15 +67,15 @@ func BenchmarkDaemonIdleRSS(b *testing.B) {
 	if err := cmd.Start(); err != nil {
 		b.Fatal(err)
 	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
 	defer func() {
 		cmd.Process.Signal(os.Interrupt)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
 		select {
-		case <-done:
+		case <-exited:
 		case <-time.After(10 * time.Second):
 			cmd.Process.Kill()
-			<-done
+			<-exited
 		}
 	}()
 
@@ -78,6 +83,12 @@ func BenchmarkDaemonIdleRSS(b *testing.B) {
 	for {
 		if n, err := loadedCount("http://" + addr); err == nil && n == idleContracts {
 			break
+		}
+		select {
+		case err := <-exited:
+			exited <- err // for the deferred cleanup
+			b.Fatalf("daemon exited before loading its contracts: %v", err)
+		default:
 		}
 		if time.Now().After(deadline) {
 			b.Fatalf("daemon did not load %d contracts within 20s", idleContracts)
