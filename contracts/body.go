@@ -448,7 +448,7 @@ func (b *bodyParser) expandAt(s string, posOf func(off int) Pos) string {
 		if v, ok := b.c.Vars[name]; ok {
 			return v
 		}
-		if contains(b.c.Secrets, name) || b.stage != nil && b.forEachKey(b.stage, name) {
+		if contains(b.c.Secrets, name) || b.stage != nil && b.forEachKey(b.stage, strings.TrimPrefix(name, "item.")) {
 			return s[m[0]:m[1]]
 		}
 		b.d.errorf(posOf(m[0]), "undefined var %q (define it under vars, or pass --var %s=VALUE)", name, name)

@@ -173,6 +173,9 @@ func (c *Contract) Chain(name string) string {
 	if name == "" || name == "local" {
 		return "local"
 	}
+	if strings.HasPrefix(name, "$") {
+		return name + " (chosen per item at run time)"
+	}
 	var links []string
 	seen := map[string]bool{}
 	for cur := name; cur != ""; {

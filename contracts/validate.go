@@ -1,6 +1,7 @@
 package contracts
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 )
@@ -20,22 +21,21 @@ func (b *bodyParser) validate() {
 	b.checkTargets()
 	for _, st := range c.Stages {
 		meta := b.stageMeta[st]
-		if st.On != "local" {
-			if _, ok := c.Targets[st.On]; !ok {
-				b.d.errorf(meta.onPos, "undefined target %q in on= (define it under targets)", st.On)
-			}
-		}
 		if st.ForEach != "" {
 			if _, ok := c.ForEach[st.ForEach]; !ok {
 				b.d.errorf(meta.forEachPos, "undefined for_each list %q (define it under for_each)", st.ForEach)
 			}
 		}
+		b.checkOn(st, st.On, meta.onPos)
+		if name, ok := attrVar(st.Agent); ok && !b.forEachKey(st, name) {
+			if _, isVar := c.Vars[name]; !isVar {
+				b.d.errorf(st.Pos, "agent=%s: undefined var %q (a for_each item key or a var)", st.Agent, name)
+			}
+		}
 		for _, step := range st.Steps {
 			sm := b.stepMeta[step]
-			if step.On != "" && step.On != "local" && step.On != st.On {
-				if _, ok := c.Targets[step.On]; !ok {
-					b.d.errorf(sm.onPos, "undefined target %q in on= (define it under targets)", step.On)
-				}
+			if step.On != "" && step.On != st.On {
+				b.checkOn(st, step.On, sm.onPos)
 			}
 			if step.Via != "" {
 				t, ok := c.Targets[step.Via]
@@ -64,6 +64,50 @@ func (b *bodyParser) expandNotify() {
 		sort.Strings(keys)
 		for _, k := range keys {
 			r.Options[k] = b.expandAt(r.Options[k], func(int) Pos { return r.Pos })
+		}
+	}
+}
+
+// attrVar reads `$name` or `${name}` in an attribute value; the engine
+// expands it per run (per item in a for_each stage).
+func attrVar(v string) (string, bool) {
+	rest, ok := strings.CutPrefix(v, "$")
+	if !ok {
+		return "", false
+	}
+	if inner, ok := strings.CutPrefix(rest, "{"); ok {
+		rest = strings.TrimSuffix(inner, "}")
+	}
+	return strings.TrimPrefix(rest, "item."), true
+}
+
+// checkOn reports an on= that names no target. `$key` names a for_each item
+// key (every item's value must be a target) or a var.
+func (b *bodyParser) checkOn(st *Stage, on string, at Pos) {
+	defined := func(name string) bool {
+		_, ok := b.c.Targets[name]
+		return ok || name == "local"
+	}
+	name, isVar := attrVar(on)
+	switch {
+	case !isVar:
+		if !defined(on) {
+			b.d.errorf(at, "undefined target %q in on= (define it under targets)", on)
+		}
+	case b.forEachKey(st, name):
+		for i, item := range b.c.ForEach[st.ForEach] {
+			v := fmt.Sprint(item[name])
+			if item[name] == nil || !defined(v) {
+				b.d.errorf(at, "on=%s: for_each %s[%d] gives %q, which is not a target", on, st.ForEach, i, v)
+			}
+		}
+	default:
+		v, ok := b.c.Vars[name]
+		switch {
+		case !ok:
+			b.d.errorf(at, "on=%s: undefined var %q (a for_each item key or a var)", on, name)
+		case !defined(v):
+			b.d.errorf(at, "on=%s: var %s is %q, which is not a target", on, name, v)
 		}
 	}
 }
