@@ -20,12 +20,12 @@ type RestartsFunc = func(agent string, window string) int
 // Names the engine binds in a health cell's environment, besides the JSON
 // fields of the step's output and earlier steps by id.
 var cellNames = []string{"it", "stdout", "stderr", "exit_code", "timed_out", "duration", "unreachable",
-	"http_status", "status_code", "open", "json", "vars", "state", "restarts"}
+	"http_status", "status_code", "open", "json", "vars", "state", "item", "restarts"}
 
 // Names an action condition sees besides the stage's merged step fields and
 // every step by id.
 var actionNames = []string{"severity", "stdout", "stderr", "exit_code", "timed_out", "duration", "unreachable",
-	"http_status", "status_code", "open", "json", "vars", "state", "restarts"}
+	"http_status", "status_code", "open", "json", "vars", "state", "item", "restarts"}
 
 // Names an escalation row sees.
 var escalationNames = []string{"critical_count", "degraded_count", "unreachable_count", "healthy_count",

@@ -160,13 +160,6 @@ func (b *bodyParser) lintIdents() {
 	for f := range b.fields {
 		known[f] = true
 	}
-	for _, items := range b.c.ForEach {
-		for _, item := range items {
-			for k := range item {
-				known[k] = true
-			}
-		}
-	}
 	scopes := map[scope]map[string]bool{}
 	for s, names := range map[scope][]string{scopeCell: cellNames, scopeAction: actionNames, scopeEscalation: escalationNames} {
 		m := map[string]bool{}
