@@ -22,6 +22,7 @@ func batchTargets(t *testing.T) map[string]Transport {
 }
 
 func TestExecBatch(t *testing.T) {
+	t.Parallel()
 	fakeBoundary := "contractd0123456789abcdef0123456789abcdef"
 	cases := []struct {
 		name string
@@ -106,6 +107,7 @@ func TestExecBatch(t *testing.T) {
 }
 
 func TestExecBatchCapsAndCleansUp(t *testing.T) {
+	t.Parallel()
 	for name, tr := range batchTargets(t) {
 		t.Run(name, func(t *testing.T) {
 			got, err := tr.ExecBatch(testCtx(t), []Command{
@@ -131,6 +133,7 @@ func TestExecBatchCapsAndCleansUp(t *testing.T) {
 }
 
 func TestExecBatchSessionDiesMidway(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t, sshd.Options{})
 	p, _ := newPool(t, PoolOptions{})
 	tr := open(t, p, sshSpec(s))

@@ -44,7 +44,8 @@ func hostPS(t *testing.T) string {
 	return string(out)
 }
 
-func TestDockerLocal(t *testing.T) {
+func TestDockerContainer(t *testing.T) {
+	t.Parallel()
 	c := busyboxContainer(t)
 	p, book := newPool(t, PoolOptions{})
 	tr := open(t, p, &Spec{Kind: "docker", Container: c.Name})

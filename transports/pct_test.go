@@ -35,6 +35,7 @@ func pctSpec(s *sshd.Server, vmid int) *Spec {
 }
 
 func TestPCTOverSSH(t *testing.T) {
+	t.Parallel()
 	s, root := pctHost(t)
 	p, _ := newPool(t, PoolOptions{})
 	ct := open(t, p, pctSpec(s, 112))

@@ -47,6 +47,7 @@ func psArgs(t *testing.T, s *sshd.Server) string {
 }
 
 func TestSSHExec(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t, sshd.Options{})
 	p, _ := newPool(t, PoolOptions{})
 	tr := open(t, p, sshSpec(s))
@@ -88,6 +89,7 @@ func TestSSHExec(t *testing.T) {
 }
 
 func TestSSHOutputCap(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t, sshd.Options{})
 	p, _ := newPool(t, PoolOptions{})
 	tr := open(t, p, sshSpec(s))
@@ -121,6 +123,7 @@ func TestSSHOutputCap(t *testing.T) {
 }
 
 func TestSSHTimeoutKillsRemoteProcess(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t, sshd.Options{})
 	p, _ := newPool(t, PoolOptions{})
 	tr := open(t, p, sshSpec(s))
@@ -190,6 +193,7 @@ func newKey(t *testing.T) (ssh.PublicKey, string) {
 }
 
 func TestSSHRefusals(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t, sshd.Options{})
 	otherKey, otherIdentity := newKey(t)
 	closed, _ := net.Listen("tcp", "127.0.0.1:0")
@@ -256,6 +260,7 @@ func TestSSHRefusals(t *testing.T) {
 }
 
 func TestSSHAcceptNewRecordsHostKey(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t, sshd.Options{})
 	kh := filepath.Join(t.TempDir(), "sub", "known_hosts") // neither file nor dir exists yet
 	spec := sshSpec(s)
@@ -286,6 +291,7 @@ func TestSSHAcceptNewRecordsHostKey(t *testing.T) {
 }
 
 func TestSSHServerKilledThenBack(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t, sshd.Options{})
 	p, book := newPool(t, PoolOptions{})
 	tr := open(t, p, sshSpec(s))
@@ -323,6 +329,7 @@ func TestSSHServerKilledThenBack(t *testing.T) {
 }
 
 func TestSSHJumpHost(t *testing.T) {
+	t.Parallel()
 	jump := startSSHD(t, sshd.Options{})
 	inner := startSSHD(t, sshd.Options{})
 	spec := sshSpec(inner)
@@ -355,6 +362,7 @@ func TestSSHJumpHost(t *testing.T) {
 }
 
 func TestSSHSecretsStayHidden(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t, sshd.Options{})
 	p, book := newPool(t, PoolOptions{})
 	tr := open(t, p, sshSpec(s))
@@ -394,6 +402,7 @@ func TestSSHSecretsStayHidden(t *testing.T) {
 }
 
 func TestSSHDialerReachesLoopbackOfHost(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t, sshd.Options{})
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.WriteString(w, "hello from "+r.Host)
