@@ -247,7 +247,14 @@ func blockText(n ast.Node, src []byte) textMap {
 		seg := lines.At(i)
 		tm.starts = append(tm.starts, buf.Len())
 		tm.files = append(tm.files, seg.Start)
-		buf.Write(seg.Value(src))
+		line := seg.Value(src)
+		// Scripts saved with CRLF would hand bash a \r on every line.
+		if n := len(line); n >= 2 && line[n-2] == '\r' && line[n-1] == '\n' {
+			buf.Write(line[:n-2])
+			buf.WriteByte('\n')
+			continue
+		}
+		buf.Write(line)
 	}
 	tm.text = buf.String()
 	return tm

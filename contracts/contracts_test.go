@@ -508,3 +508,25 @@ func TestWriteExplainTextReportsWriteErrors(t *testing.T) {
 		t.Fatal("a nil contract must be an error")
 	}
 }
+
+// A contract saved with Windows line endings loads to the same plan.
+func TestCRLFContractLoadsTheSame(t *testing.T) {
+	src, err := os.ReadFile(zulipFixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crlf := bytes.ReplaceAll(src, []byte("\n"), []byte("\r\n"))
+	c, ds := Parse("crlf.md", crlf, Options{})
+	if c == nil {
+		t.Fatalf("CRLF contract did not load:\n%s", ds)
+	}
+	lf := loadZulip(t, Options{})
+	a, _ := json.Marshal(Explain(lf))
+	b, _ := json.Marshal(Explain(c))
+	norm := func(s []byte) string {
+		return strings.ReplaceAll(string(s), "crlf.md", zulipFixture)
+	}
+	if norm(a) != norm(b) {
+		t.Fatalf("plans differ:\nLF:   %.400s\nCRLF: %.400s", a, b)
+	}
+}
