@@ -29,8 +29,8 @@ func TestLocalExec(t *testing.T) {
 			cmd:     Command{Script: "printf '%s' \"$Q\" | wc -c", Env: map[string]string{"Q": "it's \"q\"\n$(x)"}},
 			wantOut: "13\n"},
 		{name: "timeout stops the command and the run goes on",
-			cmd:      Command{Script: "echo before; sleep 60; echo after", Timeout: 300 * time.Millisecond},
-			wantOut:  "before\n", wantCode: 143, timedOut: true},
+			cmd:     Command{Script: "echo before; sleep 60; echo after", Timeout: 300 * time.Millisecond},
+			wantOut: "before\n", wantCode: 143, timedOut: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
