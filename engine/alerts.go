@@ -10,6 +10,7 @@ import (
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine/guard"
 	"github.com/contractd/contractd/engine/notify"
+	"github.com/contractd/contractd/transports"
 )
 
 // activeIncident is an alert condition seen this run.
@@ -204,7 +205,7 @@ func (r *run) message(m notify.Message, ar *AlertReport) {
 		r.rep.Alerts = append(r.rep.Alerts, ar)
 		r.mu.Unlock()
 	}
-	m.Text = redact(m.Text, secretValues(r.secrets))
+	m.Text = transports.Redact(m.Text, secretValues(r.secrets))
 	r.logf("%s", "alert: "+m.Line())
 	r.mu.Lock()
 	r.outgoing = append(r.outgoing, outgoing{msg: m, report: ar})

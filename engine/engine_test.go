@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -412,5 +413,34 @@ func TestSecondRunWhileLockedIsSkippedNotFailed(t *testing.T) {
 	rep := h.run()
 	if rep.Skipped != "another run holds the lock" || h.w.opener.targets["pi"].ran("echo health") != 0 {
 		t.Fatalf("skipped %q; probes ran %d times", rep.Skipped, h.w.opener.targets["pi"].ran("echo health"))
+	}
+}
+
+func TestSecretsInProbeFieldsAndLogLinesAreRedacted(t *testing.T) {
+	h := newHarness(t)
+	h.w.set(func(w *world) { w.pi["response_pipeline"] = "blocked hunter2-secret" })
+	var logs strings.Builder
+	eng, err := New(Options{
+		StateDir: h.dir, Opener: h.w.opener, Now: h.clock.Now,
+		Getenv: func(k string) string { return map[string]string{"API_KEY": "hunter2-secret"}[k] },
+		Logf:   func(format string, args ...any) { fmt.Fprintf(&logs, format+"\n", args...) },
+		Sleep:  func(context.Context, time.Duration) error { return nil },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := eng.Run(context.Background(), h.c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := json.Marshal(rep)
+	hist, _ := os.ReadFile(filepath.Join(h.dir, "mesh.history.jsonl"))
+	for what, s := range map[string]string{"report": string(b), "log": logs.String(), "history": string(hist)} {
+		if strings.Contains(s, "hunter2-secret") {
+			t.Fatalf("%s leaks the secret:\n%s", what, s)
+		}
+	}
+	if !strings.Contains(string(b), "blocked ***") {
+		t.Fatalf("the redacted field is gone from the report: %s", b)
 	}
 }

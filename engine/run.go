@@ -17,6 +17,7 @@ import (
 	"github.com/contractd/contractd/engine/notify"
 	"github.com/contractd/contractd/engine/store"
 	"github.com/contractd/contractd/steps"
+	"github.com/contractd/contractd/transports"
 )
 
 // clockFunc adapts Options.Now to guard.Clock.
@@ -313,8 +314,9 @@ func (r *run) addAction(a *ActionReport) {
 	r.mu.Unlock()
 }
 
+// logf writes one log line with the contract's secret values redacted.
 func (r *run) logf(format string, args ...any) {
-	r.e.opts.Logf(format, args...)
+	r.e.opts.Logf("%s", transports.Redact(fmt.Sprintf(format, args...), secretValues(r.secrets)))
 }
 
 // joinTrace renders a verdict's trace for the report.

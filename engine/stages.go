@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -15,16 +14,17 @@ import (
 
 // stageRun is one stage (or one for_each expansion of it) during a run.
 type stageRun struct {
-	stage  *contracts.Stage
-	id     string
-	agent  string
-	target string
-	item   map[string]any
-	vars   map[string]string
-	report *StageReport
-	obs    []*steps.Observation
-	byID   map[string]*steps.Observation
-	env    map[string]any // the stage environment actions are evaluated in
+	stage   *contracts.Stage
+	id      string
+	agent   string
+	target  string
+	item    map[string]any
+	vars    map[string]string
+	secrets []string // values redacted from everything the stage keeps
+	report  *StageReport
+	obs     []*steps.Observation
+	byID    map[string]*steps.Observation
+	env     map[string]any // the stage environment actions are evaluated in
 }
 
 // expandStages turns the contract's stages into runs, one per for_each item.
@@ -96,6 +96,7 @@ func (sr *stageRun) targetName(step *contracts.Step) string {
 // target travel as one batch; once a target is unreachable, later steps on
 // it are unreachable too without another attempt.
 func (e *Engine) runStage(ctx context.Context, c *contracts.Contract, sr *stageRun, shared map[string]any, secrets map[string]string) {
+	sr.secrets = secretValues(secrets)
 	sr.report.Target = e.describeTarget(c, sr.target)
 	unreachable := map[string]error{}
 	stepsList := sr.stage.Steps
@@ -176,7 +177,6 @@ func (e *Engine) execBatch(ctx context.Context, c *contracts.Contract, sr *stage
 			r.Duration = time.Since(start)
 		}
 		out[k] = steps.FromResult(st, r, nil)
-		redactObservation(out[k], secretValues(secrets))
 	}
 	return out
 }
@@ -203,6 +203,7 @@ func (e *Engine) probeNative(ctx context.Context, c *contracts.Contract, sr *sta
 // record evaluates a step's table in the environment of everything seen so
 // far and adds it to the stage report.
 func (sr *stageRun) record(e *Engine, c *contracts.Contract, step *contracts.Step, o *steps.Observation, shared map[string]any) {
+	redactObservation(o, sr.secrets)
 	env := sr.stepEnv(o, shared)
 	steps.Evaluate(step, o, env)
 	sr.obs = append(sr.obs, o)
@@ -412,27 +413,34 @@ func (e *Engine) describeTarget(c *contracts.Contract, name string) string {
 	return strings.Join(parts, " → ")
 }
 
-// redactObservation replaces secret values in everything a step kept.
+// redactObservation replaces secret values in everything a step kept:
+// output, findings and every string the tables read.
 func redactObservation(o *steps.Observation, secrets []string) {
 	if len(secrets) == 0 {
 		return
 	}
-	o.Result.Stdout = redact(o.Result.Stdout, secrets)
-	o.Result.Stderr = redact(o.Result.Stderr, secrets)
-	for _, k := range []string{"stdout", "stderr"} {
-		if s, ok := o.Values[k].(string); ok {
-			o.Values[k] = redact(s, secrets)
-		}
+	o.Result.Stdout = transports.Redact(o.Result.Stdout, secrets)
+	o.Result.Stderr = transports.Redact(o.Result.Stderr, secrets)
+	for i, f := range o.Findings {
+		o.Findings[i] = transports.Redact(f, secrets)
+	}
+	for k, v := range o.Values {
+		o.Values[k] = redactValue(v, secrets)
 	}
 }
 
-func redact(s string, secrets []string) string {
-	sorted := append([]string{}, secrets...)
-	sort.Slice(sorted, func(i, j int) bool { return len(sorted[i]) > len(sorted[j]) })
-	for _, v := range sorted {
-		if v != "" {
-			s = strings.ReplaceAll(s, v, "***")
+func redactValue(v any, secrets []string) any {
+	switch x := v.(type) {
+	case string:
+		return transports.Redact(x, secrets)
+	case map[string]any:
+		for k, e := range x {
+			x[k] = redactValue(e, secrets)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = redactValue(e, secrets)
 		}
 	}
-	return s
+	return v
 }
