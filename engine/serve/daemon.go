@@ -147,9 +147,11 @@ type Daemon struct {
 	reloadReq  chan struct{}
 }
 
-// New checks cfg, fills defaults and opens the HTTP listener, so an address
-// already in use fails here rather than later. It returns an error naming the
-// missing field or the listen failure. Nothing runs until Run.
+// New checks cfg, fills defaults and opens the HTTP listener, so a mistyped
+// directory or an address already in use fails here rather than later. It
+// returns an error naming the missing field, the contract directory that is
+// not one, the state dir that cannot be created, or the listen failure.
+// Nothing runs until Run.
 func New(cfg Config) (*Daemon, error) {
 	switch {
 	case cfg.Dir == "":
@@ -158,6 +160,11 @@ func New(cfg Config) (*Daemon, error) {
 		return nil, errors.New("serve: Config.StateDir is required")
 	case cfg.Runner == nil:
 		return nil, errors.New("serve: Config.Runner is required")
+	}
+	if fi, err := os.Stat(cfg.Dir); err != nil {
+		return nil, fmt.Errorf("serve: contract dir: %w", err)
+	} else if !fi.IsDir() {
+		return nil, fmt.Errorf("serve: contract dir %s: not a directory", cfg.Dir)
 	}
 	if cfg.Load == nil {
 		cfg.Load = ContractLoader(contracts.Options{})

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -711,5 +712,44 @@ func TestHoldDownAlertGoesToTheContractsOwnRoutes(t *testing.T) {
 	if v, _ := h2.metric(`contractd_alerts_sent_total{contract="routed"}`); v != 0 {
 		// A fresh process counts from zero; the first daemon counted it.
 		t.Errorf("alerts_sent_total after restart = %v, want 0 (no new alert)", v)
+	}
+}
+
+func TestNewRefusesWhatCannotWork(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "a-file")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { busy.Close() })
+	runner := &fakeRunner{run: func(ctx context.Context, c *contracts.Contract) (*engine.Report, error) { return report(c), nil }}
+	cases := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"no dir", Config{StateDir: t.TempDir(), Runner: runner}, "Config.Dir is required"},
+		{"missing dir", Config{Dir: filepath.Join(dir, "typo"), StateDir: t.TempDir(), Runner: runner}, "no such file or directory"},
+		{"dir is a file", Config{Dir: file, StateDir: t.TempDir(), Runner: runner}, "not a directory"},
+		{"no runner", Config{Dir: dir, StateDir: t.TempDir()}, "Config.Runner is required"},
+		{"state dir under a file", Config{Dir: dir, StateDir: filepath.Join(file, "state"), Runner: runner}, "state dir"},
+		{"address in use", Config{Dir: dir, StateDir: t.TempDir(), Runner: runner, Listen: busy.Addr().String()}, "address already in use"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			d, err := New(tc.cfg)
+			if err == nil {
+				d.ln.Close()
+				t.Fatal("New succeeded")
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("New = %v, want it to mention %q", err, tc.want)
+			}
+		})
 	}
 }
