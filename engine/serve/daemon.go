@@ -438,12 +438,21 @@ func (d *Daemon) beat() {
 	d.hbMu.Unlock()
 }
 
-// health returns the age of the scheduler's last tick and whether it is alive.
+// health returns how long the scheduler has not answered (the main loop's
+// last tick, or a contract loop stuck in one tick) and whether it is alive.
 func (d *Daemon) health() (time.Duration, bool) {
 	d.hbMu.Lock()
 	hb := d.hb
 	d.hbMu.Unlock()
-	return hb.check(d.clock.Now())
+	var busy []time.Time
+	d.mu.Lock()
+	for _, e := range d.entries {
+		if ns := e.busySince.Load(); ns != 0 {
+			busy = append(busy, time.Unix(0, ns))
+		}
+	}
+	d.mu.Unlock()
+	return hb.check(d.clock.Now(), busy...)
 }
 
 func (d *Daemon) tickAgeSeconds() float64 {

@@ -50,12 +50,17 @@ type heartbeat struct {
 	stuckAfter time.Duration
 }
 
-// check returns the age of the last beat and whether that age is within
-// stuckAfter. A heartbeat that never beat is not alive.
-func (h heartbeat) check(now time.Time) (time.Duration, bool) {
+// check returns how long the scheduler has not answered and whether that is
+// within stuckAfter: the age of the last beat, or, when longer, how long a
+// contract's loop has been busy with one tick (busy holds when each busy
+// loop started its tick). A heartbeat that never beat is not alive.
+func (h heartbeat) check(now time.Time, busy ...time.Time) (time.Duration, bool) {
 	if h.last.IsZero() {
 		return 0, false
 	}
 	age := now.Sub(h.last)
+	for _, b := range busy {
+		age = max(age, now.Sub(b))
+	}
 	return age, age <= h.stuckAfter
 }

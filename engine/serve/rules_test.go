@@ -87,18 +87,21 @@ func TestHeartbeatCheck(t *testing.T) {
 	cases := []struct {
 		name    string
 		last    time.Time
+		busy    []time.Time // when busy contract loops started their tick
 		now     time.Time
 		wantAge time.Duration
 		wantOK  bool
 	}{
-		{"fresh", t0, t0.Add(time.Second), time.Second, true},
-		{"at the limit", t0, t0.Add(30 * time.Second), 30 * time.Second, true},
-		{"stuck", t0, t0.Add(31 * time.Second), 31 * time.Second, false},
-		{"never beat", time.Time{}, t0, 0, false},
+		{"fresh", t0, nil, t0.Add(time.Second), time.Second, true},
+		{"at the limit", t0, nil, t0.Add(30 * time.Second), 30 * time.Second, true},
+		{"stuck", t0, nil, t0.Add(31 * time.Second), 31 * time.Second, false},
+		{"never beat", time.Time{}, nil, t0, 0, false},
+		{"a contract loop stuck in one tick", t0.Add(59 * time.Second), []time.Time{t0}, t0.Add(time.Minute), time.Minute, false},
+		{"a contract loop briefly busy", t0.Add(59 * time.Second), []time.Time{t0.Add(50 * time.Second)}, t0.Add(time.Minute), 10 * time.Second, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			age, ok := heartbeat{last: tc.last, stuckAfter: 30 * time.Second}.check(tc.now)
+			age, ok := heartbeat{last: tc.last, stuckAfter: 30 * time.Second}.check(tc.now, tc.busy...)
 			if age != tc.wantAge || ok != tc.wantOK {
 				t.Errorf("check = %s, %v; want %s, %v", age, ok, tc.wantAge, tc.wantOK)
 			}

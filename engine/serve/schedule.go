@@ -7,6 +7,7 @@ import (
 	"runtime/debug"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/contractd/contractd/contracts"
@@ -34,6 +35,9 @@ type entry struct {
 	phase    time.Duration
 
 	saveMu sync.Mutex // orders writes of the state file
+	// busySince is when the loop started its current tick (UnixNano), 0
+	// while it waits; /healthz and the watchdog read it without locks.
+	busySince atomic.Int64
 
 	wake chan struct{} // cap 1: recompute the wait
 	stop chan struct{} // closed when the contract is removed
@@ -106,11 +110,13 @@ func (d *Daemon) loop(ctx context.Context, e *entry) {
 			continue
 		case <-d.clock.After(wait):
 		}
+		e.busySince.Store(d.clock.Now().UnixNano())
 		if held {
 			d.syncReset(e)
-			continue
+		} else {
+			d.tick(e)
 		}
-		d.tick(e)
+		e.busySince.Store(0)
 	}
 }
 
