@@ -753,3 +753,46 @@ func TestNewRefusesWhatCannotWork(t *testing.T) {
 		})
 	}
 }
+
+func TestRenamedFileAndDuplicateNames(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeContract(t, dir, "alpha", "1", "1h", false)
+	h := startDaemon(t, Config{Dir: dir, StateDir: t.TempDir(), Runner: &fakeRunner{run: func(ctx context.Context, c *contracts.Contract) (*engine.Report, error) {
+		return report(c), nil
+	}}})
+	path := func(name string) string { return filepath.Join(dir, name) }
+
+	t.Run("a renamed file keeps its contract loaded", func(t *testing.T) {
+		if err := os.Rename(path("alpha.md"), path("renamed.md")); err != nil {
+			t.Fatal(err)
+		}
+		h.waitFor(10*time.Second, "alpha to load from renamed.md", func() bool { return h.status("alpha").Path == path("renamed.md") })
+		h.d.Reload() // and a reload with nothing changed leaves it be
+		time.Sleep(100 * time.Millisecond)
+		if list := h.list(); len(list.Contracts) != 1 || len(list.Rejected) != 0 {
+			t.Errorf("after a rename: %+v", list)
+		}
+	})
+
+	t.Run("a duplicate name is kept out until its twin goes away", func(t *testing.T) {
+		b, err := os.ReadFile(path("renamed.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path("twin.md"), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		h.waitFor(10*time.Second, "twin.md to be rejected", func() bool { return len(h.list().Rejected) == 1 })
+		if r := h.list().Rejected[0]; r.Path != path("twin.md") || !strings.Contains(r.Diagnostics[0], `duplicate contract name "alpha"`) {
+			t.Errorf("rejected = %+v", r)
+		}
+		if err := os.Remove(path("renamed.md")); err != nil {
+			t.Fatal(err)
+		}
+		h.waitFor(10*time.Second, "alpha to load from twin.md", func() bool { return h.status("alpha").Path == path("twin.md") })
+		if n := len(h.list().Rejected); n != 0 {
+			t.Errorf("%d files still rejected", n)
+		}
+	})
+}

@@ -18,6 +18,10 @@ type fileState struct {
 	sum   [sha256.Size]byte
 	name  string   // the contract it provides, when it loaded (or last loaded) clean
 	diags []string // lint output of the current content when it failed
+	// duplicate is set when the file was kept out only because another
+	// file provides the same contract name; it is retried when that other
+	// file goes away.
+	duplicate bool
 }
 
 func isContractFile(path string) bool {
@@ -38,12 +42,12 @@ func (d *Daemon) reload() {
 	sort.Strings(paths)
 	seen := map[string]bool{}
 	for _, path := range paths {
-		if !isContractFile(path) {
-			continue
+		if isContractFile(path) {
+			seen[path] = true
 		}
-		seen[path] = true
-		d.reloadFile(path)
 	}
+	// Removals first, so a renamed file, or a duplicate whose twin went
+	// away, loads in this same pass instead of clashing with its old self.
 	d.mu.Lock()
 	var gone []*fileState
 	for path, fs := range d.files {
@@ -53,16 +57,24 @@ func (d *Daemon) reload() {
 		}
 	}
 	d.mu.Unlock()
+	removed := false
 	for _, fs := range gone {
-		if fs.name != "" {
-			d.removeEntry(fs.name, fs.path)
+		if fs.name != "" && d.removeEntry(fs.name, fs.path) {
+			removed = true
 			d.logf("serve: %s: %s removed; contract stopped", fs.name, fs.path)
+		}
+	}
+	for _, path := range paths {
+		if seen[path] {
+			d.reloadFile(path, removed)
 		}
 	}
 	d.updateCounts()
 }
 
-func (d *Daemon) reloadFile(path string) {
+// reloadFile loads path when its content changed, or when it was kept out
+// as a duplicate and retryDuplicates says a contract went away meanwhile.
+func (d *Daemon) reloadFile(path string, retryDuplicates bool) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		d.logf("serve: read %s: %v", path, err)
@@ -72,7 +84,7 @@ func (d *Daemon) reloadFile(path string) {
 	d.mu.Lock()
 	prev := d.files[path]
 	d.mu.Unlock()
-	if prev != nil && prev.sum == sum {
+	if prev != nil && prev.sum == sum && !(retryDuplicates && prev.duplicate) {
 		return
 	}
 	fs := &fileState{path: path, sum: sum}
@@ -127,6 +139,7 @@ func (d *Daemon) reloadFile(path string) {
 	if other != nil && other.path != path {
 		d.mu.Unlock()
 		fs.diags = []string{fmt.Sprintf("%s:1:1: error: duplicate contract name %q (already loaded from %s)", path, name, other.path)}
+		fs.duplicate = true
 		d.mu.Lock()
 		d.files[path] = fs
 		d.mu.Unlock()
@@ -195,17 +208,20 @@ func (d *Daemon) addEntry(e *entry) {
 	}
 }
 
-func (d *Daemon) removeEntry(name, path string) {
+// removeEntry stops the contract name when path provides it, and reports
+// whether it did.
+func (d *Daemon) removeEntry(name, path string) bool {
 	d.mu.Lock()
 	e := d.entries[name]
 	if e == nil || e.path != path {
 		d.mu.Unlock()
-		return
+		return false
 	}
 	delete(d.entries, name)
 	d.mu.Unlock()
 	close(e.stop)
 	d.metrics.forget(name)
+	return true
 }
 
 func (d *Daemon) counts() (loaded, rejected int) {
