@@ -353,7 +353,9 @@ loop:
 				watchErrs = nil
 				continue
 			}
-			d.logf("serve: watch %s: %v", d.cfg.Dir, err)
+			// An overflowed event queue may have dropped an edit: re-read it all.
+			d.logf("serve: watch %s: %v; reloading", d.cfg.Dir, err)
+			debounce = d.clock.After(d.cfg.Debounce)
 		case <-debounce:
 			debounce = nil
 			d.reloadAndReport()
