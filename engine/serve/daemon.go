@@ -18,8 +18,12 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/contractd/contractd/contracts"
@@ -123,13 +127,16 @@ var (
 
 // Daemon is a running `contractd serve`. Create it with New, drive it with Run.
 type Daemon struct {
-	cfg     Config
-	store   *store.Store
-	clock   Clock
-	logf    func(string, ...any)
-	ln      net.Listener
-	srv     *http.Server
-	metrics *metrics
+	cfg   Config
+	store *store.Store
+	// stateLock is an flock on STATE_DIR/.contractd-serve.lock: one daemon per state
+	// dir, since two would overwrite each other's scheduler state.
+	stateLock *os.File
+	clock     Clock
+	logf      func(string, ...any)
+	ln        net.Listener
+	srv       *http.Server
+	metrics   *metrics
 
 	mu      sync.Mutex
 	entries map[string]*entry     // by contract name
@@ -197,13 +204,19 @@ func New(cfg Config) (*Daemon, error) {
 	if cfg.Snapshot == nil {
 		cfg.Snapshot = storeSnapshot(st)
 	}
+	lock, err := lockStateDir(cfg.StateDir)
+	if err != nil {
+		return nil, err
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
+		lock.Close()
 		return nil, fmt.Errorf("serve: listen %s: %w", cfg.Listen, err)
 	}
 	d := &Daemon{
 		cfg:       cfg,
 		store:     st,
+		stateLock: lock,
 		clock:     cfg.Clock,
 		logf:      cfg.Logf,
 		ln:        ln,
@@ -237,6 +250,34 @@ func storeSnapshot(st *store.Store) func(string) (json.RawMessage, error) {
 		}
 		return b, nil
 	}
+}
+
+// ErrStateDirInUse is wrapped when another daemon already serves the state dir.
+var ErrStateDirInUse = errors.New("another contractd serve uses this state dir")
+
+// lockStateDir takes the daemon's flock on STATE_DIR/.contractd-serve.lock and writes
+// its pid there. The kernel releases the lock when the process dies. It
+// fails with ErrStateDirInUse (naming the holder's pid) when another live
+// daemon holds it.
+func lockStateDir(dir string) (*os.File, error) {
+	// A leading dot: no contract name can make this file name.
+	path := filepath.Join(dir, ".contractd-serve.lock")
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("serve: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		holder, _ := os.ReadFile(path)
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("serve: %s: %w (pid %s)", dir, ErrStateDirInUse, strings.TrimSpace(string(holder)))
+		}
+		return nil, fmt.Errorf("serve: lock %s: %w", path, err)
+	}
+	if err := f.Truncate(0); err == nil {
+		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0) // the pid is only informative
+	}
+	return f, nil
 }
 
 func setDefault(d *time.Duration, v time.Duration) {
@@ -273,6 +314,7 @@ func Serve(ctx context.Context, cfg Config) error {
 // rest, and returns nil. It returns an error when the HTTP server fails or
 // runs ignore cancellation past a second grace period.
 func (d *Daemon) Run(ctx context.Context) error {
+	defer d.stateLock.Close() // releases the state dir for the next daemon
 	d.runCtx, d.cancelRuns = context.WithCancel(context.WithoutCancel(ctx))
 	defer d.cancelRuns()
 	d.loopCtx, d.stopLoops = context.WithCancel(ctx)

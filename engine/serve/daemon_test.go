@@ -796,3 +796,26 @@ func TestRenamedFileAndDuplicateNames(t *testing.T) {
 		}
 	})
 }
+
+func TestOneDaemonPerStateDir(t *testing.T) {
+	t.Parallel()
+	dir, state := t.TempDir(), t.TempDir()
+	runner := &fakeRunner{run: func(ctx context.Context, c *contracts.Contract) (*engine.Report, error) { return report(c), nil }}
+	h := startDaemon(t, Config{Dir: dir, StateDir: state, Runner: runner})
+	_, err := New(Config{Dir: dir, StateDir: state, Runner: runner, Listen: "127.0.0.1:0"})
+	if !errors.Is(err, ErrStateDirInUse) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
+		t.Fatalf("second daemon on the same state dir: %v, want ErrStateDirInUse naming pid %d", err, os.Getpid())
+	}
+	if err := h.stop(); err != nil {
+		t.Fatal(err)
+	}
+	d, err := New(Config{Dir: dir, StateDir: state, Runner: runner, Listen: "127.0.0.1:0"})
+	if err != nil {
+		t.Fatalf("after the first daemon stopped: %v", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := d.Run(ctx); err != nil {
+		t.Errorf("Run of a cancelled daemon = %v", err)
+	}
+}
