@@ -129,8 +129,8 @@ var (
 type Daemon struct {
 	cfg   Config
 	store *store.Store
-	// stateLock is an flock on STATE_DIR/.contractd-serve.lock: one daemon per state
-	// dir, since two would overwrite each other's scheduler state.
+	// stateLock is an flock on STATE_DIR/.contractd-serve.lock: one daemon
+	// per state dir, since two would overwrite each other's scheduler state.
 	stateLock *os.File
 	clock     Clock
 	logf      func(string, ...any)
@@ -255,8 +255,8 @@ func storeSnapshot(st *store.Store) func(string) (json.RawMessage, error) {
 // ErrStateDirInUse is wrapped when another daemon already serves the state dir.
 var ErrStateDirInUse = errors.New("another contractd serve uses this state dir")
 
-// lockStateDir takes the daemon's flock on STATE_DIR/.contractd-serve.lock and writes
-// its pid there. The kernel releases the lock when the process dies. It
+// lockStateDir takes the daemon's flock on STATE_DIR/.contractd-serve.lock
+// and writes its pid there. The kernel releases the lock when the process dies. It
 // fails with ErrStateDirInUse (naming the holder's pid) when another live
 // daemon holds it.
 func lockStateDir(dir string) (*os.File, error) {
