@@ -43,7 +43,7 @@ __stop() {
 	if [ -n "$__p" ]; then kill -KILL -- "-$__p" 2>/dev/null; fi
 	if [ -n "$__w" ]; then kill -KILL -- "-$__w" 2>/dev/null; fi
 }
-trap 'rm -rf "$__d"' EXIT
+trap '__stop; rm -rf "$__d"' EXIT
 trap '__stop; exit 129' HUP; trap '__stop; exit 130' INT; trap '__stop; exit 141' PIPE; trap '__stop; exit 143' TERM
 __cat() { cat "$1"; }
 __emit() {
@@ -53,8 +53,24 @@ __emit() {
 	if [ -s "$__d/$1.e" ]; then __cat "$__d/$1.e"; fi
 	printf '\n%s %s end\n' "$__B" "$1"
 }
-if [ -n "${BASH_VERSION:-}" ] && mkfifo "$__d/.w" 2>/dev/null; then
+if [ -n "${BASH_VERSION:-}" ] && mkfifo "$__d/.a" "$__d/.b" 2>/dev/null; then
 	set -m
+	exec 7<>"$__d/.a" 8<>"$__d/.b"
+	# One watchdog for the whole batch: for each timed step it reads
+	# "index pgid seconds" on fd 7 and waits that long for the step's done
+	# line on fd 8; if none comes it marks the step timed out, sends TERM to
+	# the step's process group, and KILL 2 s later.
+	(
+		while read -r __n __g __s <&7; do
+			if read -r -t "$__s" __x <&8; then continue; fi
+			: >"$__d/$__n.t"
+			kill -TERM -"$__g" 2>/dev/null
+			if read -r -t 2 __x <&8; then continue; fi
+			kill -KILL -"$__g" 2>/dev/null
+			read -r __x <&8
+		done
+	) </dev/null >/dev/null 2>&1 &
+	__w=$!
 	__cat() {
 		local LC_ALL=C __x
 		while IFS= read -r -d '' __x; do printf '%s\0' "$__x"; done <"$1"
@@ -62,19 +78,16 @@ if [ -n "${BASH_VERSION:-}" ] && mkfifo "$__d/.w" 2>/dev/null; then
 	}
 	__run() {
 		if [ "$3" = sh ]; then
-			sh "$__d/$1" <"/dev/null" >"$__d/$1.o" 2>"$__d/$1.e" &
+			sh "$__d/$1" 7<&- 8<&- <"/dev/null" >"$__d/$1.o" 2>"$__d/$1.e" &
 		else
-			( __f=$__d/$1; unset -v __B __d __p __w __c; unset -f __run __emit __stop __cat; . "$__f" ) <"/dev/null" >"$__d/$1.o" 2>"$__d/$1.e" &
+			( __f=$__d/$1; unset -v __B __d __p __w __c; unset -f __run __emit __stop __cat; . "$__f" ) 7<&- 8<&- <"/dev/null" >"$__d/$1.o" 2>"$__d/$1.e" &
 		fi
-		__p=$! __w=
-		if [ "$2" != 0 ]; then
-			( read -t "$2" -u 9; : >"$__d/$1.t"; kill -TERM -- "-$__p"; read -t 2 -u 9; kill -KILL -- "-$__p" ) 9<>"$__d/.w" </dev/null >/dev/null 2>&1 &
-			__w=$!
-		fi
+		__p=$!
+		if [ "$2" != 0 ]; then printf '%s %s %s\n' "$1" "$__p" "$2" >&7; fi
 		wait "$__p" 2>/dev/null
 		__c=$?
-		if [ -n "$__w" ]; then kill -KILL -- "-$__w" 2>/dev/null; wait "$__w" 2>/dev/null; fi
-		__p= __w=
+		if [ "$2" != 0 ]; then printf '\n' >&8; fi
+		__p=
 		if [ -e "$__d/$1.t" ]; then __c=124; fi
 		__emit "$1" "$__c"
 	}
@@ -137,6 +150,7 @@ func execBatch(ctx context.Context, r runner, cmds []Command, logf logger) ([]Re
 	pw.Close()
 	<-parsed
 	mw.flush()
+	logNoise(logf, r, secrets, mw)
 	timedOut := runCtx.Err() != nil
 
 	if err == nil && !mw.seen {

@@ -103,7 +103,7 @@ func TestDockerContainer(t *testing.T) {
 	})
 	t.Run("timeout kills the process in the container", func(t *testing.T) {
 		sleep := uniqueSleep()
-		res, err := tr.Exec(ctx, Command{Script: sleep + "; echo survived", Timeout: time.Second})
+		res, err := tr.Exec(ctx, Command{Script: sleep + "; echo survived", Timeout: 2 * time.Second})
 		if err != nil || !res.TimedOut || strings.Contains(res.Stdout, "survived") {
 			t.Fatalf("got %+v, %v; want timed out", res, err)
 		}

@@ -50,15 +50,17 @@ func execOne(ctx context.Context, r runner, cmd Command, logf logger) (Result, e
 	marker := token()
 
 	var script strings.Builder
-	fmt.Fprintf(&script, "printf '%%s\\n' %s >&2\n", marker)
+	fmt.Fprintf(&script, "printf '%%s\\n' %s; printf '%%s\\n' %s >&2\n", marker, marker)
 	script.WriteString(exports(cmd.Env))
 	script.WriteString(cmd.Script)
 	script.WriteString("\n")
 
 	stdout, stderr := newCapture(cmd.Cap), newCapture(cmd.Cap)
-	mw := newMarkerWriter(marker, stderr)
-	code, err := r.run(runCtx, shellArgv(cmd.Shell, secs), strings.NewReader(script.String()), stdout, mw)
+	mo, mw := newMarkerWriter(marker, stdout), newMarkerWriter(marker, stderr)
+	code, err := r.run(runCtx, shellArgv(cmd.Shell, secs), strings.NewReader(script.String()), mo, mw)
+	mo.flush()
 	mw.flush()
+	logNoise(logf, r, secrets, mo, mw)
 	res := Result{
 		Stdout:      stdout.text(secrets),
 		Stderr:      stderr.text(secrets),
@@ -73,7 +75,7 @@ func execOne(ctx context.Context, r runner, cmd Command, logf logger) (Result, e
 		return res, err
 	}
 	if !mw.seen {
-		msg := strings.TrimSpace(res.Stderr)
+		msg := strings.TrimSpace(res.Stderr + " " + res.Stdout)
 		if res.TimedOut {
 			err = fmt.Errorf("%s: no shell started within the deadline: %w: %w", r, ErrUnreachable, ErrTimeout)
 		} else {
@@ -86,4 +88,14 @@ func execOne(ctx context.Context, r runner, cmd Command, logf logger) (Result, e
 		logf.printf(secrets, "%s: command timed out after %s and was killed", r, res.Duration.Round(time.Millisecond))
 	}
 	return res, nil
+}
+
+// logNoise logs what the login printed before our script started, once per
+// command, so a noisy ~/.bashrc is visible without polluting Results.
+func logNoise(logf logger, r runner, secrets []string, ms ...*markerWriter) {
+	for _, m := range ms {
+		if n := strings.TrimSpace(string(m.noise)); n != "" {
+			logf.printf(secrets, "%s: the login printed before the script started (ignored): %q", r, n)
+		}
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"math"
 	"regexp"
 	"sort"
@@ -136,22 +137,25 @@ func (c *capture) text(secrets []string) string {
 	return s
 }
 
-// markerWriter strips the start marker line from stderr and remembers that
-// it was seen: the marker proves the shell on the target began reading our
-// script, which separates "the target could not run it" (unreachable) from
-// "the script ran and failed" (a Result). Bytes before the marker (a noisy
-// login rc file) are kept.
+// markerWriter strips the start marker line from a stream and remembers
+// that it was seen: the marker proves the shell on the target began reading
+// our script, which separates "the target could not run it" (unreachable)
+// from "the script ran and failed" (a Result). Bytes before the marker come
+// from the login (a noisy ~/.bashrc), not from the script: they are kept
+// aside in noise, and passed on only when the marker never came, since they
+// then explain why.
 type markerWriter struct {
 	marker []byte
 	pre    []byte
+	noise  []byte
 	seen   bool
 	done   bool
-	out    *capture
+	out    io.Writer
 }
 
 const markerSearchLimit = 64 << 10
 
-func newMarkerWriter(marker string, out *capture) *markerWriter {
+func newMarkerWriter(marker string, out io.Writer) *markerWriter {
 	return &markerWriter{marker: []byte(marker + "\n"), out: out}
 }
 
@@ -162,13 +166,21 @@ func (m *markerWriter) Write(p []byte) (int, error) {
 	m.pre = append(m.pre, p...)
 	if i := bytes.Index(m.pre, m.marker); i >= 0 {
 		m.seen, m.done = true, true
-		m.out.Write(m.pre[:i])
-		m.out.Write(m.pre[i+len(m.marker):])
+		m.noise = m.pre[:i]
+		rest := m.pre[i+len(m.marker):]
 		m.pre = nil
+		if len(rest) > 0 {
+			return len(p), writeAll(m.out, rest)
+		}
 	} else if len(m.pre) > markerSearchLimit {
 		m.flush()
 	}
 	return len(p), nil
+}
+
+func writeAll(w io.Writer, b []byte) error {
+	_, err := w.Write(b)
+	return err
 }
 
 // flush gives up looking and passes buffered bytes on.

@@ -137,8 +137,10 @@ func TestSSHTimeoutKillsRemoteProcess(t *testing.T) {
 			done := make(chan out, 1)
 			go func() {
 				// The sleep is a child of the shell, not exec'd: the kill
-				// must reach the whole tree, not just the shell.
-				res, err := tr.Exec(testCtx(t), Command{Script: sleep + "; echo survived", Shell: shell, Timeout: 1500 * time.Millisecond})
+				// must reach the whole tree, not just the shell. The
+				// deadline covers the login too, which a loaded machine
+				// with a heavy ~/.bashrc makes slow: leave room for it.
+				res, err := tr.Exec(testCtx(t), Command{Script: sleep + "; echo survived", Shell: shell, Timeout: 3 * time.Second})
 				done <- out{res, err}
 			}()
 			eventually(t, "the remote sleep starts", func() (bool, string) {
@@ -440,5 +442,27 @@ func TestSSHDialerReachesLoopbackOfHost(t *testing.T) {
 	defer cancel()
 	if _, err := d.DialContext(ctx, "tcp", addr); !errors.Is(err, ErrUnreachable) {
 		t.Fatalf("forward to a closed port: err = %v, want ErrUnreachable", err)
+	}
+}
+
+func TestSSHLoginNoiseStaysOutOfResults(t *testing.T) {
+	t.Parallel()
+	rc := filepath.Join(t.TempDir(), "noisy-rc")
+	os.WriteFile(rc, []byte("echo motd-on-stdout; echo warning-on-stderr >&2\n"), 0o644)
+	// bash sources BASH_ENV for every non-interactive shell: the login's
+	// and ours, both before the script starts.
+	s := startSSHD(t, sshd.Options{Env: map[string]string{"BASH_ENV": rc}})
+	p, book := newPool(t, PoolOptions{})
+	tr := open(t, p, sshSpec(s))
+	res, err := tr.Exec(testCtx(t), Command{Script: "echo out; echo err >&2"})
+	if err != nil || res.Stdout != "out\n" || res.Stderr != "err\n" {
+		t.Fatalf("got %+v, %v; want only the script's output", res, err)
+	}
+	rs, err := tr.ExecBatch(testCtx(t), []Command{{Script: "echo a"}, {Script: "echo b >&2"}})
+	if err != nil || rs[0].Stdout != "a\n" || rs[0].Stderr != "" || rs[1].Stdout != "" || rs[1].Stderr != "b\n" {
+		t.Fatalf("batch got %+v, %v; want only the steps' output", rs, err)
+	}
+	if !strings.Contains(book.all(), "warning-on-stderr") {
+		t.Fatalf("the login's output is not logged:\n%s", book.all())
 	}
 }
