@@ -468,7 +468,10 @@ func TestMetricsScrape(t *testing.T) {
 		}
 		r.Actions = []*engine.ActionReport{
 			{Agent: "abiba", Action: "pm2 restart abiba-zulip", Status: "ran", ExitCode: &exit0},
+			{Agent: "abiba", Action: "pm2 restart abiba-zulip", Status: "merged"},
+			{Agent: "abiba", Action: "systemctl restart dsh-web", Status: "alert"}, // crash loop: alerted instead
 			{Agent: "abiba", Action: "alert", Status: "alert"},
+			{Agent: "abiba", Action: "log", Status: "logged"},
 		}
 		r.Alerts = []*engine.AlertReport{{Key: "scraped/abiba/down", Kind: "open", Sent: true}}
 		ran.Store(true)
@@ -477,18 +480,19 @@ func TestMetricsScrape(t *testing.T) {
 	h.waitFor(5*time.Second, "the on_start run", func() bool { return ran.Load() && h.status("scraped").LastResult == ResultOK })
 
 	want := map[string]float64{
-		`contractd_runs_total{contract="scraped",result="ok"}`:     1,
-		`contractd_runs_total{contract="scraped",result="failed"}`: 0,
-		`contractd_run_duration_seconds_count{contract="scraped"}`: 1,
-		`contractd_severity{agent="abiba",contract="scraped"}`:     float64(contracts.SeverityCritical),
-		`contractd_severity{agent="koby",contract="scraped"}`:      float64(contracts.SeverityHealthy),
-		`contractd_overall_severity{contract="scraped"}`:           float64(contracts.SeverityCritical),
-		`contractd_repairs_total{contract="scraped",result="ran"}`: 1,
-		`contractd_alerts_sent_total{contract="scraped"}`:          1,
-		`contractd_held_down{contract="scraped"}`:                  0,
-		`contractd_skipped_overlap_total{contract="scraped"}`:      0,
-		`contractd_contracts{state="loaded"}`:                      1,
-		`contractd_contracts{state="rejected"}`:                    0,
+		`contractd_runs_total{contract="scraped",result="ok"}`:       1,
+		`contractd_runs_total{contract="scraped",result="failed"}`:   0,
+		`contractd_run_duration_seconds_count{contract="scraped"}`:   1,
+		`contractd_severity{agent="abiba",contract="scraped"}`:       float64(contracts.SeverityCritical),
+		`contractd_severity{agent="koby",contract="scraped"}`:        float64(contracts.SeverityHealthy),
+		`contractd_overall_severity{contract="scraped"}`:             float64(contracts.SeverityCritical),
+		`contractd_repairs_total{contract="scraped",result="ran"}`:   1,
+		`contractd_repairs_total{contract="scraped",result="alert"}`: 1,
+		`contractd_alerts_sent_total{contract="scraped"}`:            1,
+		`contractd_held_down{contract="scraped"}`:                    0,
+		`contractd_skipped_overlap_total{contract="scraped"}`:        0,
+		`contractd_contracts{state="loaded"}`:                        1,
+		`contractd_contracts{state="rejected"}`:                      0,
 	}
 	for series, v := range want {
 		t.Run(series, func(t *testing.T) {
@@ -500,6 +504,14 @@ func TestMetricsScrape(t *testing.T) {
 				t.Errorf("%s = %v, want %v", series, got, v)
 			}
 		})
+	}
+	for _, series := range []string{
+		`contractd_repairs_total{contract="scraped",result="merged"}`,
+		`contractd_repairs_total{contract="scraped",result="logged"}`,
+	} {
+		if _, ok := h.metric(series); ok {
+			t.Errorf("%s is exported: only commands that were repair candidates count", series)
+		}
 	}
 	lines := h.scrape()
 	var sawGo, sawProcess bool

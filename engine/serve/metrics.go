@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -24,9 +25,17 @@ type metrics struct {
 	tickAge   prometheus.GaugeFunc
 }
 
-// builtinStatuses are action outcomes that are not repairs: they ran nothing
-// on a target.
-var builtinStatuses = map[string]bool{"alert": true, "escalate": true, "logged": true, "monitor": true}
+// isRepair reports whether an action of a report was a repair candidate:
+// a command from an action table, not a built-in row (log, monitor, alert,
+// escalate, which run nothing on a target) and not one merged into another
+// condition's identical repair in the same run.
+func isRepair(a *engine.ActionReport) bool {
+	switch a.Action {
+	case contracts.ActionLog, contracts.ActionMonitor, contracts.ActionAlert, contracts.ActionEscalate:
+		return false
+	}
+	return a.Status != "merged"
+}
 
 func newMetrics(tickAge func() float64) *metrics {
 	m := &metrics{
@@ -50,7 +59,7 @@ func newMetrics(tickAge func() float64) *metrics {
 		}, []string{"contract"}),
 		repairs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "contractd_repairs_total",
-			Help: "Repair actions by outcome (ran, failed, pending, blocked, report-only, dry-run, remediated, remediation-failed).",
+			Help: "Repair actions by outcome: ran, failed, pending, blocked, report-only, dry-run, escalate (repairs exhausted), alert (crash loop).",
 		}, []string{"contract", "result"}),
 		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "contractd_alerts_sent_total",
@@ -125,7 +134,7 @@ func (m *metrics) record(name, result string, seconds float64, rep *engine.Repor
 		}
 	}
 	for _, a := range rep.Actions {
-		if a != nil && !builtinStatuses[a.Status] {
+		if a != nil && isRepair(a) {
 			m.repairs.WithLabelValues(name, a.Status).Inc()
 		}
 	}
