@@ -185,6 +185,16 @@ func New(cfg Config) (*Daemon, error) {
 	if cfg.Logf == nil {
 		cfg.Logf = log.Printf
 	}
+	if cfg.TokenFile != "" {
+		// A mistyped --token-file fails now, not at the first on-demand run.
+		fi, err := os.Stat(cfg.TokenFile)
+		if err != nil {
+			return nil, fmt.Errorf("serve: token file: %w", err)
+		}
+		if fi.Mode().Perm()&0o077 != 0 {
+			cfg.Logf("serve: warning: token file %s is readable by others (mode %v); chmod 600 it", cfg.TokenFile, fi.Mode().Perm())
+		}
+	}
 	if cfg.NotifyDeps.Log == nil {
 		cfg.NotifyDeps.Log = logWriter(cfg.Logf)
 	}

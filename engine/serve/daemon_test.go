@@ -751,6 +751,7 @@ func TestNewRefusesWhatCannotWork(t *testing.T) {
 		{"no runner", Config{Dir: dir, StateDir: t.TempDir()}, "Config.Runner is required"},
 		{"state dir under a file", Config{Dir: dir, StateDir: filepath.Join(file, "state"), Runner: runner}, "state dir"},
 		{"address in use", Config{Dir: dir, StateDir: t.TempDir(), Runner: runner, Listen: busy.Addr().String()}, "address already in use"},
+		{"mistyped token file", Config{Dir: dir, StateDir: t.TempDir(), Runner: runner, TokenFile: filepath.Join(dir, "tokne")}, "token file"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
