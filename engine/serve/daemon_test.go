@@ -832,3 +832,28 @@ func TestOneDaemonPerStateDir(t *testing.T) {
 		t.Errorf("Run of a cancelled daemon = %v", err)
 	}
 }
+
+func TestRestartKeepsTheCadenceOfTheLastRun(t *testing.T) {
+	t.Parallel()
+	dir, state := t.TempDir(), t.TempDir()
+	writeContract(t, dir, "hourly", "1", "1h", false)
+	writeContract(t, dir, "fresh", "1", "1h", false)
+	// hourly last ran 59m59s ago, under a daemon that has since restarted.
+	st := SchedulerState{Contract: "hourly", LastResult: ResultOK, LastStartedAt: time.Now().Add(-time.Hour + time.Second)}
+	if err := writeState(state, st); err != nil {
+		t.Fatal(err)
+	}
+	log := newRunLog()
+	h := startDaemon(t, Config{Dir: dir, StateDir: state, Runner: &fakeRunner{run: func(ctx context.Context, c *contracts.Contract) (*engine.Report, error) {
+		log.begin(c)
+		defer log.end(c)
+		return report(c), nil
+	}}})
+	h.waitFor(10*time.Second, "hourly's run, due a second after start", func() bool { return log.count("hourly") == 1 })
+	if next := h.status("fresh").NextRunAt; next == nil || time.Until(*next) < 59*time.Minute {
+		t.Errorf("a contract that never ran is due at %v, want an interval from now", next)
+	}
+	if n := log.count("fresh"); n != 0 {
+		t.Errorf("fresh ran %d times", n)
+	}
+}

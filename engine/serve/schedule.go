@@ -59,8 +59,10 @@ func (e *entry) poke() {
 }
 
 // newEntry builds a contract's schedule from its persisted state: a held
-// contract stays held, a failure streak keeps its backoff, and otherwise the
-// first run is at the random phase (on_start) or one interval after it.
+// contract stays held, a failure streak keeps its backoff, on_start runs at
+// the random phase, and otherwise the cadence of the last run carries on (a
+// contract that never ran waits one interval after its phase), so a daemon
+// that restarts often still runs every contract on time.
 func (d *Daemon) newEntry(c *contracts.Contract, path, name string) *entry {
 	e := &entry{
 		name: name, path: path, c: c,
@@ -81,6 +83,11 @@ func (d *Daemon) newEntry(c *contracts.Contract, path, name string) *entry {
 		e.next = st.NextRunAt
 	case c.Schedule.OnStart:
 		e.next = now.Add(e.phase)
+	case !st.LastStartedAt.IsZero():
+		e.next = st.LastStartedAt.Add(iv)
+		if soonest := now.Add(e.phase); e.next.Before(soonest) {
+			e.next = soonest
+		}
 	default:
 		e.next = now.Add(e.phase + iv)
 	}
