@@ -541,6 +541,8 @@ func (b *bodyParser) table(t *extast.Table) {
 		b.actionTable(header, rows)
 	case h0 == "aggregate" && h1 == "action":
 		b.escalationTable(header, rows)
+	case h0 == "key" && h1 == "value" && b.section == "maintains":
+		b.snapshotValues(header, rows)
 	}
 }
 
@@ -987,8 +989,9 @@ func (b *bodyParser) maintainsList(l *ast.List) {
 }
 
 // agentSchema reads the per-agent snapshot example: an object of agents, each
-// an object of fields. The schema is the union of all agents' fields, in
-// order of first appearance, typed from the first non-null example value.
+// an object of fields. It records each agent's keys with their example
+// values, and the union of all agents' keys in order of first appearance,
+// typed from the first non-null example value.
 func (b *bodyParser) agentSchema(f *ast.FencedCodeBlock) {
 	tm := blockText(f, b.s.src)
 	dec := json.NewDecoder(strings.NewReader(tm.text))
@@ -1013,11 +1016,21 @@ func (b *bodyParser) agentSchema(f *ast.FencedCodeBlock) {
 		b.d.errorf(b.s.pos(tm.fileOff(0)), "per-agent snapshot schema: must be an object of agents, each an object of fields")
 	}
 	byName := map[string]*MaintainedKey{}
-	var keys []*MaintainedKey
+	var union []*MaintainedKey
+	perAgent := map[string][]*MaintainedKey{}
+	var agents []string
+	agent := ""
+	// setType types the agent's key and, if still untyped, the union's.
+	setType := func(own, shared *MaintainedKey, typ string, example any) {
+		own.Type, own.Example = typ, example
+		if shared.Type == "" || shared.Type == "any" {
+			shared.Type = typ
+		}
+	}
 	// Walk tokens once: depth 1 holds agents, depth 2 their fields.
 	depth := 0
-	var field *MaintainedKey // the field whose value comes next
-	nested := 0              // depth of a value object or list being skipped
+	var shared, own *MaintainedKey // the field whose value comes next
+	nested := 0                    // depth of a value object or list being skipped
 	for {
 		tok, err := dec.Token()
 		if err == io.EOF {
@@ -1040,11 +1053,9 @@ func (b *bodyParser) agentSchema(f *ast.FencedCodeBlock) {
 		switch v := tok.(type) {
 		case json.Delim:
 			switch {
-			case (v == '{' || v == '[') && field != nil:
-				if field.Type == "" || field.Type == "any" {
-					field.Type = map[json.Delim]string{'{': "map", '[': "list"}[v]
-				}
-				field, nested = nil, 1
+			case (v == '{' || v == '[') && own != nil:
+				setType(own, shared, map[json.Delim]string{'{': "map", '[': "list"}[v], nil)
+				shared, own, nested = nil, nil, 1
 			case v == '{' && depth < 2:
 				depth++
 			case v == '}':
@@ -1055,46 +1066,99 @@ func (b *bodyParser) agentSchema(f *ast.FencedCodeBlock) {
 			}
 		case string:
 			switch {
-			case depth == 2 && field == nil:
+			case depth == 2 && own == nil:
+				pos := b.s.pos(tm.fileOff(int(dec.InputOffset()) - len(v) - 2))
 				k, ok := byName[v]
 				if !ok {
-					k = &MaintainedKey{Name: v, Pos: b.s.pos(tm.fileOff(int(dec.InputOffset()) - len(v) - 2))}
+					k = &MaintainedKey{Name: v, Pos: pos}
 					byName[v] = k
-					keys = append(keys, k)
+					union = append(union, k)
 				}
-				field = k
-			case field != nil:
-				if field.Type == "" || field.Type == "any" {
-					field.Type = "string"
-				}
-				field = nil
+				shared, own = k, &MaintainedKey{Name: v, Pos: pos}
+				perAgent[agent] = append(perAgent[agent], own)
+			case own != nil:
+				setType(own, shared, "string", v)
+				shared, own = nil, nil
 			case depth == 1:
-				// an agent name; its object follows
+				agent = v
+				agents = append(agents, v)
 			default:
 				shape()
 				return
 			}
 		default:
-			if field == nil {
+			if own == nil {
 				shape()
 				return
 			}
-			if field.Type == "" || field.Type == "any" {
-				switch x := v.(type) {
-				case nil:
-					field.Type = "any"
-				case bool:
-					field.Type = "bool"
-				case json.Number:
-					if strings.ContainsAny(string(x), ".eE") {
-						field.Type = "number"
-					} else {
-						field.Type = "int"
-					}
+			switch x := v.(type) {
+			case nil:
+				own.Type = "any"
+				if shared.Type == "" {
+					shared.Type = "any"
+				}
+			case bool:
+				setType(own, shared, "bool", x)
+			case json.Number:
+				if strings.ContainsAny(string(x), ".eE") {
+					f, _ := x.Float64()
+					setType(own, shared, "number", f)
+				} else {
+					n, _ := x.Int64()
+					setType(own, shared, "int", n)
 				}
 			}
-			field = nil
+			shared, own = nil, nil
 		}
 	}
-	b.c.Maintains.Agent = append(b.c.Maintains.Agent, keys...)
+	b.c.Maintains.Agent = append(b.c.Maintains.Agent, union...)
+	b.c.Maintains.PerAgent = perAgent
+	b.c.Maintains.Agents = agents
+}
+
+// snapshotValues reads the `Key | Value` table under the per-agent schema:
+// for each key, the expression that fills it from the agent's steps.
+func (b *bodyParser) snapshotValues(header []cell, rows [][]cell) {
+	if !b.schemaOK {
+		b.d.errorf(header[0].pos, "the Key | Value table must follow the per-agent snapshot JSON example")
+		return
+	}
+	for i := 2; i < len(header); i++ {
+		b.d.errorf(header[i].pos, "unknown snapshot-table column %q", strings.TrimSpace(header[i].text))
+	}
+	for _, row := range rows {
+		if len(row) < 2 {
+			continue
+		}
+		name := unquoteTicks(row[0].text)
+		var shared *MaintainedKey
+		for _, k := range b.c.Maintains.Agent {
+			if k.Name == name {
+				shared = k
+			}
+		}
+		if shared == nil {
+			b.d.errorf(row[0].pos, "%q is not a key of the per-agent snapshot example", name)
+			continue
+		}
+		src := strings.TrimSpace(row[1].text)
+		text := unquoteTicks(src)
+		if text == "" {
+			b.d.errorf(row[1].pos, "snapshot key %s needs a value expression", name)
+			continue
+		}
+		comp := b.compile(text, true, src, row[1].pos)
+		if comp == nil {
+			continue
+		}
+		b.uses = append(b.uses, exprUse{c: comp, pos: row[1].pos, scope: scopeAction})
+		shared.Value, shared.Program = text, comp.prog
+		for _, keys := range b.c.Maintains.PerAgent {
+			for _, k := range keys {
+				if k.Name == name {
+					k.Value, k.Program = text, comp.prog
+				}
+			}
+		}
+	}
 }

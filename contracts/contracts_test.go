@@ -530,3 +530,46 @@ func TestCRLFContractLoadsTheSame(t *testing.T) {
 		t.Fatalf("plans differ:\nLF:   %.400s\nCRLF: %.400s", a, b)
 	}
 }
+
+// Each agent's snapshot keys come with the example's values, and the
+// Key | Value table compiles the expressions that fill the rest.
+func TestPerAgentSnapshotKeys(t *testing.T) {
+	c := loadZulip(t, Options{})
+	m := c.Maintains
+	if strings.Join(m.Agents, ",") != "abiba,tanko,agent-zero,koby" {
+		t.Fatalf("agents %v", m.Agents)
+	}
+	names := func(agent string) string {
+		var out []string
+		for _, k := range m.PerAgent[agent] {
+			out = append(out, k.Name)
+		}
+		return strings.Join(out, ",")
+	}
+	if got := names("tanko"); got != "platform,service_state,http_status,severity" {
+		t.Errorf("tanko keys %s", got)
+	}
+	if got := names("agent-zero"); got != "platform,a2a_status,severity" {
+		t.Errorf("agent-zero keys %s", got)
+	}
+	env := map[string]any{"service": map[string]any{"stdout": "active"}, "http": map[string]any{"stdout": "302"}}
+	for _, k := range m.PerAgent["tanko"] {
+		switch k.Name {
+		case "platform":
+			if k.Example != "dsh" || k.Program != nil {
+				t.Errorf("platform: example %v, program %v", k.Example, k.Program)
+			}
+		case "http_status":
+			if k.Example != int64(200) || k.Type != "int" {
+				t.Errorf("http_status example %#v type %s", k.Example, k.Type)
+			}
+			if v, err := expr.Run(k.Program, env); err != nil || v != "302" {
+				t.Errorf("http_status value %v %v", v, err)
+			}
+		case "service_state":
+			if v, err := expr.Run(k.Program, env); err != nil || v != "active" {
+				t.Errorf("service_state value %v %v", v, err)
+			}
+		}
+	}
+}

@@ -134,6 +134,8 @@ type PlanKey struct {
 	Enum     []string `json:"enum,omitempty"`
 	Doc      string   `json:"doc,omitempty"`
 	PerAgent bool     `json:"per_agent"`
+	Value    string   `json:"value,omitempty"`  // per-agent keys: the expression that fills it
+	Agents   []string `json:"agents,omitempty"` // per-agent keys: the agents whose example has it
 }
 
 // fmtDuration prints 300s as 5m and 3600s as 1h.
@@ -297,7 +299,15 @@ func Explain(c *Contract) *Plan {
 		p.Maintains = append(p.Maintains, PlanKey{Name: k.Name, Type: k.Type, Enum: k.Enum, Doc: k.Doc})
 	}
 	for _, k := range c.Maintains.Agent {
-		p.Maintains = append(p.Maintains, PlanKey{Name: k.Name, Type: k.Type, PerAgent: true})
+		var agents []string
+		for _, a := range c.Maintains.Agents {
+			for _, ak := range c.Maintains.PerAgent[a] {
+				if ak.Name == k.Name {
+					agents = append(agents, a)
+				}
+			}
+		}
+		p.Maintains = append(p.Maintains, PlanKey{Name: k.Name, Type: k.Type, PerAgent: true, Value: k.Value, Agents: agents})
 	}
 	for _, r := range c.Notify {
 		p.Notify = append(p.Notify, r.Kind)
@@ -473,7 +483,14 @@ func WriteExplainText(w io.Writer, c *Contract) error {
 			if k.PerAgent {
 				scope = "agents.*."
 			}
-			ew.printf("  %s%s: %s\n", scope, k.Name, t)
+			from := ""
+			if k.Value != "" {
+				from = " = " + k.Value
+			}
+			if len(k.Agents) > 0 {
+				from += " (" + strings.Join(k.Agents, ", ") + ")"
+			}
+			ew.printf("  %s%s: %s%s\n", scope, k.Name, t, from)
 		}
 	}
 	return ew.err

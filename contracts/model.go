@@ -183,7 +183,14 @@ type NotifyRoute struct {
 // Maintains is the schema of the snapshot the contract keeps.
 type Maintains struct {
 	Keys  []*MaintainedKey
-	Agent []*MaintainedKey // per-agent snapshot schema (from the JSON example)
+	Agent []*MaintainedKey // per-agent snapshot schema: the union of every agent's keys (from the JSON example)
+	// PerAgent holds each agent's own keys from the JSON example, in order,
+	// with that agent's example value in Example (a constant such as
+	// "platform": "dsh" is the value to report). Value and Program are
+	// shared with the union's key of the same name.
+	PerAgent map[string][]*MaintainedKey
+	// Agents lists the agents of the example in file order.
+	Agents []string
 }
 
 // MaintainedKey is one `key: type` bullet (or one field of the per-agent schema).
@@ -193,6 +200,15 @@ type MaintainedKey struct {
 	Enum []string // allowed values when Type is "enum"
 	Doc  string
 	Pos  Pos
+	// Example is the per-agent example's value (PerAgent keys only): a
+	// string, bool, int64, float64 or nil; nil for objects and lists.
+	Example any
+	// Value is the expression from the `Key | Value` table under the
+	// per-agent schema that fills this key from the agent's steps
+	// (`service.stdout`); "" when the engine finds the key by name.
+	Value string
+	// Program is Value compiled (any-valued); nil when Value is "".
+	Program *vm.Program
 }
 
 // Stage is an H3 section of `## Execution`: one agent or platform, run
