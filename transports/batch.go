@@ -146,7 +146,7 @@ func execBatch(ctx context.Context, r runner, cmds []Command, logf logger) ([]Re
 	}()
 	stderr := newCapture(DefaultOutputCap)
 	mw := newMarkerWriter(marker, stderr)
-	code, err := r.run(runCtx, shellArgv("bash", remoteSeconds(dl, ok, start)), strings.NewReader(script), pw, mw)
+	code, err := r.run(runCtx, shellArgv("bash", remoteSeconds(dl, ok, start), newRunToken()), strings.NewReader(script), pw, mw)
 	pw.Close()
 	<-parsed
 	mw.flush()

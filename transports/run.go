@@ -57,7 +57,7 @@ func execOne(ctx context.Context, r runner, cmd Command, logf logger) (Result, e
 
 	stdout, stderr := newCapture(cmd.Cap), newCapture(cmd.Cap)
 	mo, mw := newMarkerWriter(marker, stdout), newMarkerWriter(marker, stderr)
-	code, err := r.run(runCtx, shellArgv(cmd.Shell, secs), strings.NewReader(script.String()), mo, mw)
+	code, err := r.run(runCtx, shellArgv(cmd.Shell, secs, newRunToken()), strings.NewReader(script.String()), mo, mw)
 	mo.flush()
 	mw.flush()
 	logNoise(logf, r, secrets, mo, mw)

@@ -215,8 +215,10 @@ const groupKill = `trap "trap - TERM; kill -TERM 0" TERM; exec 3<&0; "$@" <&3 3<
 // and, when the target has `timeout`, runs it under `timeout -k` so a hung
 // script cannot outlive its deadline even where our signal cannot reach it
 // (sshd ignores signal requests on root logins).
-// Arguments: $1 seconds (0 = none), $2 shell name.
-const launcher = `t=$1 s=$2; ` +
+// It exports the run token so that every process of the run carries it in
+// its environment, where a reaper can find them (see SSH.reap).
+// Arguments: $1 seconds (0 = none), $2 shell name, $3 run token.
+const launcher = `t=$1 s=$2; CONTRACTD_RUN=$3; export CONTRACTD_RUN; ` +
 	`if [ "$s" = bash ] && command -v bash >/dev/null 2>&1; then set -- bash --norc -s; else set -- sh -s; fi; ` +
 	`if [ "$t" != 0 ] && command -v timeout >/dev/null 2>&1; then ` +
 	`if [ -L /bin/timeout ] || [ -L /usr/bin/timeout ]; then exec timeout -k 2 "$t" sh -c '` + groupKill + `' sh "$@"; fi; ` +
@@ -224,10 +226,25 @@ const launcher = `t=$1 s=$2; ` +
 	`exec "$@"`
 
 // shellArgv is the fixed argv that reads a script from stdin: no script
-// text, only the launcher, a number and a shell name.
-func shellArgv(shell string, secs int) []string {
+// text, only the launcher, a number, a shell name and the run token, which
+// is always the last element.
+func shellArgv(shell string, secs int, run string) []string {
 	if shell != "sh" {
 		shell = "bash"
 	}
-	return []string{"sh", "-c", launcher, "contractd", strconv.Itoa(secs), shell}
+	return []string{"sh", "-c", launcher, "contractd", strconv.Itoa(secs), shell, run}
 }
+
+// runTokenPrefix starts every run token; a run token names one Exec or
+// ExecBatch on its target.
+const runTokenPrefix = "contractd-run-"
+
+// runToken returns the run token at the end of argv, or "".
+func runToken(argv []string) string {
+	if n := len(argv); n > 0 && strings.HasPrefix(argv[n-1], runTokenPrefix) {
+		return argv[n-1]
+	}
+	return ""
+}
+
+func newRunToken() string { return runTokenPrefix + strings.TrimPrefix(token(), "contractd") }

@@ -70,7 +70,18 @@ func (s *SSH) run(ctx context.Context, argv []string, stdin io.Reader, stdout, s
 		return s.exitStatus(err)
 	case <-ctx.Done():
 	}
+	// sshd ignores signal requests on root logins; the target's `timeout`
+	// covers deadlines, and the reaper covers the rest (a cancelled run).
 	sess.Signal(ssh.SIGTERM)
+	select {
+	case err := <-waitc:
+		code, _ := s.exitStatus(err)
+		return code, nil
+	case <-time.After(reapAfter):
+	}
+	if tok := runToken(argv); tok != "" {
+		s.reap(ctx, tok)
+	}
 	timer := time.NewTimer(killAfter)
 	defer timer.Stop()
 	select {
@@ -87,6 +98,43 @@ func (s *SSH) run(ctx context.Context, argv []string, stdin io.Reader, stdout, s
 		// Wait is stuck on an output copy; the session is closed anyway.
 	}
 	return -1, nil
+}
+
+// reapAfter is how long a stopped command may take to exit on its own
+// before the reaper goes after it.
+const reapAfter = 500 * time.Millisecond
+
+// reaper kills, on the target, every process whose environment carries the
+// run token (TERM, then KILL a second later): the shell, the script's
+// children, and processes inside pct and docker containers on that host,
+// which the host's /proc shows too. One grep over /proc, kills are builtins.
+const reaper = `tok=$1
+reap() { grep -lzx "CONTRACTD_RUN=$tok" /proc/[0-9]*/environ 2>/dev/null | while IFS= read -r f; do p=${f#/proc/}; kill "-$1" "${p%/environ}" 2>/dev/null; done; }
+reap TERM; sleep 1; reap KILL
+`
+
+// reap runs the reaper for tok in a new session on the same connection,
+// bounded by its own short deadline since ctx is already done.
+func (s *SSH) reap(ctx context.Context, tok string) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	sess, err := s.session(rctx)
+	if err != nil {
+		s.pool.logf.printf(nil, "%s: reap %s: %v", s, tok, err)
+		return
+	}
+	defer sess.Close()
+	sess.Stdin = strings.NewReader(reaper)
+	done := make(chan error, 1)
+	go func() { done <- sess.Run("exec sh -s " + quote(tok)) }()
+	select {
+	case err = <-done:
+	case <-rctx.Done():
+		err = rctx.Err()
+	}
+	if err != nil {
+		s.pool.logf.printf(nil, "%s: reap %s: %v", s, tok, err)
+	}
 }
 
 // exitStatus maps Session.Wait's outcome to an exit code; a session that

@@ -466,3 +466,42 @@ func TestSSHLoginNoiseStaysOutOfResults(t *testing.T) {
 		t.Fatalf("the login's output is not logged:\n%s", book.all())
 	}
 }
+
+// TestSSHCancelKillsRemoteProcess covers a run stopped by cancellation with
+// no deadline, where no `timeout` on the target can help and sshd ignores
+// signal requests from root logins: the reaper must find the processes.
+func TestSSHCancelKillsRemoteProcess(t *testing.T) {
+	t.Parallel()
+	s := startSSHD(t, sshd.Options{})
+	p, _ := newPool(t, PoolOptions{})
+	for _, batch := range []bool{false, true} {
+		t.Run(fmt.Sprintf("batch=%v", batch), func(t *testing.T) {
+			tr := open(t, p, sshSpec(s))
+			sleep := uniqueSleep()
+			ctx, cancel := context.WithCancel(testCtx(t))
+			defer cancel()
+			done := make(chan error, 1)
+			go func() {
+				var err error
+				if batch {
+					_, err = tr.ExecBatch(ctx, []Command{{Script: "echo a"}, {Script: "(" + sleep + ") & wait"}})
+				} else {
+					_, err = tr.Exec(ctx, Command{Script: "(" + sleep + ") & wait"})
+				}
+				done <- err
+			}()
+			eventually(t, "the remote sleep starts", func() (bool, string) {
+				ps := psArgs(t, s)
+				return strings.Contains(ps, sleep), ps
+			})
+			cancel()
+			if err := <-done; err != nil {
+				t.Fatalf("cancelled run: %v", err)
+			}
+			eventually(t, "the remote sleep is gone", func() (bool, string) {
+				ps := psArgs(t, s)
+				return !strings.Contains(ps, sleep), ps
+			})
+		})
+	}
+}
