@@ -22,7 +22,6 @@ type exprUse struct {
 	c     *compiled
 	pos   Pos
 	scope scope
-	stage *Stage
 }
 
 type scope int
@@ -37,7 +36,6 @@ const (
 // after the whole body is read.
 type stageMeta struct {
 	onPos, forEachPos Pos
-	hasOn             bool
 }
 
 type stepMeta struct {
@@ -53,7 +51,6 @@ type bodyParser struct {
 
 	section   string // current H2, lower-cased
 	h3        string // current H3 title, lower-cased
-	h3Pos     Pos
 	stage     *Stage
 	lastStep  *Step
 	stepIDs   map[string]Pos
@@ -166,7 +163,7 @@ func (b *bodyParser) heading(h *ast.Heading) {
 	case 2:
 		b.section, b.h3, b.stage, b.lastStep = strings.ToLower(title), "", nil, nil
 	case 3:
-		b.h3, b.h3Pos, b.stage, b.lastStep = strings.ToLower(title), b.s.pos(lineStart), nil, nil
+		b.h3, b.stage, b.lastStep = strings.ToLower(title), nil, nil
 		if !hasAttrs {
 			return
 		}
@@ -204,7 +201,7 @@ func (b *bodyParser) newStage(title string, attrs []attr, at Pos) {
 		case "agent":
 			st.Agent = a.Value
 		case "on":
-			st.On, meta.onPos, meta.hasOn = a.Value, p, true
+			st.On, meta.onPos = a.Value, p
 		case "for_each":
 			st.ForEach, meta.forEachPos = a.Value, p
 		default:
@@ -615,7 +612,7 @@ func (b *bodyParser) healthTable(header []cell, rows [][]cell) {
 				Program:  comp.prog,
 				Pos:      row[i].pos,
 			})
-			b.uses = append(b.uses, exprUse{c: comp, pos: row[i].pos, scope: scopeCell, stage: b.stage})
+			b.uses = append(b.uses, exprUse{c: comp, pos: row[i].pos, scope: scopeCell})
 		}
 		step.Health = append(step.Health, hr)
 	}
@@ -772,7 +769,7 @@ func (b *bodyParser) actionTable(header []cell, rows [][]cell) {
 			ok = false
 		} else if comp := b.compile(exprText, false, cond, row[0].pos); comp != nil {
 			ar.Expr, ar.Program = exprText, comp.prog
-			b.uses = append(b.uses, exprUse{c: comp, pos: row[0].pos, scope: scopeAction, stage: st})
+			b.uses = append(b.uses, exprUse{c: comp, pos: row[0].pos, scope: scopeAction})
 		} else {
 			ok = false
 		}
@@ -887,7 +884,7 @@ func (b *bodyParser) actionGuards(ar *ActionRow, c cell, st *Stage) {
 			valueOff := strings.Index(text[a.Off-base:], "=") + 1
 			if comp := b.compile(a.Value, true, a.Value, offsetPos(p, text[a.Off-base:], valueOff)); comp != nil {
 				ar.Guard.RestartCountProgram = comp.prog
-				b.uses = append(b.uses, exprUse{c: comp, pos: p, scope: scopeAction, stage: st})
+				b.uses = append(b.uses, exprUse{c: comp, pos: p, scope: scopeAction})
 			}
 		default:
 			b.d.errorf(p, "guards: unknown guard %q (want after, budget, grace, escalate_after or restart_count)", a.Key)
