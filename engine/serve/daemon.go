@@ -239,7 +239,7 @@ func New(cfg Config) (*Daemon, error) {
 	if d.cfg.Notify == nil {
 		d.cfg.Notify = d.notifyRoutes
 	}
-	d.srv = &http.Server{Handler: d.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	d.srv = &http.Server{Handler: d.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	return d, nil
 }
 
