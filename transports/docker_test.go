@@ -112,6 +112,27 @@ func TestDockerContainer(t *testing.T) {
 			return !strings.Contains(ps, sleep), ps
 		})
 	})
+	t.Run("cancelling the run kills the process in the container", func(t *testing.T) {
+		sleep := uniqueSleep()
+		cctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() {
+			_, err := tr.Exec(cctx, Command{Script: "(" + sleep + ") & wait"})
+			done <- err
+		}()
+		eventually(t, "the sleep in the container starts", func() (bool, string) {
+			ps := hostPS(t)
+			return strings.Contains(ps, sleep), ps
+		})
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		eventually(t, "the sleep in the container is gone", func() (bool, string) {
+			ps := hostPS(t)
+			return !strings.Contains(ps, sleep), ps
+		})
+	})
 	t.Run("missing container is unreachable", func(t *testing.T) {
 		_, err := open(t, p, &Spec{Kind: "docker", Container: c.Name + "-absent"}).Exec(ctx, Command{Script: "true"})
 		if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "No such container") {

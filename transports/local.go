@@ -1,11 +1,15 @@
 package transports
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"syscall"
 	"time"
 )
@@ -59,6 +63,11 @@ func (l *Local) run(ctx context.Context, argv []string, stdin io.Reader, stdout,
 	case <-ctx.Done():
 	}
 	syscall.Kill(-pgid, syscall.SIGTERM)
+	// `docker exec` and `pct exec` leave the process in the container
+	// running when the client dies: find it by the run token.
+	if tok := runToken(argv); tok != "" {
+		defer reapLocal(tok)
+	}
 	timer := time.NewTimer(killAfter)
 	defer timer.Stop()
 	select {
@@ -70,6 +79,39 @@ func (l *Local) run(ctx context.Context, argv []string, stdin io.Reader, stdout,
 	}
 	syscall.Kill(-pgid, syscall.SIGKILL)
 	return exitStatus(c, <-waitc)
+}
+
+// reapLocal kills every process on this host whose environment carries the
+// run token (TERM, then KILL after a second), containers' processes
+// included when we may read their /proc entries.
+func reapLocal(tok string) {
+	want := []byte("\x00CONTRACTD_RUN=" + tok + "\x00")
+	find := func() []int {
+		var pids []int
+		ents, _ := os.ReadDir("/proc")
+		for _, e := range ents {
+			pid, err := strconv.Atoi(e.Name())
+			if err != nil {
+				continue
+			}
+			env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+			if err == nil && bytes.Contains(append([]byte{0}, env...), want) {
+				pids = append(pids, pid)
+			}
+		}
+		return pids
+	}
+	pids := find()
+	if len(pids) == 0 {
+		return
+	}
+	for _, p := range pids {
+		syscall.Kill(p, syscall.SIGTERM)
+	}
+	time.Sleep(time.Second)
+	for _, p := range find() {
+		syscall.Kill(p, syscall.SIGKILL)
+	}
 }
 
 // exitStatus turns Wait's outcome into a shell-style exit code: 128+N for a
