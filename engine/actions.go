@@ -317,7 +317,7 @@ func (r *run) verify(ctx context.Context, jobs []*verifyJob) {
 				return
 			}
 			again := newStageRun(r.c, sr.stage, sr.id, sr.item)
-			r.e.runStage(ctx, r.c, again, map[string]any{}, r.secrets)
+			r.e.runStage(ctx, r.c, again, r.base, r.secrets)
 			known := again.report.Status != StatusUnreachable && again.report.Severity != contracts.SeverityUnknown
 			for _, j := range js {
 				still, err := evalBool(j.row.Program, again.env)

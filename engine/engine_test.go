@@ -444,3 +444,21 @@ func TestSecretsInProbeFieldsAndLogLinesAreRedacted(t *testing.T) {
 		t.Fatalf("the redacted field is gone from the report: %s", b)
 	}
 }
+
+func TestRestartsFunctionReadsTheLedger(t *testing.T) {
+	h := newHarness(t)
+	row := "| `connected: false` | `pm2 restart abiba-zulip` |\n"
+	if !strings.Contains(meshContract, row) {
+		t.Fatal("test contract changed")
+	}
+	h.c = parse(t, strings.Replace(meshContract, row, row+"| `restarts(\"abiba\", \"1h\") >= 2` | Alert — abiba restarted twice within the hour |\n", 1))
+	for i := 0; i < 3; i++ {
+		h.w.set(func(w *world) { w.pi["response_pipeline"] = "blocked" })
+		rep := h.run()
+		alerts := actionsWith(rep, "alert")
+		if want := i == 2; (len(alerts) == 1) != want {
+			t.Fatalf("run %d (restarts so far %d): alert rows %+v", i, h.w.restartCount("abiba"), alerts)
+		}
+		h.clock.Advance(6 * time.Minute)
+	}
+}

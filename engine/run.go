@@ -40,7 +40,8 @@ type run struct {
 	active    map[string]*activeIncident
 	outgoing  []outgoing
 	notifiers []notify.Notifier
-	fleet     guard.Fleet // the contract's units this run, for the blast-radius guard
+	fleet     guard.Fleet    // the contract's units this run, for the blast-radius guard
+	base      map[string]any // what every expression sees: restarts(), state
 	mu        sync.Mutex
 }
 
@@ -99,7 +100,12 @@ func (e *Engine) Run(ctx context.Context, c *contracts.Contract) (*Report, error
 	rctx, cancel := context.WithTimeout(ctx, e.opts.RunTimeout)
 	defer cancel()
 	r.runs = expandStages(c)
-	r.gateOK, r.downGate = e.runStages(rctx, c, r.runs, r.secrets)
+	state := prevSnap
+	if state == nil {
+		state = map[string]any{}
+	}
+	r.base = map[string]any{"restarts": r.restarts, "state": state}
+	r.gateOK, r.downGate = e.runStages(rctx, c, r.runs, r.secrets, r.base)
 	for _, sr := range r.runs {
 		rep.Stages = append(rep.Stages, sr.report)
 	}
@@ -297,6 +303,8 @@ func (r *run) aggregates(units []*unitState) map[string]any {
 		counts[sev]++
 	}
 	return map[string]any{
+		"restarts":          r.restarts,
+		"state":             r.base["state"],
 		"critical_count":    counts[contracts.SeverityCritical],
 		"degraded_count":    counts[contracts.SeverityDegraded],
 		"unreachable_count": counts[contracts.SeverityUnreachable],
@@ -312,6 +320,30 @@ func (r *run) addAction(a *ActionReport) {
 	r.mu.Lock()
 	r.rep.Actions = append(r.rep.Actions, a)
 	r.mu.Unlock()
+}
+
+// restarts is the expression function restarts(agent, window): repairs
+// the ledger recorded for agent within window (e.g. "1h"); 0 for a window
+// that does not parse.
+func (r *run) restarts(agent, window string) int {
+	d, err := time.ParseDuration(window)
+	if err != nil {
+		return 0
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	u, ok := r.ledger.Units[agent]
+	if !ok {
+		return 0
+	}
+	cutoff := r.e.opts.Now().Add(-d)
+	n := 0
+	for _, t := range u.Repairs {
+		if t.After(cutoff) {
+			n++
+		}
+	}
+	return n
 }
 
 // logf writes one log line with the contract's secret values redacted.

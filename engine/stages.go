@@ -20,7 +20,8 @@ type stageRun struct {
 	target  string
 	item    map[string]any
 	vars    map[string]string
-	secrets []string // values redacted from everything the stage keeps
+	secrets []string       // values redacted from everything the stage keeps
+	shared  map[string]any // engine functions, the previous snapshot, the gates' steps
 	report  *StageReport
 	obs     []*steps.Observation
 	byID    map[string]*steps.Observation
@@ -97,6 +98,7 @@ func (sr *stageRun) targetName(step *contracts.Step) string {
 // it are unreachable too without another attempt.
 func (e *Engine) runStage(ctx context.Context, c *contracts.Contract, sr *stageRun, shared map[string]any, secrets map[string]string) {
 	sr.secrets = secretValues(secrets)
+	sr.shared = shared
 	sr.report.Target = e.describeTarget(c, sr.target)
 	unreachable := map[string]error{}
 	stepsList := sr.stage.Steps
@@ -307,6 +309,9 @@ func (sr *stageRun) finish() {
 		sr.report.Status = StatusFailed
 	}
 	env := map[string]any{}
+	for k, v := range sr.shared {
+		env[k] = v
+	}
 	for _, o := range sr.obs {
 		for k, v := range o.Values {
 			env[k] = v
@@ -334,8 +339,11 @@ func (sr *stageRun) skip(reason string) {
 // runStages runs gate stages first, in order, then every other stage
 // concurrently (at most Parallel at once). A gate that is not healthy or
 // degraded skips every stage after it in the contract.
-func (e *Engine) runStages(ctx context.Context, c *contracts.Contract, runs []*stageRun, secrets map[string]string) (gateOK bool, downGate string) {
-	shared := map[string]any{}
+func (e *Engine) runStages(ctx context.Context, c *contracts.Contract, runs []*stageRun, secrets map[string]string, base map[string]any) (gateOK bool, downGate string) {
+	shared := make(map[string]any, len(base))
+	for k, v := range base {
+		shared[k] = v
+	}
 	gateOK = true
 	gateIndex := -1
 	for i, sr := range runs {

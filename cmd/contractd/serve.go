@@ -57,6 +57,7 @@ func (m *Main) cmdServe(ctx context.Context, args []string) int {
 	err = serve.Serve(ctx, serve.Config{
 		Dir: *dir, StateDir: *stateDir, Listen: *listen, TokenFile: *tokenFile,
 		Runner: eng, Load: serve.ContractLoader(opts),
+		NotifyDeps: notify.Deps{Log: m.Stderr, Getenv: m.Getenv},
 		Snapshot: func(name string) (json.RawMessage, error) {
 			st, err := engine.ReadStatus(*stateDir, name, time.Now())
 			if err != nil {
