@@ -31,6 +31,21 @@ var actionNames = []string{"severity", "stdout", "stderr", "exit_code", "timed_o
 var escalationNames = []string{"critical_count", "degraded_count", "unreachable_count", "healthy_count",
 	"unknown_count", "agents", "gate_ok", "critical_agents", "vars", "state", "restarts"}
 
+// scopeNames are the built-in names of each expression scope, read-only.
+var scopeNames = map[scope]map[string]bool{
+	scopeCell:       nameSet(cellNames),
+	scopeAction:     nameSet(actionNames),
+	scopeEscalation: nameSet(escalationNames),
+}
+
+func nameSet(names []string) map[string]bool {
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[n] = true
+	}
+	return m
+}
+
 // functionNames are the functions the engine provides through the env map.
 var functionNames = map[string]bool{"restarts": true}
 

@@ -153,34 +153,15 @@ func (b *bodyParser) checkTargets() {
 }
 
 func (b *bodyParser) lintIdents() {
-	known := map[string]bool{}
-	for id := range b.stepIDs {
-		known[id] = true
-	}
-	for f := range b.fields {
-		known[f] = true
-	}
-	scopes := map[scope]map[string]bool{}
-	for s, names := range map[scope][]string{scopeCell: cellNames, scopeAction: actionNames, scopeEscalation: escalationNames} {
-		m := map[string]bool{}
-		for _, n := range names {
-			m[n] = true
-		}
-		if s != scopeEscalation {
-			for n := range known {
-				m[n] = true
-			}
-		}
-		scopes[s] = m
-	}
 	for _, u := range b.uses {
-		allowed := scopes[u.scope]
 		for _, id := range u.c.idents {
+			known := scopeNames[u.scope][id.Name] ||
+				u.scope != scopeEscalation && (b.fields[id.Name] || b.stepIDs[id.Name] != Pos{})
 			switch {
 			case id.Call && !functionNames[id.Name]:
 				b.d.errorf(u.pos, "unknown function %s (the engine provides restarts(agent, window))", id.Name)
 			case id.Call:
-			case allowed[id.Name]:
+			case known:
 			case id.Member && u.scope != scopeEscalation:
 				b.d.errorf(u.pos, "undefined step %s (no step has id=%s)", id.Name, id.Name)
 			default:
