@@ -552,6 +552,12 @@ func TestPerAgentSnapshotKeys(t *testing.T) {
 	if got := names("agent-zero"); got != "platform,a2a_status,severity" {
 		t.Errorf("agent-zero keys %s", got)
 	}
+	if got := len(m.KeysFor("koby")); got != 3 {
+		t.Errorf("koby has 3 keys, got %d", got)
+	}
+	if got := len(m.KeysFor("not-in-the-example")); got != len(m.Agent) {
+		t.Errorf("an agent without an example gets the union (%d keys), got %d", len(m.Agent), got)
+	}
 	env := map[string]any{"service": map[string]any{"stdout": "active"}, "http": map[string]any{"stdout": "302"}}
 	for _, k := range m.PerAgent["tanko"] {
 		switch k.Name {

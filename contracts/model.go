@@ -316,3 +316,13 @@ type EscalationRule struct {
 	Message   string
 	Pos       Pos
 }
+
+// KeysFor returns the per-agent snapshot keys of agent: its own keys from
+// the example when it has an entry there, otherwise the union of all
+// agents' keys. It never fails; with no schema it returns nil.
+func (m Maintains) KeysFor(agent string) []*MaintainedKey {
+	if keys, ok := m.PerAgent[agent]; ok {
+		return keys
+	}
+	return m.Agent
+}
