@@ -84,9 +84,7 @@ with a known header is documentation.
 GET ${health_url}
 ` + "```" + `
 
-| Field | Healthy | Critical |
-|-------|---------|----------|
-| ` + "`http_status`" + ` | ` + "`200`" + ` | ` + "`000`" + ` |
+Expected: ` + "`200`" + ` — anything else (including ` + "`000`" + `, nothing answered) is critical.
 
 **Actions**
 
