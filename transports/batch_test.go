@@ -134,6 +134,7 @@ func TestExecBatchCapsAndCleansUp(t *testing.T) {
 
 func TestExecBatchSessionDiesMidway(t *testing.T) {
 	t.Parallel()
+	slow(t)
 	s := startSSHD(t, sshd.Options{})
 	p, _ := newPool(t, PoolOptions{})
 	tr := open(t, p, sshSpec(s))

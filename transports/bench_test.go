@@ -34,8 +34,11 @@ type benchRig struct {
 	stop func()
 }
 
-func newBenchRig(b *testing.B) *benchRig {
-	s := startSSHD(b, sshd.Options{})
+// newBenchRig starts the sshd; with realLogin the login user's rc files run
+// on every session as on a real host (this machine's root ~/.bashrc runs
+// pyenv init, which dominates every session's cost).
+func newBenchRig(b *testing.B, realLogin bool) *benchRig {
+	s := startRealSSHD(b, sshd.Options{QuietLogin: !realLogin})
 	p, _ := newPool(b, PoolOptions{})
 	tr := open(b, p, sshSpec(s))
 	if _, err := tr.Exec(context.Background(), Command{Script: "true"}); err != nil {
@@ -91,7 +94,7 @@ func (r *benchRig) controlMaster(b *testing.B) {
 
 // BenchmarkSSHBatched20 is 20 probe steps batched into one session.
 func BenchmarkSSHBatched20(b *testing.B) {
-	r := newBenchRig(b)
+	r := newBenchRig(b, true)
 	b.ResetTimer()
 	for b.Loop() {
 		r.batched(b)
@@ -100,7 +103,7 @@ func BenchmarkSSHBatched20(b *testing.B) {
 
 // BenchmarkSSHPooled20 is 20 probe steps, one pooled session each.
 func BenchmarkSSHPooled20(b *testing.B) {
-	r := newBenchRig(b)
+	r := newBenchRig(b, true)
 	b.ResetTimer()
 	for b.Loop() {
 		r.pooled(b)
@@ -109,7 +112,7 @@ func BenchmarkSSHPooled20(b *testing.B) {
 
 // BenchmarkSSHCLI20 is 20 probe steps, one ssh process (and connection) each.
 func BenchmarkSSHCLI20(b *testing.B) {
-	r := newBenchRig(b)
+	r := newBenchRig(b, true)
 	b.ResetTimer()
 	for b.Loop() {
 		r.cli(b)
@@ -119,20 +122,27 @@ func BenchmarkSSHCLI20(b *testing.B) {
 // BenchmarkSSHControlMaster20 is 20 probe steps, one ssh process each over
 // a warm ControlMaster connection.
 func BenchmarkSSHControlMaster20(b *testing.B) {
-	r := newBenchRig(b)
+	r := newBenchRig(b, true)
 	b.ResetTimer()
 	for b.Loop() {
 		r.controlMaster(b)
 	}
 }
 
-// BenchmarkSSHRatios measures all four ways in one run against one sshd,
+// BenchmarkSSHRatios measures the bars with the host's real login rc files.
+func BenchmarkSSHRatios(b *testing.B) { benchRatios(b, true) }
+
+// BenchmarkSSHRatiosQuietLogin measures them with sessions that skip the
+// login user's ~/.bashrc, i.e. with the cost of ssh itself.
+func BenchmarkSSHRatiosQuietLogin(b *testing.B) { benchRatios(b, false) }
+
+// benchRatios measures all four ways in one run against one sshd,
 // interleaved so that machine load hits them alike, and reports the three
 // ratios of the performance bars as metrics (ssh_batched_vs_ssh_cli_x ≥ 30,
 // ssh_batched_vs_controlmaster_x ≥ 10, ssh_pooled_vs_controlmaster_x ≥ 0.9).
 // Run it with: go test -run '^$' -bench SSHRatios -benchtime 5x ./transports
-func BenchmarkSSHRatios(b *testing.B) {
-	r := newBenchRig(b)
+func benchRatios(b *testing.B, realLogin bool) {
+	r := newBenchRig(b, realLogin)
 	var batched, pooled, cli, cm time.Duration
 	timeIt := func(d *time.Duration, f func(*testing.B)) {
 		start := time.Now()

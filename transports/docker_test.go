@@ -75,6 +75,7 @@ func TestDockerContainer(t *testing.T) {
 		})
 	}
 	t.Run("batch with a hung step", func(t *testing.T) {
+		slow(t)
 		sleep := uniqueSleep()
 		rs, err := tr.ExecBatch(ctx, []Command{
 			{Script: "echo one"},
@@ -102,6 +103,7 @@ func TestDockerContainer(t *testing.T) {
 		}
 	})
 	t.Run("timeout kills the process in the container", func(t *testing.T) {
+		slow(t)
 		sleep := uniqueSleep()
 		res, err := tr.Exec(ctx, Command{Script: sleep + "; echo survived", Timeout: 2 * time.Second})
 		if err != nil || !res.TimedOut || strings.Contains(res.Stdout, "survived") {
@@ -113,6 +115,7 @@ func TestDockerContainer(t *testing.T) {
 		})
 	})
 	t.Run("cancelling the run kills the process in the container", func(t *testing.T) {
+		slow(t)
 		sleep := uniqueSleep()
 		cctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
@@ -140,6 +143,7 @@ func TestDockerContainer(t *testing.T) {
 		}
 	})
 	t.Run("stopped container is unreachable", func(t *testing.T) {
+		slow(t)
 		if err := c.Stop(ctx); err != nil {
 			t.Fatal(err)
 		}

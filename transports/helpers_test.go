@@ -14,8 +14,17 @@ import (
 	"github.com/contractd/contractd/fixtures/sshd"
 )
 
-// startSSHD starts a throwaway sshd, or skips the test with the reason.
+// startSSHD starts a throwaway sshd with quiet logins (the dev machine's
+// ~/.bashrc is not what these tests are about, and can cost seconds per
+// session under load), or skips the test with the reason.
 func startSSHD(t testing.TB, opts sshd.Options) *sshd.Server {
+	t.Helper()
+	opts.QuietLogin = true
+	return startRealSSHD(t, opts)
+}
+
+// startRealSSHD starts a throwaway sshd with opts as given.
+func startRealSSHD(t testing.TB, opts sshd.Options) *sshd.Server {
 	t.Helper()
 	if _, err := sshd.Available(); err != nil {
 		t.Skipf("skipping: %v", err)
@@ -112,4 +121,13 @@ func fixturesDir(t testing.TB) string {
 	}
 	abs, _ := filepath.Abs(d)
 	return abs
+}
+
+// slow skips a case that waits out real timeouts or kill graces when the
+// run asked for -short.
+func slow(t testing.TB) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("slow: waits out real timeouts; run without -short")
+	}
 }

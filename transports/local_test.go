@@ -52,6 +52,7 @@ func TestLocalExec(t *testing.T) {
 
 func TestLocalTimeoutKillsTheWholeGroup(t *testing.T) {
 	t.Parallel()
+	slow(t)
 	p, _ := newPool(t, PoolOptions{})
 	tr := open(t, p, &Spec{Kind: "local"})
 	sleep := uniqueSleep()

@@ -83,6 +83,7 @@ func TestPCTOverSSH(t *testing.T) {
 		})
 	}
 	t.Run("timeout kills the process in the container", func(t *testing.T) {
+		slow(t)
 		sleep := uniqueSleep()
 		res, err := ct.Exec(testCtx(t), Command{Script: sleep + "; echo survived", Timeout: 3 * time.Second})
 		if err != nil || !res.TimedOut || strings.Contains(res.Stdout, "survived") {

@@ -118,6 +118,7 @@ func (f *freezer) freeze() {
 
 func TestKeepAliveReplacesAStalledConnection(t *testing.T) {
 	t.Parallel()
+	slow(t)
 	s := startSSHD(t, sshd.Options{})
 	f := newFreezer(t, s.Addr)
 	port := f.l.Addr().(*net.TCPAddr).Port

@@ -124,6 +124,7 @@ func TestSSHOutputCap(t *testing.T) {
 
 func TestSSHTimeoutKillsRemoteProcess(t *testing.T) {
 	t.Parallel()
+	slow(t)
 	s := startSSHD(t, sshd.Options{})
 	p, _ := newPool(t, PoolOptions{})
 	tr := open(t, p, sshSpec(s))
@@ -294,6 +295,7 @@ func TestSSHAcceptNewRecordsHostKey(t *testing.T) {
 
 func TestSSHServerKilledThenBack(t *testing.T) {
 	t.Parallel()
+	slow(t)
 	s := startSSHD(t, sshd.Options{})
 	p, book := newPool(t, PoolOptions{})
 	tr := open(t, p, sshSpec(s))
@@ -472,6 +474,7 @@ func TestSSHLoginNoiseStaysOutOfResults(t *testing.T) {
 // signal requests from root logins: the reaper must find the processes.
 func TestSSHCancelKillsRemoteProcess(t *testing.T) {
 	t.Parallel()
+	slow(t)
 	s := startSSHD(t, sshd.Options{})
 	p, _ := newPool(t, PoolOptions{})
 	for _, batch := range []bool{false, true} {
