@@ -85,7 +85,7 @@ func TestPCTOverSSH(t *testing.T) {
 	t.Run("timeout kills the process in the container", func(t *testing.T) {
 		slow(t)
 		sleep := uniqueSleep()
-		res, err := ct.Exec(testCtx(t), Command{Script: sleep + "; echo survived", Timeout: 3 * time.Second})
+		res, err := ct.Exec(testCtx(t), Command{Script: sleep + "; echo survived", Timeout: 1500 * time.Millisecond})
 		if err != nil || !res.TimedOut || strings.Contains(res.Stdout, "survived") {
 			t.Fatalf("got %+v, %v; want a timed-out result", res, err)
 		}
