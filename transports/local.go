@@ -3,7 +3,6 @@ package transports
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -124,10 +123,8 @@ func exitStatus(c *exec.Cmd, err error) (int, error) {
 	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
 		return 128 + int(ws.Signal()), nil
 	}
-	var ee *exec.ExitError
-	if err == nil || errors.As(err, &ee) || errors.Is(err, exec.ErrWaitDelay) {
-		return ps.ExitCode(), nil
-	}
+	// An *exec.ExitError or exec.ErrWaitDelay (a descendant kept our pipes
+	// open after the process exited) still carries the process's status.
 	return ps.ExitCode(), nil
 }
 
