@@ -167,3 +167,31 @@ func benchRatios(b *testing.B, realLogin bool) {
 	b.ReportMetric(float64(cm)/float64(batched), "ssh_batched_vs_controlmaster_x")
 	b.ReportMetric(float64(cm)/float64(pooled), "ssh_pooled_vs_controlmaster_x")
 }
+
+// BenchmarkLocalBatched20 is the batch framing's own cost on this host: 20
+// probe steps as one local batch, to set against BenchmarkLocalOneScript20.
+func BenchmarkLocalBatched20(b *testing.B) {
+	p, _ := newPool(b, PoolOptions{})
+	tr := open(b, p, &Spec{Kind: "local"})
+	for b.Loop() {
+		if res, err := tr.ExecBatch(context.Background(), benchCommands()); err != nil || len(res) != benchSteps {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkLocalOneScript20 is the floor: the same 20 probes as one script
+// in one shell, with no framing, no per-step deadline and no per-step output.
+func BenchmarkLocalOneScript20(b *testing.B) {
+	p, _ := newPool(b, PoolOptions{})
+	tr := open(b, p, &Spec{Kind: "local"})
+	var script strings.Builder
+	for i := 0; i < benchSteps; i++ {
+		script.WriteString(benchProbe(i) + "\n")
+	}
+	for b.Loop() {
+		if _, err := tr.Exec(context.Background(), Command{Script: script.String()}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
