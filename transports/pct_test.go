@@ -95,3 +95,23 @@ func TestPCTOverSSH(t *testing.T) {
 		})
 	})
 }
+
+// TestPCTOnTheEnginesHost covers an engine running on the Proxmox node
+// itself: pct with no via. Not parallel: it sets PATH for the process.
+func TestPCTOnTheEnginesHost(t *testing.T) {
+	root := t.TempDir()
+	os.MkdirAll(filepath.Join(root, "200"), 0o755)
+	os.WriteFile(filepath.Join(root, "200", "env"), []byte("CT_NAME=local200\n"), 0o644)
+	t.Setenv("PATH", filepath.Join(fixturesDir(t), "pct")+":"+os.Getenv("PATH"))
+	t.Setenv("PCT_ROOT", root)
+	p, _ := newPool(t, PoolOptions{})
+
+	res, err := open(t, p, &Spec{Kind: "pct", VMID: 200}).Exec(testCtx(t), Command{Script: "echo $CT_NAME; exit 1"})
+	if err != nil || res.Stdout != "local200\n" || res.ExitCode != 1 {
+		t.Fatalf("got %+v, %v", res, err)
+	}
+	_, err = open(t, p, &Spec{Kind: "pct", VMID: 404}).Exec(testCtx(t), Command{Script: "true"})
+	if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "404.conf' does not exist") {
+		t.Fatalf("unknown VMID: err = %v, want ErrUnreachable", err)
+	}
+}

@@ -13,7 +13,8 @@ import (
 	"golang.org/x/crypto/ssh"
 )
 
-// ErrPoolClosed is wrapped by Exec and dials after Pool.Close.
+// ErrPoolClosed is returned by Open, and wrapped by ssh Exec, ExecBatch
+// and Dialer dials, once Pool.Close has been called.
 var ErrPoolClosed = errors.New("transport pool closed")
 
 // opener builds the transport of one link; parent is the runner of Via
