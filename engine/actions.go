@@ -95,6 +95,19 @@ func toInt(v any) (int, bool) {
 	return 0, false
 }
 
+// holds reports whether an action row's condition holds in the stage. In a
+// stage with an unreachable step nothing holds: a condition over a step that
+// never ran (`service.stdout != "active"`) would read its absence as a fault.
+func (sr *stageRun) holds(row *contracts.ActionRow) bool {
+	for _, o := range sr.obs {
+		if o.Err != nil {
+			return false
+		}
+	}
+	ok, _ := evalBool(row.Program, sr.env)
+	return ok
+}
+
 // selectRows returns the rows whose condition holds, in table order. Rows
 // of one condition with tiers are ordered by occurrence: the row for the
 // next attempt is chosen (restart, then a heavier repair, then escalate).
@@ -103,8 +116,7 @@ func (r *run) selectRows(sr *stageRun, unit *guard.Unit) []*contracts.ActionRow 
 	tiered := map[string][]*contracts.ActionRow{}
 	var tierOrder []string
 	for _, row := range sr.stage.Actions {
-		ok, _ := evalBool(row.Program, sr.env)
-		if !ok {
+		if !sr.holds(row) {
 			continue
 		}
 		if row.Tier > 0 {

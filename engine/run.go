@@ -190,7 +190,7 @@ func (r *run) settleAgents() []*unitState {
 			u.skipped = false
 			u.raw = steps.Worst(u.raw, sr.report.Severity)
 			for _, row := range sr.stage.Actions {
-				if ok, _ := evalBool(row.Program, sr.env); ok {
+				if sr.holds(row) {
 					u.held[conditionKey(row)] = true
 				}
 			}

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/expr-lang/expr"
+
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/steps"
 )
@@ -14,9 +16,12 @@ import (
 // `## Maintains` declares, with the declared types. The engine knows how to
 // fill:
 //
-//   - `agents`: per agent, each key of the per-agent schema, read from the
-//     agent's step values (a field of that name, or `<step>_<field>`),
-//     `severity` (the agent's severity) and `platform` (the stage id);
+//   - `agents`: per agent, the keys of that agent's entry in the per-agent
+//     example (the union of all entries for an agent it does not show):
+//     `severity` is the agent's severity; a key with an expression in the
+//     `Key | Value` table is that expression over the agent's steps
+//     (`service.stdout`); `platform` is the example's constant; any other
+//     key is a step field of that name, or `<step>_<field>`;
 //   - `last_check`: the run's start time;
 //   - `overall_severity`: the worst agent, mapped onto the declared enum
 //     (unknown and unreachable below their threshold read as degraded);
@@ -93,26 +98,36 @@ func (r *run) agentSnapshots(prev map[string]any) map[string]any {
 	out := map[string]any{}
 	for agent, ar := range r.rep.Agents {
 		var runs []*stageRun
+		env := map[string]any{}
 		for _, sr := range r.runs {
 			if sr.agent == agent {
 				runs = append(runs, sr)
+				for k, v := range sr.env {
+					env[k] = v
+				}
 			}
 		}
 		old, _ := prevAgents[agent].(map[string]any)
 		m := map[string]any{}
-		for _, k := range r.c.Maintains.Agent {
+		for _, k := range agentKeys(r.c, agent) {
 			var v any
-			switch k.Name {
-			case "severity":
+			switch {
+			case k.Name == "severity":
 				v = ar.Severity.String()
-			case "platform":
-				if len(runs) > 0 {
+			case ar.Severity == contracts.SeveritySkipped:
+				// nothing seen this run: keep the previous value below
+			case k.Program != nil:
+				if out, err := expr.Run(k.Program, env); err == nil {
+					v = out
+				}
+			case k.Name == "platform":
+				if s, ok := k.Example.(string); ok {
+					v = s
+				} else if len(runs) > 0 {
 					v = runs[0].stage.ID
 				}
 			default:
-				if ar.Severity != contracts.SeveritySkipped {
-					v = findValue(runs, k.Name)
-				}
+				v = findValue(runs, k.Name)
 			}
 			if v == nil && old != nil {
 				v = old[k.Name]
@@ -122,6 +137,16 @@ func (r *run) agentSnapshots(prev map[string]any) map[string]any {
 		out[agent] = m
 	}
 	return out
+}
+
+// agentKeys is the snapshot schema of one agent: its own entry in the
+// per-agent example, or the union of every entry for an agent the example
+// does not show (a for_each item, say).
+func agentKeys(c *contracts.Contract, agent string) []*contracts.MaintainedKey {
+	if keys, ok := c.Maintains.PerAgent[agent]; ok {
+		return keys
+	}
+	return c.Maintains.Agent
 }
 
 // findValue looks for a field in the agent's steps: by name, or as
@@ -195,7 +220,8 @@ func ValidateSnapshot(c *contracts.Contract, snap map[string]any) []string {
 					problems = append(problems, "agents."+name+" is not an object")
 					continue
 				}
-				for _, ak := range c.Maintains.Agent {
+				keys := agentKeys(c, name)
+				for _, ak := range keys {
 					if _, ok := m[ak.Name]; !ok {
 						problems = append(problems, fmt.Sprintf("agents.%s: missing key %s", name, ak.Name))
 						continue
@@ -203,7 +229,7 @@ func ValidateSnapshot(c *contracts.Contract, snap map[string]any) []string {
 					problems = append(problems, checkType("agents."+name+"."+ak.Name, m[ak.Name], ak)...)
 				}
 				for key := range m {
-					if !slices.ContainsFunc(c.Maintains.Agent, func(k *contracts.MaintainedKey) bool { return k.Name == key }) {
+					if !slices.ContainsFunc(keys, func(k *contracts.MaintainedKey) bool { return k.Name == key }) {
 						problems = append(problems, fmt.Sprintf("agents.%s: undeclared key %s", name, key))
 					}
 				}
