@@ -201,6 +201,30 @@ func TestSSHRefusals(t *testing.T) {
 	closed, _ := net.Listen("tcp", "127.0.0.1:0")
 	closedPort := closed.Addr().(*net.TCPAddr).Port
 	closed.Close()
+	// A listener that accepts and then says nothing, like a hung sshd.
+	silent, _ := net.Listen("tcp", "127.0.0.1:0")
+	held := make(chan net.Conn, 16)
+	t.Cleanup(func() {
+		silent.Close()
+		for {
+			select {
+			case c := <-held:
+				c.Close()
+			default:
+				return
+			}
+		}
+	})
+	go func() {
+		for {
+			c, err := silent.Accept()
+			if err != nil {
+				return
+			}
+			held <- c
+		}
+	}()
+	silentPort := silent.Addr().(*net.TCPAddr).Port
 
 	cases := []struct {
 		name string
@@ -234,6 +258,11 @@ func TestSSHRefusals(t *testing.T) {
 			name: "dial refused",
 			edit: func(sp *Spec) { sp.Port = closedPort },
 			want: []string{"dial", "refused"},
+		},
+		{
+			name: "connect timeout on a server that never speaks",
+			edit: func(sp *Spec) { sp.Port, sp.ConnectTimeout = silentPort, 300*time.Millisecond },
+			want: []string{"handshake", "deadline exceeded"},
 		},
 	}
 	for _, tc := range cases {
