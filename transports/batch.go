@@ -14,10 +14,12 @@ import (
 // Batching: consecutive probe commands for one target travel as one script
 // over one session (one process for local, pct and docker). The script
 // writes each step to a file in a private temporary directory on the
-// target, runs it in its own shell under its own `timeout -k`, with its
-// stdout and stderr going to files, and then emits the step framed by a
-// per-run random boundary (128 bits from crypto/rand) that no step can
-// predict:
+// target and runs it with its stdout and stderr going to files, under its
+// own deadline: with bash, as a forked subshell in its own process group
+// watched by one watchdog subshell for the whole batch (no process started
+// per step beyond the step's own); without bash, under `timeout -k`. Then
+// it emits the step framed by a per-run random boundary (128 bits from
+// crypto/rand) that no step can predict:
 //
 //	\n<B> <i> <exit>\n  stdout bytes  \n<B> <i> e\n  stderr bytes  \n<B> <i> end\n
 //
