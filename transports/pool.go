@@ -52,6 +52,10 @@ type PoolOptions struct {
 	// interval and drops a connection that does not answer within it; 0
 	// disables keepalives.
 	KeepAlive time.Duration
+	// MaxSessions bounds the sessions open at once on one pooled
+	// connection; a step waits for a free one (within its deadline) rather
+	// than being refused by the server. 0 means DefaultMaxSessions.
+	MaxSessions int
 	// Logf receives one line per connection event (dial, reconnect,
 	// host key accepted, keepalive failure) and per failed command, with
 	// command secrets redacted. Nil discards them.
@@ -71,11 +75,16 @@ type Pool struct {
 	closed bool
 }
 
+// DefaultMaxSessions stays below OpenSSH's default MaxSessions of 10, with
+// room for a reaper session.
+const DefaultMaxSessions = 8
+
 // sshConn is one pooled connection slot; mu serialises dials to it.
 type sshConn struct {
 	mu     sync.Mutex
 	client *ssh.Client
 	stop   chan struct{} // closed when client is dropped, ends its keepalive
+	slots  chan struct{} // one token per open session
 }
 
 // NewPool returns an empty pool. It never fails.
@@ -212,11 +221,7 @@ func (p *Pool) client(ctx context.Context, spec *Spec) (*ssh.Client, error) {
 		p.mu.Unlock()
 		return nil, fmt.Errorf("%s: %w", spec.chain(), ErrPoolClosed)
 	}
-	c := p.conns[key]
-	if c == nil {
-		c = &sshConn{}
-		p.conns[key] = c
-	}
+	c := p.conn(key)
 	p.mu.Unlock()
 
 	c.mu.Lock()
@@ -244,6 +249,27 @@ func (p *Pool) client(ctx context.Context, spec *Spec) (*ssh.Client, error) {
 		go p.keepalive(spec, cl, c.stop)
 	}
 	return cl, nil
+}
+
+// conn returns the slot for key, creating it. Callers hold p.mu.
+func (p *Pool) conn(key string) *sshConn {
+	c := p.conns[key]
+	if c == nil {
+		n := p.opts.MaxSessions
+		if n <= 0 {
+			n = DefaultMaxSessions
+		}
+		c = &sshConn{slots: make(chan struct{}, n)}
+		p.conns[key] = c
+	}
+	return c
+}
+
+// slots returns the session tokens of spec's connection.
+func (p *Pool) slots(spec *Spec) chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.conn(chainKey(spec)).slots
 }
 
 // forget closes cl and drops it from its slot, after a failure that showed

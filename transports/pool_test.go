@@ -179,3 +179,36 @@ func TestSSHAgentKeys(t *testing.T) {
 		t.Fatalf("agent login: %+v, %v", res, err)
 	}
 }
+
+func TestPoolMaxSessionsQueuesSteps(t *testing.T) {
+	t.Parallel()
+	// This server allows 2 sessions per connection, like a host whose
+	// MaxSessions is lower than the steps a daemon runs at once.
+	s := startSSHD(t, sshd.Options{ExtraConfig: "MaxSessions 2"})
+	for _, max := range []int{2, DefaultMaxSessions} {
+		t.Run(fmt.Sprintf("pool MaxSessions %d", max), func(t *testing.T) {
+			p, _ := newPool(t, PoolOptions{MaxSessions: max})
+			tr := open(t, p, sshSpec(s))
+			var wg sync.WaitGroup
+			errs := make(chan error, 6)
+			for i := 0; i < 6; i++ {
+				wg.Add(1)
+				go func(i int) {
+					defer wg.Done()
+					res, err := tr.Exec(testCtx(t), Command{Script: fmt.Sprintf("sleep 0.3; echo %d", i)})
+					if err == nil && res.Stdout != fmt.Sprintf("%d\n", i) {
+						err = fmt.Errorf("step %d: %q", i, res.Stdout)
+					}
+					errs <- err
+				}(i)
+			}
+			wg.Wait()
+			close(errs)
+			for err := range errs {
+				if err != nil {
+					t.Fatalf("6 concurrent steps on a 2-session server: %v", err)
+				}
+			}
+		})
+	}
+}

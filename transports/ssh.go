@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -52,11 +53,11 @@ func (s *SSH) String() string { return s.spec.chain() }
 // dead), starts argv and waits. When ctx ends it signals the remote process
 // (TERM, then KILL after killAfter) and closes the session.
 func (s *SSH) run(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
-	sess, err := s.session(ctx)
+	sess, release, err := s.session(ctx)
 	if err != nil {
 		return -1, err
 	}
-	defer sess.Close()
+	defer release()
 	sess.Stdin, sess.Stdout, sess.Stderr = stdin, stdout, stderr
 	// `exec` so the login shell replaces itself and a signal reaches our
 	// process, not a shell waiting on it.
@@ -118,12 +119,12 @@ reap TERM; sleep 1; reap KILL
 func (s *SSH) reap(ctx context.Context, tok string) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
-	sess, err := s.session(rctx)
+	sess, release, err := s.session(rctx)
 	if err != nil {
 		s.pool.logf.printf(nil, "%s: reap %s: %v", s, tok, err)
 		return
 	}
-	defer sess.Close()
+	defer release()
 	sess.Stdin = strings.NewReader(reaper)
 	done := make(chan error, 1)
 	go func() { done <- sess.Run("exec sh -s " + quote(tok)) }()
@@ -157,31 +158,71 @@ func (s *SSH) exitStatus(err error) (int, error) {
 
 var signalNumbers = map[string]int{"HUP": 1, "INT": 2, "QUIT": 3, "KILL": 9, "PIPE": 13, "ALRM": 14, "TERM": 15}
 
-// session opens a session on the pooled connection. A connection that died
-// since its last use (sshd restarted, network flap) fails here; it is
-// dropped and dialed once more.
-func (s *SSH) session(ctx context.Context) (*ssh.Session, error) {
+// session opens a session on the pooled connection, waiting for one of the
+// connection's MaxSessions slots. A connection that died since its last use
+// (sshd restarted, network flap) fails here; it is dropped and dialed once
+// more. The returned func closes the session and frees its slot.
+func (s *SSH) session(ctx context.Context) (*ssh.Session, func(), error) {
+	slots := s.pool.slots(s.spec)
+	select {
+	case slots <- struct{}{}:
+	case <-ctx.Done():
+		return nil, nil, fmt.Errorf("%s: waiting for a free session (PoolOptions.MaxSessions %d in use): %w: %w",
+			s, cap(slots), ErrUnreachable, ErrTimeout)
+	}
+	free := func() { <-slots }
 	var last error
 	for attempt := 0; attempt < 2; attempt++ {
 		cl, err := s.pool.client(ctx, s.spec)
 		if err != nil {
-			return nil, err
+			free()
+			return nil, nil, err
 		}
 		sess, err := cl.NewSession()
 		if err == nil {
-			return sess, nil
+			var once sync.Once
+			return sess, func() { once.Do(func() { sess.Close(); free() }) }, nil
 		}
 		var oce *ssh.OpenChannelError
 		if errors.As(err, &oce) {
-			// The server refused the channel (MaxSessions): the connection
-			// is alive and other sessions use it.
-			return nil, fmt.Errorf("%s: open session: %w: %w", s, err, ErrUnreachable)
+			// The server refused the channel: its MaxSessions is below
+			// ours, or a session we just closed is not freed yet. The
+			// connection is alive and other sessions use it: retry.
+			if sess, err = s.retryOpen(ctx, cl); err == nil {
+				var once sync.Once
+				return sess, func() { once.Do(func() { sess.Close(); free() }) }, nil
+			}
+			free()
+			return nil, nil, fmt.Errorf("%s: open session: %w: %w", s, err, ErrUnreachable)
 		}
 		last = err
 		s.pool.logf.printf(nil, "%s: pooled connection dead (%v), reconnecting", s, err)
 		s.pool.forget(s.spec, cl)
 	}
-	return nil, fmt.Errorf("%s: open session: %w: %w", s, last, ErrUnreachable)
+	free()
+	return nil, nil, fmt.Errorf("%s: open session: %w: %w", s, last, ErrUnreachable)
+}
+
+// retryOpen retries a refused session with a growing pause, for up to
+// about 3 s or until ctx ends.
+func (s *SSH) retryOpen(ctx context.Context, cl *ssh.Client) (*ssh.Session, error) {
+	var err error
+	for pause := 20 * time.Millisecond; pause < 2*time.Second; pause *= 2 {
+		select {
+		case <-time.After(pause):
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (gave up: %w)", err, ctx.Err())
+		}
+		var sess *ssh.Session
+		if sess, err = cl.NewSession(); err == nil {
+			return sess, nil
+		}
+		var oce *ssh.OpenChannelError
+		if !errors.As(err, &oce) {
+			return nil, err
+		}
+	}
+	return nil, err
 }
 
 // HostKeyError reports a host key that known_hosts does not vouch for:
