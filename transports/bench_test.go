@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 	"time"
@@ -137,35 +138,52 @@ func BenchmarkSSHRatios(b *testing.B) { benchRatios(b, true) }
 func BenchmarkSSHRatiosQuietLogin(b *testing.B) { benchRatios(b, false) }
 
 // benchRatios measures all four ways in one run against one sshd,
-// interleaved so that machine load hits them alike, and reports the three
-// ratios of the performance bars as metrics (ssh_batched_vs_ssh_cli_x ≥ 30,
-// ssh_batched_vs_controlmaster_x ≥ 10, ssh_pooled_vs_controlmaster_x ≥ 0.9).
+// interleaved so that machine load hits them alike, and reports the medians
+// over the rounds of the three ratios of the performance bars
+// (ssh_batched_vs_ssh_cli_x ≥ 30, ssh_batched_vs_controlmaster_x ≥ 10,
+// ssh_pooled_vs_controlmaster_x ≥ 0.9) and of each way's time.
 // Run it with: go test -run '^$' -bench SSHRatios -benchtime 5x ./transports
 func benchRatios(b *testing.B, realLogin bool) {
 	r := newBenchRig(b, realLogin)
-	var batched, pooled, cli, cm time.Duration
-	timeIt := func(d *time.Duration, f func(*testing.B)) {
+	var batched, pooled, cli, cm []float64
+	timeIt := func(f func(*testing.B)) float64 {
 		start := time.Now()
 		f(b)
-		*d += time.Since(start)
+		return float64(time.Since(start)) / 1e6
 	}
 	b.ResetTimer()
-	n := 0
 	for b.Loop() {
-		timeIt(&batched, r.batched)
-		timeIt(&pooled, r.pooled)
-		timeIt(&cli, r.cli)
-		timeIt(&cm, r.controlMaster)
-		n++
+		batched = append(batched, timeIt(r.batched))
+		pooled = append(pooled, timeIt(r.pooled))
+		cli = append(cli, timeIt(r.cli))
+		cm = append(cm, timeIt(r.controlMaster))
 	}
-	ms := func(d time.Duration) float64 { return float64(d) / float64(n) / 1e6 }
-	b.ReportMetric(ms(batched), "batched_ms/20steps")
-	b.ReportMetric(ms(pooled), "pooled_ms/20steps")
-	b.ReportMetric(ms(cli), "cli_ms/20steps")
-	b.ReportMetric(ms(cm), "controlmaster_ms/20steps")
-	b.ReportMetric(float64(cli)/float64(batched), "ssh_batched_vs_ssh_cli_x")
-	b.ReportMetric(float64(cm)/float64(batched), "ssh_batched_vs_controlmaster_x")
-	b.ReportMetric(float64(cm)/float64(pooled), "ssh_pooled_vs_controlmaster_x")
+	ratio := func(num, den []float64) []float64 {
+		out := make([]float64, len(num))
+		for i := range num {
+			out[i] = num[i] / den[i]
+		}
+		return out
+	}
+	b.ReportMetric(median(batched), "batched_ms/20steps")
+	b.ReportMetric(median(pooled), "pooled_ms/20steps")
+	b.ReportMetric(median(cli), "cli_ms/20steps")
+	b.ReportMetric(median(cm), "controlmaster_ms/20steps")
+	b.ReportMetric(median(ratio(cli, batched)), "ssh_batched_vs_ssh_cli_x")
+	b.ReportMetric(median(ratio(cm, batched)), "ssh_batched_vs_controlmaster_x")
+	b.ReportMetric(median(ratio(cm, pooled)), "ssh_pooled_vs_controlmaster_x")
+}
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	sort.Float64s(s)
+	if len(s) == 0 {
+		return 0
+	}
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // BenchmarkLocalBatched20 is the batch framing's own cost on this host: 20
