@@ -21,6 +21,27 @@ type loadFlags struct {
 	vars      multiFlag
 }
 
+// register adds --inventory and --var to fs.
+func (l *loadFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&l.inventory, "inventory", "", "inventory `FILE` overriding targets and vars")
+	fs.Var(&l.vars, "var", "override a var (`key=value`, repeatable)")
+}
+
+// loadWith loads files with the flags' overrides; it prints every
+// diagnostic and returns exitOK, or exitUsage when anything did not load.
+func (m *Main) loadWith(files []string, l loadFlags) ([]*contracts.Contract, int) {
+	opts, err := l.options()
+	if err != nil {
+		m.errorf("%v", err)
+		return nil, exitUsage
+	}
+	cs, ok := m.load(files, opts)
+	if !ok {
+		return nil, exitUsage
+	}
+	return cs, exitOK
+}
+
 func (l *loadFlags) options() (contracts.Options, error) {
 	opts := contracts.Options{Inventory: l.inventory, Vars: map[string]string{}}
 	for _, kv := range l.vars {
@@ -68,8 +89,7 @@ func (m *Main) cmdLint(ctx context.Context, args []string) int {
 	fs := m.flags("lint")
 	strict := fs.Bool("strict", false, "fail on warnings too")
 	var lf loadFlags
-	fs.StringVar(&lf.inventory, "inventory", "", "inventory `FILE` overriding targets and vars")
-	fs.Var(&lf.vars, "var", "override a var (`key=value`, repeatable)")
+	lf.register(fs)
 	files, err := parse(fs, args)
 	if err != nil {
 		return exitUsage
@@ -100,21 +120,15 @@ func (m *Main) cmdExplain(ctx context.Context, args []string) int {
 	fs := m.flags("explain")
 	asJSON := fs.Bool("json", false, "print the plan as JSON")
 	var lf loadFlags
-	fs.StringVar(&lf.inventory, "inventory", "", "inventory `FILE` overriding targets and vars")
-	fs.Var(&lf.vars, "var", "override a var (`key=value`, repeatable)")
+	lf.register(fs)
 	files, err := parse(fs, args)
 	if err != nil || len(files) != 1 {
 		m.errorf("usage: contractd explain [--json] FILE")
 		return exitUsage
 	}
-	opts, err := lf.options()
-	if err != nil {
-		m.errorf("%v", err)
-		return exitUsage
-	}
-	cs, ok := m.load(files, opts)
-	if !ok {
-		return exitUsage
+	cs, code := m.loadWith(files, lf)
+	if code != exitOK {
+		return code
 	}
 	if *asJSON {
 		return m.writeJSON(contracts.Explain(cs[0]))
@@ -161,8 +175,7 @@ func (m *Main) runFlagSet(name string, rf *runFlags) *flag.FlagSet {
 	fs.DurationVar(&rf.timeout, "timeout", 10*time.Minute, "deadline for the whole run")
 	fs.DurationVar(&rf.grace, "verify-grace", 0, "replace every verify-after-repair grace period (0 = as the contract says)")
 	fs.BoolVar(&rf.quiet, "quiet", false, "no live progress and no log lines")
-	fs.StringVar(&rf.inventory, "inventory", "", "inventory `FILE` overriding targets and vars")
-	fs.Var(&rf.vars, "var", "override a var (`key=value`, repeatable)")
+	rf.register(fs)
 	return fs
 }
 
@@ -223,14 +236,9 @@ func findDeclared(name, dir string) (string, error) {
 }
 
 func (m *Main) runContracts(ctx context.Context, files []string, rf runFlags) int {
-	opts, err := rf.options()
-	if err != nil {
-		m.errorf("%v", err)
-		return exitUsage
-	}
-	cs, ok := m.load(files, opts)
-	if !ok {
-		return exitUsage
+	cs, code := m.loadWith(files, rf.loadFlags)
+	if code != exitOK {
+		return code
 	}
 	pool := transports.NewPool(transports.PoolOptions{})
 	defer pool.Close()
@@ -254,7 +262,6 @@ func (m *Main) runContracts(ctx context.Context, files []string, rf runFlags) in
 		m.errorf("%v", err)
 		return exitFailed
 	}
-	code := exitOK
 	worst := 0
 	for _, c := range cs {
 		rep, runErr := eng.Run(ctx, c)

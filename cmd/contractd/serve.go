@@ -25,8 +25,7 @@ func (m *Main) cmdServe(ctx context.Context, args []string) int {
 	stagger := fs.Duration("stagger", 30*time.Second, "largest random delay before a contract's first run")
 	grace := fs.Duration("shutdown-grace", 30*time.Second, "how long running runs may finish on SIGTERM")
 	var lf loadFlags
-	fs.StringVar(&lf.inventory, "inventory", "", "inventory `FILE` overriding targets and vars")
-	fs.Var(&lf.vars, "var", "override a var (`key=value`, repeatable)")
+	lf.register(fs)
 	if rest, err := parse(fs, args); err != nil || len(rest) != 0 {
 		m.errorf("usage: contractd serve --dir DIR [--state-dir DIR] [--listen ADDR] [--token-file FILE]")
 		return exitUsage
