@@ -71,7 +71,7 @@ func execOne(ctx context.Context, r runner, cmd Command, logf logger) (Result, e
 		TimedOut:    runCtx.Err() != nil,
 	}
 	if err != nil {
-		logf.printf(secrets, "%s: %v", r, err)
+		logf.printf(secrets, "%v", err)
 		return res, err
 	}
 	if !mw.seen {
