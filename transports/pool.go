@@ -231,8 +231,7 @@ func (p *Pool) client(ctx context.Context, spec *Spec) (*ssh.Client, error) {
 	}
 	cl, err := p.dial(ctx, spec)
 	if err != nil {
-		p.logf.printf(nil, "%v", err)
-		return nil, err
+		return nil, err // the caller logs it, with its command's secrets redacted
 	}
 	c.client, c.stop = cl, make(chan struct{})
 	p.logf.printf(nil, "%s: connected", spec.chain())
