@@ -169,6 +169,10 @@ func execBatch(ctx context.Context, r runner, cmds []Command, logf logger) ([]Re
 		logf.printf(secrets, "%s: no writable temporary directory on the target; running %d steps one session each", r, len(cmds))
 		return execEach(ctx, r, cmds, logf)
 	}
+	if err != nil && parser.started == 0 {
+		logf.printf(secrets, "%v", err)
+		return nil, err
+	}
 	results := parser.results(secrets, timedOut)
 	if err != nil {
 		logf.printf(secrets, "%s: batch ended after %d of %d steps: %v", r, parser.finished, len(cmds), err)
