@@ -87,6 +87,8 @@ func (b *bodyParser) parse(p parser.Parser, body []byte) {
 			b.table(x)
 		case *ast.Paragraph:
 			b.paragraph(x)
+		case *rawParagraph:
+			b.paragraph(x)
 		case *ast.List:
 			if b.section == "maintains" && b.h3 == "" {
 				b.maintainsList(x)
@@ -646,7 +648,7 @@ var reExpected = regexp.MustCompile("^Expected:\\s*")
 var reExpectedValue = regexp.MustCompile("^`([^`]*)`\\s*")
 var reExpectedSep = regexp.MustCompile(`^(or|,|/)\s*`)
 
-func (b *bodyParser) paragraph(p *ast.Paragraph) {
+func (b *bodyParser) paragraph(p ast.Node) {
 	if p.Lines().Len() == 0 {
 		return
 	}

@@ -8,8 +8,6 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/yuin/goldmark"
-	"github.com/yuin/goldmark/extension"
 	"github.com/yuin/goldmark/parser"
 )
 
@@ -49,19 +47,6 @@ func newLoader(opts Options) *loader {
 	return l
 }
 
-// newMarkdownParser builds goldmark's block parser with GFM tables and
-// heading attributes, and no inline parsers: the engine reads headings,
-// paragraphs, table cells and list items from their raw source segments, so
-// emphasis, links and code spans would be parsed only to be thrown away
-// (they were half the load time).
-func newMarkdownParser() parser.Parser {
-	p := parser.NewParser(
-		parser.WithBlockParsers(parser.DefaultBlockParsers()...),
-		parser.WithParagraphTransformers(parser.DefaultParagraphTransformers()...),
-		parser.WithAttribute(),
-	)
-	return goldmark.New(goldmark.WithParser(p), goldmark.WithExtensions(extension.Table)).Parser()
-}
 
 // LoadFile reads and parses one contract. It returns a nil Contract and
 // the diagnostics (a read failure is one error diagnostic) when the file
