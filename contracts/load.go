@@ -47,7 +47,6 @@ func newLoader(opts Options) *loader {
 	return l
 }
 
-
 // LoadFile reads and parses one contract. It returns a nil Contract and
 // the diagnostics (a read failure is one error diagnostic) when the file
 // cannot be loaded.
