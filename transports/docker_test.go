@@ -105,8 +105,8 @@ func TestDockerContainer(t *testing.T) {
 	t.Run("timeout kills the process in the container", func(t *testing.T) {
 		slow(t)
 		sleep := uniqueSleep()
-		res, err := tr.Exec(ctx, Command{Script: sleep + "; echo survived", Timeout: 2 * time.Second})
-		if err != nil || !res.TimedOut || strings.Contains(res.Stdout, "survived") {
+		res, err := tr.Exec(ctx, Command{Script: sleep + " & echo $!; wait; echo survived", Timeout: 2 * time.Second})
+		if err != nil || !res.TimedOut || strings.Contains(res.Stdout, "survived") || strings.TrimSpace(res.Stdout) == "" {
 			t.Fatalf("got %+v, %v; want timed out", res, err)
 		}
 		eventually(t, "the sleep in the container is gone", func() (bool, string) {

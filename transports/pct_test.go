@@ -85,8 +85,8 @@ func TestPCTOverSSH(t *testing.T) {
 	t.Run("timeout kills the process in the container", func(t *testing.T) {
 		slow(t)
 		sleep := uniqueSleep()
-		res, err := ct.Exec(testCtx(t), Command{Script: sleep + "; echo survived", Timeout: 1500 * time.Millisecond})
-		if err != nil || !res.TimedOut || strings.Contains(res.Stdout, "survived") {
+		res, err := ct.Exec(testCtx(t), Command{Script: sleep + " & echo $!; wait; echo survived", Timeout: 1500 * time.Millisecond})
+		if err != nil || !res.TimedOut || strings.Contains(res.Stdout, "survived") || strings.TrimSpace(res.Stdout) == "" {
 			t.Fatalf("got %+v, %v; want a timed-out result", res, err)
 		}
 		eventually(t, "the sleep is gone", func() (bool, string) {

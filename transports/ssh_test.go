@@ -21,11 +21,13 @@ import (
 	"golang.org/x/crypto/ssh"
 )
 
-// shortSleep is a sleep of about two seconds that no other process has on
-// its command line.
-func shortSleep() string {
+// holdUntil returns a script fragment that waits until the file release
+// exists, and the command line (a short sleep no other process has) that
+// shows it waiting in a process list.
+func holdUntil(release string) (script, marker string) {
 	n, _ := rand.Int(rand.Reader, big.NewInt(1_000_000))
-	return fmt.Sprintf("sleep 2.%06d", n.Int64())
+	marker = fmt.Sprintf("sleep 0.05%06d", n.Int64())
+	return fmt.Sprintf("while [ ! -e %s ]; do %s; done", quote(release), marker), marker
 }
 
 // uniqueSleep is a practically endless sleep that no other process has on
@@ -132,34 +134,22 @@ func TestSSHTimeoutKillsRemoteProcess(t *testing.T) {
 		t.Run(shell, func(t *testing.T) {
 			t.Parallel()
 			sleep := uniqueSleep()
-			type out struct {
-				res Result
-				err error
+			// The sleep is a child of the shell, not exec'd: the kill must
+			// reach the whole tree, not just the shell. Its printed PID
+			// proves it was running.
+			res, err := tr.Exec(testCtx(t), Command{Script: sleep + " & echo $!; wait; echo survived", Shell: shell, Timeout: 1500 * time.Millisecond})
+			if err != nil {
+				t.Fatalf("Exec: %v", err)
 			}
-			done := make(chan out, 1)
-			go func() {
-				// The sleep is a child of the shell, not exec'd: the kill
-				// must reach the whole tree, not just the shell.
-				res, err := tr.Exec(testCtx(t), Command{Script: sleep + "; echo survived", Shell: shell, Timeout: 1500 * time.Millisecond})
-				done <- out{res, err}
-			}()
-			eventually(t, "the remote sleep starts", func() (bool, string) {
-				ps := psArgs(t, s)
-				return strings.Contains(ps, sleep), ps
-			})
-			o := <-done
-			if o.err != nil {
-				t.Fatalf("Exec: %v", o.err)
-			}
-			if !o.res.TimedOut || strings.Contains(o.res.Stdout, "survived") {
-				t.Fatalf("result %+v: want TimedOut and no output after the sleep", o.res)
+			if !res.TimedOut || strings.Contains(res.Stdout, "survived") || strings.TrimSpace(res.Stdout) == "" {
+				t.Fatalf("result %+v: want TimedOut, the sleep's PID and no output after it", res)
 			}
 			eventually(t, "the remote sleep is gone", func() (bool, string) {
 				ps := psArgs(t, s)
 				return !strings.Contains(ps, sleep), ps
 			})
 			// The pooled connection survives a timed-out session.
-			res, err := tr.Exec(testCtx(t), Command{Script: "echo still here"})
+			res, err = tr.Exec(testCtx(t), Command{Script: "echo still here"})
 			if err != nil || res.Stdout != "still here\n" {
 				t.Fatalf("after timeout: %+v, %v", res, err)
 			}
@@ -399,7 +389,8 @@ func TestSSHSecretsStayHidden(t *testing.T) {
 	p, book := newPool(t, PoolOptions{})
 	tr := open(t, p, sshSpec(s))
 	secret := "tok-" + strings.TrimPrefix(uniqueSleep(), "sleep ")
-	sleep := shortSleep()
+	release := filepath.Join(t.TempDir(), "release")
+	hold, sleep := holdUntil(release)
 
 	type out struct {
 		res Result
@@ -408,7 +399,7 @@ func TestSSHSecretsStayHidden(t *testing.T) {
 	done := make(chan out, 1)
 	go func() {
 		res, err := tr.Exec(testCtx(t), Command{
-			Script: "echo \"token=$API_TOKEN\"; " + sleep + "; echo \"$API_TOKEN\" >&2; curl_like() { echo \"$1\"; }; curl_like \"$API_TOKEN\"",
+			Script: "echo \"token=$API_TOKEN\"; " + hold + "; echo \"$API_TOKEN\" >&2; curl_like() { echo \"$1\"; }; curl_like \"$API_TOKEN\"",
 			Env:    map[string]string{"API_TOKEN": secret},
 		})
 		done <- out{res, err}
@@ -418,6 +409,7 @@ func TestSSHSecretsStayHidden(t *testing.T) {
 		seen = psArgs(t, s)
 		return strings.Contains(seen, sleep), seen
 	})
+	os.WriteFile(release, nil, 0o600)
 	if strings.Contains(seen, secret) {
 		t.Fatalf("secret visible in the remote process list:\n%s", seen)
 	}
