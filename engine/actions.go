@@ -215,7 +215,7 @@ func (r *run) act(ctx context.Context, u *unitState, unit *guard.Unit, sr *stage
 		// handled below
 	case guard.StatusPending:
 		r.chain.RecordPending(unit, key)
-		if k := unit.Conditions[key]; k != nil && !k.PendingSince.IsZero() {
+		if k := unit.Conditions[key]; k != nil && !k.PendingSince.IsZero() && !strings.Contains(v.Reason, "pending restart since") {
 			ar.Reason = fmt.Sprintf("pending restart since %s (%s)", k.PendingSince.UTC().Format(time.RFC3339), v.Reason)
 		}
 		r.logf("%s: %s: pending %s (%s): %s", c.Name, who, cmd, row.Condition, ar.Reason)
@@ -226,6 +226,11 @@ func (r *run) act(ctx context.Context, u *unitState, unit *guard.Unit, sr *stage
 		r.logf("%s: %s: escalated %s: %s", c.Name, who, row.Condition, v.Reason)
 		return nil
 	case guard.StatusAlert:
+		if r.alertedCrashLoop(u.agent) {
+			// The contract's own crash-loop row already alerts this run:
+			// one fault, one message.
+			return nil
+		}
 		r.activate(u.agent, "crash-loop", fmt.Sprintf("%s is crash-looping; not repairing: %s", who, v.Reason), contracts.SeverityCritical)
 		r.logf("%s: %s: not repaired, crash loop: %s", c.Name, who, v.Reason)
 		return nil

@@ -125,7 +125,9 @@ func (r *run) escalate(units []*unitState) {
 			relay = func(u *unitState) bool { return u.severity == contracts.SeverityDegraded }
 		}
 		for _, u := range units {
-			if u.agent == "" || u.skipped || !relay(u) {
+			if u.agent == "" || u.skipped || !relay(u) || r.hasActive(u.agent) {
+				// An agent whose own alert row (or crash-loop or
+				// escalation) speaks this run gets no second relay.
 				continue
 			}
 			r.activate(u.agent, u.severity.String(), fmt.Sprintf("%s is %s: %s", u.agent, u.severity, agentSummary(u)), u.severity)
@@ -134,6 +136,31 @@ func (r *run) escalate(units []*unitState) {
 	if strings.Contains(action, "alert") || strings.Contains(action, "page") {
 		r.activate("*", cond, nonEmpty(message, cond), contracts.SeverityCritical)
 	}
+}
+
+// hasActive reports whether agent already has an incident active this run.
+func (r *run) hasActive(agent string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, a := range r.active {
+		if a.agent == agent {
+			return true
+		}
+	}
+	return false
+}
+
+// alertedCrashLoop reports whether an alert row over restarts() is active
+// for agent this run.
+func (r *run) alertedCrashLoop(agent string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, a := range r.active {
+		if a.agent == agent && strings.Contains(a.condition, "restarts(") {
+			return true
+		}
+	}
+	return false
 }
 
 // isCritical: critical, or unreachable for unreachable_after runs.
@@ -154,9 +181,15 @@ func stageSummary(sr *stageRun) string {
 
 func agentSummary(u *unitState) string {
 	var f []string
+	seen := map[string]bool{}
 	for _, sr := range u.runs {
 		for _, st := range sr.report.Steps {
-			f = append(f, st.Findings...)
+			for _, x := range st.Findings {
+				if !seen[x] {
+					seen[x] = true
+					f = append(f, x)
+				}
+			}
 		}
 	}
 	if len(f) > 4 {

@@ -297,11 +297,14 @@ func TestUnreachableCountsCriticalOnlyAfterItsThreshold(t *testing.T) {
 	if a := rep.Agents["abiba"]; a.Severity != contracts.SeverityUnreachable || len(h.rec.msgs) != 0 {
 		t.Fatalf("first unreachable run: abiba %v, alerts %v", a.Severity, h.rec.msgs)
 	}
-	if rep.OverallSeverity == contracts.SeverityHealthy {
-		t.Fatal("an unreachable agent counted as healthy")
+	if rep.OverallSeverity != contracts.SeverityUnreachable || NagiosCode(rep.OverallSeverity) != 1 {
+		t.Fatalf("below the threshold: overall %v (nagios %d); want unreachable, a warning", rep.OverallSeverity, NagiosCode(rep.OverallSeverity))
 	}
 	h.run()
-	h.run()
+	rep = h.run()
+	if rep.OverallSeverity != contracts.SeverityCritical || !rep.Agents["abiba"].Failing {
+		t.Fatalf("past the threshold: overall %v, abiba %+v; want critical", rep.OverallSeverity, rep.Agents["abiba"])
+	}
 	if len(h.rec.msgs) != 1 || !strings.Contains(h.rec.msgs[0], "abiba") {
 		t.Fatalf("after 3 unreachable runs with unreachable_after 2: alerts %v; want exactly one", h.rec.msgs)
 	}
@@ -361,17 +364,25 @@ func TestDryRunRunsNothingAndWritesNothing(t *testing.T) {
 
 func TestCorruptLedgerIsMovedAsideAndNothingIsRepaired(t *testing.T) {
 	h := newHarness(t)
-	h.run()
+	h.w.set(func(w *world) { w.pi["response_pipeline"] = "blocked" })
+	h.run() // one restart, recorded in the ledger and the snapshot
 	if err := os.WriteFile(filepath.Join(h.dir, "mesh.ledger.json"), []byte("{not json"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	h.w.set(func(w *world) { w.pi["response_pipeline"] = "blocked" })
 	rep := h.run()
-	if h.w.restartCount("abiba") != 0 || len(rep.Errors) == 0 || !strings.Contains(rep.Errors[0], "corrupt") {
+	if h.w.restartCount("abiba") != 1 || len(rep.Errors) == 0 || !strings.Contains(rep.Errors[0], "corrupt") {
 		t.Fatalf("restarts %d errors %v", h.w.restartCount("abiba"), rep.Errors)
 	}
-	if len(h.rec.msgs) == 0 || !strings.Contains(h.rec.msgs[0], "ledger was corrupt") {
+	if !strings.Contains(strings.Join(h.rec.msgs, "\n"), "ledger was corrupt") {
 		t.Fatalf("the corrupt ledger was not alerted: %v", h.rec.msgs)
+	}
+	// The next run has a fresh ledger, but the debounce still holds: the
+	// last repair comes back from the snapshot's restart_debounce.
+	h.clock.Advance(time.Minute)
+	rep = h.run()
+	if h.w.restartCount("abiba") != 1 || len(actionsWith(rep, "pending")) != 1 {
+		t.Fatalf("after the lost ledger: restarts %d, actions %+v; want the debounce kept", h.w.restartCount("abiba"), rep.Actions)
 	}
 	aside, _ := filepath.Glob(filepath.Join(h.dir, "mesh.ledger.json.corrupt-*"))
 	if len(aside) != 1 {

@@ -131,9 +131,11 @@ func NagiosCode(s contracts.Severity) int {
 	switch s {
 	case contracts.SeverityHealthy:
 		return 0
-	case contracts.SeverityDegraded:
+	case contracts.SeverityDegraded, contracts.SeverityUnreachable:
+		// An unreachable agent is critical only past unreachable_after,
+		// and then the overall severity is critical: a blip warns, never pages.
 		return 1
-	case contracts.SeverityCritical, contracts.SeverityUnreachable:
+	case contracts.SeverityCritical:
 		return 2
 	}
 	return 3

@@ -32,7 +32,10 @@ type AgentReport struct {
 	Severity   contracts.Severity `json:"severity"`
 	Raw        contracts.Severity `json:"raw_severity"` // before hysteresis (unreachable_after, recover_after)
 	ReportOnly bool               `json:"report_only,omitempty"`
-	Stages     []string           `json:"stages"`
+	// Failing is set once hysteresis counts the agent as failing: an
+	// unreachable agent past unreachable_after counts as critical.
+	Failing bool     `json:"failing,omitempty"`
+	Stages  []string `json:"stages"`
 }
 
 // Stage statuses.

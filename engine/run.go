@@ -92,7 +92,7 @@ func (e *Engine) Run(ctx context.Context, c *contracts.Contract) (*Report, error
 		rep.Errors = append(rep.Errors, r.noRepair)
 		r.ledger = store.NewLedger(c.Name)
 		r.message(notify.Message{Contract: c.Name, Kind: notify.KindEscalate, Severity: contracts.SeverityCritical.String(),
-			Text: "state ledger was corrupt and has been moved aside; this run repairs nothing and guard history restarts from zero: " + err.Error()},
+			Text: "state ledger was corrupt and has been moved aside; this run repairs nothing, and the last repair is taken from the snapshot so the debounce still holds: " + err.Error()},
 			&AlertReport{Key: guard.IncidentKey(c.Name, "", "ledger"), Condition: "ledger corrupt", Kind: notify.KindEscalate})
 	}
 	prevSnap, _, _ := st.ReadSnapshot(c.Name)
@@ -100,6 +100,9 @@ func (e *Engine) Run(ctx context.Context, c *contracts.Contract) (*Report, error
 	rctx, cancel := context.WithTimeout(ctx, e.opts.RunTimeout)
 	defer cancel()
 	r.runs = expandStages(c)
+	if r.noRepair != "" {
+		r.seedFromSnapshot(prevSnap)
+	}
 	state := prevSnap
 	if state == nil {
 		state = map[string]any{}
@@ -222,7 +225,7 @@ func (r *run) settleAgents() []*unitState {
 		}
 		out = append(out, u)
 		if u.agent != "" {
-			ar := &AgentReport{Agent: u.agent, Severity: u.severity, Raw: u.raw, ReportOnly: u.reportOnly}
+			ar := &AgentReport{Agent: u.agent, Severity: u.severity, Raw: u.raw, ReportOnly: u.reportOnly, Failing: u.settled.Failing}
 			for _, sr := range u.runs {
 				ar.Stages = append(ar.Stages, sr.id)
 			}
@@ -270,6 +273,10 @@ func (r *run) overall() contracts.Severity {
 			continue
 		}
 		seen = true
+		if ar.Severity == contracts.SeverityUnreachable && ar.Failing {
+			sev = contracts.SeverityCritical // unreachable for unreachable_after runs
+			continue
+		}
 		sev = steps.Worst(sev, ar.Severity)
 	}
 	for _, sr := range r.runs {
@@ -322,6 +329,37 @@ func (r *run) addAction(a *ActionReport) {
 	r.mu.Unlock()
 }
 
+// seedFromSnapshot rebuilds the one guard fact the snapshot keeps when the
+// ledger was lost: the last repair (`restart_debounce`), recorded on every
+// agent the snapshot names, so "never restart more than once per debounce
+// window" holds across the loss. It over-counts rather than forgets.
+func (r *run) seedFromSnapshot(snap map[string]any) {
+	var last time.Time
+	for _, key := range []string{"restart_debounce", "last_repair"} {
+		if s, ok := snap[key].(string); ok {
+			if t, err := time.Parse(time.RFC3339, s); err == nil && t.After(last) {
+				last = t
+			}
+		}
+	}
+	if last.IsZero() {
+		return
+	}
+	agents, _ := snap["agents"].(map[string]any)
+	for name := range agents {
+		u := r.ledger.Unit(name)
+		u.Repairs = append(u.Repairs, last)
+	}
+	for _, sr := range r.runs {
+		if sr.agent != "" {
+			u := r.ledger.Unit(sr.agent)
+			if len(u.Repairs) == 0 {
+				u.Repairs = append(u.Repairs, last)
+			}
+		}
+	}
+}
+
 // restarts is the expression function restarts(agent, window): repairs
 // the ledger recorded for agent within window (e.g. "1h"); 0 for a window
 // that does not parse.
@@ -336,13 +374,10 @@ func (r *run) restarts(agent, window string) int {
 	if !ok {
 		return 0
 	}
-	cutoff := r.e.opts.Now().Add(-d)
-	n := 0
-	for _, t := range u.Repairs {
-		if t.After(cutoff) {
-			n++
-		}
-	}
+	// Counted as the crash-loop guard counts: the repairs contractd made or
+	// the increase of a restart counter read from the target (pm2
+	// `restarts`), whichever is larger.
+	n, _ := guard.CrashLoop{Per: d, Clock: clockFunc(r.e.opts.Now)}.Count(u)
 	return n
 }
 
