@@ -21,13 +21,15 @@ import (
 // it emits the step framed by a per-run random boundary (128 bits from
 // crypto/rand) that no step can predict:
 //
-//	\n<B> <i> <exit>\n  stdout bytes  \n<B> <i> e\n  stderr bytes  \n<B> <i> end\n
+//	\n<B> <i> <exit>\n  stdout bytes  \n<B> <i> e <n>\n  stderr bytes  \n<B> <i> end <n>\n
 //
 // Steps never write to the session's stdout themselves, so nothing a step
 // prints lands outside its frame, and a fake boundary in its output does
-// not match the real one. The reader counts the bytes of each section
-// itself (the boundary delimits them), which saves a `wc` process per step
-// on the target. A step that hangs is killed by its own timeout and the
+// not match the real one. The boundary delimits each section; <n> is the
+// byte count the target copied for the section just ended, which the
+// reader checks against what arrived. bash copies and counts with
+// builtins; without bash the copy is `cat` and <n> is "-", since counting
+// would cost a `wc` process per step. A step that hangs is killed by its own timeout and the
 // steps after it still run; if the session dies mid-way, the steps framed
 // so far are returned and the rest are marked not run.
 
@@ -47,13 +49,13 @@ __stop() {
 }
 trap '__stop; rm -rf "$__d"' EXIT
 trap '__stop; exit 129' HUP; trap '__stop; exit 130' INT; trap '__stop; exit 141' PIPE; trap '__stop; exit 143' TERM
-__cat() { cat "$1"; }
+__cat() { cat "$1"; __len=-; }
 __emit() {
 	printf '\n%s %s %s\n' "$__B" "$1" "$2"
-	if [ -s "$__d/$1.o" ]; then __cat "$__d/$1.o"; fi
-	printf '\n%s %s e\n' "$__B" "$1"
-	if [ -s "$__d/$1.e" ]; then __cat "$__d/$1.e"; fi
-	printf '\n%s %s end\n' "$__B" "$1"
+	__len=0; if [ -s "$__d/$1.o" ]; then __cat "$__d/$1.o"; fi
+	printf '\n%s %s e %s\n' "$__B" "$1" "$__len"
+	__len=0; if [ -s "$__d/$1.e" ]; then __cat "$__d/$1.e"; fi
+	printf '\n%s %s end %s\n' "$__B" "$1" "$__len"
 }
 if [ -n "${BASH_VERSION:-}" ] && mkfifo "$__d/.a" "$__d/.b" 2>/dev/null; then
 	set -m
@@ -73,16 +75,19 @@ if [ -n "${BASH_VERSION:-}" ] && mkfifo "$__d/.a" "$__d/.b" 2>/dev/null; then
 		done
 	) </dev/null >/dev/null 2>&1 &
 	__w=$!
+	# Copies a file byte for byte with builtins only (NULs included) and
+	# counts the bytes into __len.
 	__cat() {
-		local LC_ALL=C __x
-		while IFS= read -r -d '' __x; do printf '%s\0' "$__x"; done <"$1"
+		local LC_ALL=C __x __n=0
+		while IFS= read -r -d '' __x; do printf '%s\0' "$__x"; __n=$((__n + ${#__x} + 1)); done <"$1"
 		printf '%s' "$__x"
+		__len=$((__n + ${#__x}))
 	}
 	__run() {
 		if [ "$3" = sh ]; then
 			sh "$__d/$1" 7<&- 8<&- <"/dev/null" >"$__d/$1.o" 2>"$__d/$1.e" &
 		else
-			( __f=$__d/$1; unset -v __B __d __p __w __c; unset -f __run __emit __stop __cat; . "$__f" ) 7<&- 8<&- <"/dev/null" >"$__d/$1.o" 2>"$__d/$1.e" &
+			( __f=$__d/$1; unset -v __B __d __p __w __c __len; unset -f __run __emit __stop __cat; . "$__f" ) 7<&- 8<&- <"/dev/null" >"$__d/$1.o" 2>"$__d/$1.e" &
 		fi
 		__p=$!
 		if [ "$2" != 0 ]; then printf '%s %s %s\n' "$1" "$__p" "$2" >&7; fi
@@ -273,9 +278,9 @@ type frameParser struct {
 
 	steps    []stepFrame
 	cur      *capture // section being read; nil outside a frame
-	curStep  int
-	started  int // headers seen
-	finished int // end lines seen
+	curStep  int      // step of cur
+	started  int      // headers seen
+	finished int      // end lines seen
 	last     time.Time
 }
 
@@ -284,6 +289,7 @@ type stepFrame struct {
 	code           int
 	started, done  bool
 	duration       time.Duration
+	notes          []string // framing problems, appended to stderr
 }
 
 func newFrameParser(boundary string, cmds []Command, start time.Time) *frameParser {
@@ -342,18 +348,37 @@ func (p *frameParser) scan(data []byte, eof bool) []byte {
 	}
 }
 
+// checkLength compares the target's count for the section just ended with
+// the bytes that arrived, and notes a mismatch in the step's stderr.
+func (p *frameParser) checkLength(field string) {
+	if field == "-" {
+		return
+	}
+	sent, err := strconv.ParseInt(field, 10, 64)
+	if err != nil || sent == p.cur.total {
+		return
+	}
+	s := &p.steps[p.curStep]
+	s.notes = append(s.notes, fmt.Sprintf("[contractd: framing: the target sent %d bytes of a section, %d arrived]", sent, p.cur.total))
+}
+
 func (p *frameParser) emit(b []byte) {
 	if p.cur != nil && len(b) > 0 {
 		p.cur.Write(b)
 	}
 }
 
-// header handles "<i> <exit>", "<i> e" and "<i> end".
+// header handles "<i> <exit>", "<i> e <n>" and "<i> end <n>", where n is
+// the byte count the target sent for the section just ended ("-" when the
+// target could not count it without starting a process).
 func (p *frameParser) header(line string) {
 	f := strings.Fields(line)
-	if len(f) != 2 {
+	if len(f) < 2 || len(f) > 3 {
 		p.cur = nil
 		return
+	}
+	if len(f) == 3 && p.cur != nil {
+		p.checkLength(f[2])
 	}
 	i, err := strconv.Atoi(f[0])
 	if err != nil || i < 0 || i >= len(p.steps) {
@@ -361,6 +386,7 @@ func (p *frameParser) header(line string) {
 		return
 	}
 	s := &p.steps[i]
+	p.curStep = i
 	switch f[1] {
 	case "e":
 		p.cur = s.stderr
@@ -393,6 +419,12 @@ func (p *frameParser) results(secrets []string, timedOut bool) []Result {
 			StderrBytes: s.stderr.total,
 			ExitCode:    s.code,
 			Duration:    s.duration,
+		}
+		for _, n := range s.notes {
+			if r.Stderr != "" && !strings.HasSuffix(r.Stderr, "\n") {
+				r.Stderr += "\n"
+			}
+			r.Stderr += n
 		}
 		if s.done {
 			// timeout(1) exits 124 when it stopped the step, 137 when it had to KILL it.

@@ -61,6 +61,18 @@ func TestFrameParser(t *testing.T) {
 				{ExitCode: -1, Stderr: notRun}},
 		},
 		{
+			name:   "byte counts from the target that match are silent",
+			stream: "\n" + B + " 0 0\nabc\n" + B + " 0 e 3\n\x00z\n" + B + " 0 end 2\n",
+			steps:  1,
+			want:   []Result{{Stdout: "abc", Stderr: "\x00z"}},
+		},
+		{
+			name:   "a byte count that does not match is noted on the step",
+			stream: "\n" + B + " 0 0\nabc\n" + B + " 0 e 5\n\n" + B + " 0 end -\n",
+			steps:  1,
+			want:   []Result{{Stdout: "abc", Stderr: "[contractd: framing: the target sent 5 bytes of a section, 3 arrived]"}},
+		},
+		{
 			name:   "binary output with NUL bytes and boundary-like prefixes",
 			stream: frame("0", "0", "\x00\n"+B[:10]+"\x00", ""),
 			steps:  1,
