@@ -61,6 +61,14 @@ func TestExecBatch(t *testing.T) {
 			want: []Result{{Stdout: "before\n"}, {Stdout: "started\n", ExitCode: 124, TimedOut: true}, {Stdout: "after\n"}},
 		},
 		{
+			name: "binary output passes byte for byte",
+			cmds: []Command{
+				{Script: "printf 'a\\000b\\000\\000c'"},
+				{Script: "printf '\\377\\376\\000' >&2"},
+			},
+			want: []Result{{Stdout: "a\x00b\x00\x00c"}, {Stderr: "\xff\xfe\x00"}},
+		},
+		{
 			name: "a step reading stdin gets EOF, not the rest of the batch",
 			cmds: []Command{{Script: "cat; echo read-done"}, {Script: "echo next"}},
 			want: []Result{{Stdout: "read-done\n"}, {Stdout: "next\n"}},
