@@ -73,6 +73,9 @@ type Pool struct {
 	mu     sync.Mutex
 	conns  map[string]*sshConn
 	closed bool
+
+	khMu    sync.Mutex
+	khCache map[string]knownHostsEntry // parsed known_hosts files by path
 }
 
 // DefaultMaxSessions stays below OpenSSH's default MaxSessions of 10, with

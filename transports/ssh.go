@@ -340,9 +340,9 @@ func (p *Pool) hostKeyCallback(spec *Spec) (ssh.HostKeyCallback, []string, error
 			return nil, nil, fmt.Errorf("create known_hosts: %w", err)
 		}
 	}
-	check, err := knownhosts.New(file)
+	check, err := p.knownHosts(file)
 	if err != nil {
-		return nil, nil, fmt.Errorf("read known_hosts %s: %w", file, err)
+		return nil, nil, err
 	}
 	algos := p.knownAlgorithms(check, spec.addr())
 	cb := func(hostname string, remote net.Addr, key ssh.PublicKey) error {
@@ -365,6 +365,40 @@ func (p *Pool) hostKeyCallback(spec *Spec) (ssh.HostKeyCallback, []string, error
 		return nil
 	}
 	return cb, algos, nil
+}
+
+// knownHosts returns the parsed known_hosts file, parsing it once per
+// version of the file (path, size, modification time): a fleet of N hosts
+// in one file would otherwise be parsed N times, and each connection keeps
+// its callback for re-keying, so memory would grow with N². An accept-new
+// append or an operator's edit changes the version and is read again.
+func (p *Pool) knownHosts(file string) (ssh.HostKeyCallback, error) {
+	fi, err := os.Stat(file)
+	if err != nil {
+		return nil, fmt.Errorf("read known_hosts %s: %w", file, err)
+	}
+	version := fmt.Sprintf("%d/%d", fi.Size(), fi.ModTime().UnixNano())
+	p.khMu.Lock()
+	defer p.khMu.Unlock()
+	if c, ok := p.khCache[file]; ok && c.version == version {
+		return c.check, nil
+	}
+	check, err := knownhosts.New(file)
+	if err != nil {
+		return nil, fmt.Errorf("read known_hosts %s: %w", file, err)
+	}
+	if p.khCache == nil {
+		p.khCache = map[string]knownHostsEntry{}
+	}
+	p.khCache[file] = knownHostsEntry{version: version, check: check}
+	return check, nil
+}
+
+// knownHostsEntry is one parsed known_hosts file and the version it was
+// parsed from.
+type knownHostsEntry struct {
+	version string
+	check   ssh.HostKeyCallback
 }
 
 func strictUnknown(file string) ssh.HostKeyCallback {
