@@ -32,6 +32,11 @@ type Opener interface {
 	Dialer(c *contracts.Contract, target string) (steps.Dialer, error)
 }
 
+// Releaser is an Opener that can close a target's connection early.
+type Releaser interface {
+	Release(c *contracts.Contract, target string)
+}
+
 // Event is live progress for a terminal.
 type Event struct {
 	Stage    string
@@ -58,6 +63,9 @@ type Options struct {
 	Notifiers     []notify.Notifier // added to every contract's own notify routes
 	NotifyDeps    notify.Deps       // what the contract's notifiers are built with
 	Sleep         func(ctx context.Context, d time.Duration) error
+	// ReleaseTargets closes each target's connection after the last stage
+	// that uses it (one-shot runs over many hosts); a daemon keeps them.
+	ReleaseTargets bool
 }
 
 // Engine runs contracts. It is safe for concurrent use on different contracts.

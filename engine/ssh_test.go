@@ -78,7 +78,8 @@ Expected: ` + "`up`" + `
 	}
 	pool := transports.NewPool(transports.PoolOptions{})
 	defer pool.Close()
-	eng, err := New(Options{StateDir: t.TempDir(), Opener: PoolOpener{Pool: pool}, Sleep: func(context.Context, time.Duration) error { return nil }})
+	// ReleaseTargets: the stage releases the connection, the repair redials.
+	eng, err := New(Options{StateDir: t.TempDir(), Opener: PoolOpener{Pool: pool}, ReleaseTargets: true, Sleep: func(context.Context, time.Duration) error { return nil }})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -362,6 +362,7 @@ func (e *Engine) runStages(ctx context.Context, c *contracts.Contract, runs []*s
 			gateOK, downGate, gateIndex = false, sr.id, i
 		}
 	}
+	release := e.releaser(c, runs)
 	sem := make(chan struct{}, e.opts.Parallel)
 	var wg sync.WaitGroup
 	for i, sr := range runs {
@@ -383,10 +384,61 @@ func (e *Engine) runStages(ctx context.Context, c *contracts.Contract, runs []*s
 			}
 			defer func() { <-sem }()
 			e.runStage(ctx, c, sr, shared, secrets)
+			release(sr)
 		}(sr)
 	}
 	wg.Wait()
 	return gateOK, downGate
+}
+
+// targets lists every target a stage reaches: its own, its steps' on= and
+// their via= vantage points.
+func (sr *stageRun) targets() []string {
+	set := map[string]bool{sr.target: true}
+	for _, st := range sr.stage.Steps {
+		set[sr.targetName(st)] = true
+		if st.Via != "" {
+			set[steps.Expand(st.Via, sr.vars)] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for t := range set {
+		out = append(out, t)
+	}
+	return out
+}
+
+// releaser returns what to call when a stage is done: with ReleaseTargets
+// and an opener that can, it closes each target's connection after the
+// last stage that uses it.
+func (e *Engine) releaser(c *contracts.Contract, runs []*stageRun) func(*stageRun) {
+	rel, ok := e.opts.Opener.(Releaser)
+	if !e.opts.ReleaseTargets || !ok {
+		return func(*stageRun) {}
+	}
+	var mu sync.Mutex
+	uses := map[string]int{}
+	for _, sr := range runs {
+		if sr.stage.Gate {
+			continue
+		}
+		for _, t := range sr.targets() {
+			uses[t]++
+		}
+	}
+	return func(sr *stageRun) {
+		mu.Lock()
+		var done []string
+		for _, t := range sr.targets() {
+			if uses[t]--; uses[t] == 0 {
+				done = append(done, t)
+			}
+		}
+		mu.Unlock()
+		for _, t := range done {
+			rel.Release(c, t)
+		}
+	}
 }
 
 // describeTarget renders a target's chain, e.g. "ssh root@h → pct 112".

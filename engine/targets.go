@@ -38,6 +38,14 @@ func (o PoolOpener) Dialer(c *contracts.Contract, target string) (steps.Dialer, 
 	return o.Pool.Dialer(spec)
 }
 
+// Release closes target's pooled connection when nothing uses it: a
+// one-shot run calls it after a target's last stage.
+func (o PoolOpener) Release(c *contracts.Contract, target string) {
+	if spec, err := Spec(c, target); err == nil && spec.Kind != "local" {
+		o.Pool.Release(spec)
+	}
+}
+
 // Spec maps a contract target and its via chain to a transports.Spec. It
 // fails on an unknown target or a via cycle (lint reports both at load).
 func Spec(c *contracts.Contract, name string) (*transports.Spec, error) {

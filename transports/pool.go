@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"strings"
 	"sync"
 	"time"
 
@@ -196,6 +197,42 @@ func (p *Pool) Close() error {
 		c.mu.Unlock()
 	}
 	return first
+}
+
+// Release closes the pooled ssh connection that spec reaches its target
+// through, when no session is open on it and no other pooled connection is
+// reached through it; the next use dials again. A one-shot run over a
+// fleet releases each host after its last stage, so it never holds a
+// thousand idle connections (and a thousand sshd sessions). A connection
+// still in use is left alone.
+func (p *Pool) Release(spec *Spec) {
+	for spec != nil && spec.Kind != "ssh" {
+		spec = spec.Via
+	}
+	if spec == nil {
+		return
+	}
+	key := chainKey(spec)
+	p.mu.Lock()
+	c := p.conns[key]
+	if c == nil || len(c.slots) > 0 {
+		p.mu.Unlock()
+		return
+	}
+	for k := range p.conns {
+		if strings.Contains(k, " via "+key) {
+			p.mu.Unlock()
+			return
+		}
+	}
+	delete(p.conns, key)
+	p.mu.Unlock()
+	c.mu.Lock()
+	if cl := c.client; cl != nil {
+		c.drop(cl)
+		cl.Close()
+	}
+	c.mu.Unlock()
 }
 
 // drop forgets cl if it is still the slot's client. Callers hold c.mu.

@@ -251,7 +251,7 @@ func (m *Main) runContracts(ctx context.Context, files []string, rf runFlags) in
 	eopts := engine.Options{
 		StateDir: rf.stateDir, Parallel: rf.parallel, DryRun: rf.dryRun,
 		RunTimeout: rf.timeout, LockWait: rf.lockWait, GraceOverride: rf.grace,
-		Opener: engine.PoolOpener{Pool: pool}, Getenv: m.Getenv, Logf: logf,
+		Opener: engine.PoolOpener{Pool: pool}, Getenv: m.Getenv, Logf: logf, ReleaseTargets: true,
 		NotifyDeps: notify.Deps{Log: m.Stderr, Getenv: m.Getenv},
 	}
 	if !rf.quiet && !rf.asJSON && !rf.nagios && m.IsTerminal(m.Stdout) {
