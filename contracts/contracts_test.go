@@ -367,7 +367,8 @@ func TestInventoryAndVarOverrides(t *testing.T) {
 // LoadMany keeps the order of its paths, fails only the broken contract and
 // shares one compiled program per distinct expression.
 func TestLoadMany(t *testing.T) {
-	paths := []string{zulipFixture, "testdata/bad/via_cycle.md", "testdata/good/minimal.md", zulipFixture, "testdata/no-such-file.md"}
+	paths := []string{zulipFixture, "testdata/bad/via_cycle.md", "testdata/good/minimal.md", zulipFixture, "testdata/no-such-file.md",
+		"testdata/good/forms.md", "testdata/good/minimal.md", zulipFixture}
 	cs, ds := LoadMany(paths, Options{})
 	if len(cs) != len(paths) || len(ds) != len(paths) {
 		t.Fatalf("got %d contracts, %d diagnostics", len(cs), len(ds))
@@ -380,6 +381,19 @@ func TestLoadMany(t *testing.T) {
 	}
 	if !strings.Contains(ds[4].String(), "no-such-file.md:1:1: error: read contract") {
 		t.Errorf("missing file: %s", ds[4])
+	}
+	// Workers reuse their read buffer: every contract must still equal the
+	// same file loaded on its own.
+	for i, c := range cs {
+		if c == nil {
+			continue
+		}
+		solo, _ := LoadFile(paths[i], Options{})
+		got, _ := json.Marshal(Explain(c))
+		want, _ := json.Marshal(Explain(solo))
+		if string(got) != string(want) {
+			t.Errorf("%s loaded in a batch differs from loading it alone", paths[i])
+		}
 	}
 	a := cs[0].Stages[1].Steps[0].Health[4].Cells[0]
 	b := cs[3].Stages[1].Steps[0].Health[4].Cells[0]

@@ -2,6 +2,7 @@ package contracts
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -83,12 +84,16 @@ func LoadMany(paths []string, opts Options) ([]*Contract, []Diagnostics) {
 		go func() {
 			defer wg.Done()
 			md := newMarkdownParser()
+			// One read buffer per worker: the model copies every string it
+			// keeps, so the buffer is free again once a file is parsed.
+			var buf []byte
 			for i := range next {
-				src, err := os.ReadFile(paths[i])
+				src, err := readInto(buf, paths[i])
 				if err != nil {
 					diags[i] = Diagnostics{{Pos: Pos{File: paths[i], Line: 1, Col: 1}, Severity: DiagError, Msg: fmt.Sprintf("read contract: %v", err)}}
 					continue
 				}
+				buf = src[:0]
 				out[i], diags[i] = l.safeParse(md, paths[i], src, true)
 			}
 		}()
@@ -182,4 +187,31 @@ func (l *loader) parse(md parser.Parser, path string, src []byte, owned bool) (*
 		return nil, d.list
 	}
 	return c, d.list
+}
+
+// readInto reads the file at path into buf, growing it as needed. It
+// returns the file's bytes or the open or read error.
+func readInto(buf []byte, path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err == nil && int(fi.Size()) > cap(buf) {
+		buf = make([]byte, 0, int(fi.Size())+512)
+	}
+	buf = buf[:0]
+	for {
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+		n, err := f.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 }
