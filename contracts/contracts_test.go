@@ -290,11 +290,11 @@ func TestExplainPlan(t *testing.T) {
 	fields := map[string]bool{}
 	for _, h := range a1.Health {
 		fields[h.Field] = true
-		if h.Expr == "" || (h.Severity != "healthy" && h.Severity != "critical") {
+		if h.Expr == "" || (h.Severity != "healthy" && h.Severity != "degraded" && h.Severity != "critical") {
 			t.Errorf("A1 cell %+v", h)
 		}
 	}
-	if a1.ID != "health" || a1.Kind != "http" || len(fields) != 10 || len(a1.Health) != 20 {
+	if a1.ID != "health" || a1.Kind != "http" || len(fields) != 10 || len(a1.Health) != 23 {
 		t.Fatalf("A1 step %s/%s: %d fields, %d cells", a1.ID, a1.Kind, len(fields), len(a1.Health))
 	}
 	for _, a := range plan.Stages[4].Actions {
