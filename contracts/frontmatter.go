@@ -433,7 +433,7 @@ func (y *yamlDec) decodeSchedule(n ast.Node, s *Schedule) {
 }
 
 var guardKeys = []string{"debounce", "crash_loop", "unreachable_after", "recover_after", "after",
-	"budget", "grace", "escalate_after", "repeat"}
+	"budget", "grace", "escalate_after", "repeat", "blast_radius"}
 
 func (y *yamlDec) decodeGuards(n ast.Node, g *Guards) {
 	entries, _ := y.mapping(n, "guards")
@@ -501,10 +501,45 @@ func (y *yamlDec) decodeGuards(n ast.Node, g *Guards) {
 			if g.CrashLoop.MaxRestarts == 0 || g.CrashLoop.Per == 0 {
 				y.d.errorf(y.pos(e.keyN), "%s: needs both max_restarts and per", what)
 			}
+		case "blast_radius":
+			g.BlastRadius = y.decodeBlastRadius(e.value, what)
 		default:
 			y.unknownKey(e, "guards", guardKeys)
 		}
 	}
+}
+
+// decodeBlastRadius reads {max_repairs: N, trip: 50%, min_units: N}.
+func (y *yamlDec) decodeBlastRadius(n ast.Node, what string) *BlastRadius {
+	b := &BlastRadius{}
+	sub, _ := y.mapping(n, what)
+	for _, s := range sub {
+		w := what + "." + s.key
+		switch s.key {
+		case "max_repairs":
+			b.MaxRepairs, _ = y.positive(s.value, w)
+		case "min_units":
+			b.MinUnits, _ = y.positive(s.value, w)
+		case "trip":
+			text, ok := y.scalarText(s.value, w)
+			if !ok {
+				continue
+			}
+			pct := strings.HasSuffix(text, "%")
+			f, err := strconv.ParseFloat(strings.TrimSuffix(text, "%"), 64)
+			if pct {
+				f /= 100
+			}
+			if err != nil || f <= 0 || f > 1 {
+				y.d.errorf(y.pos(s.value), "%s: want a fraction of the units such as 50%% or 0.5, got %q", w, text)
+				continue
+			}
+			b.Trip = f
+		default:
+			y.unknownKey(s, what, []string{"max_repairs", "trip", "min_units"})
+		}
+	}
+	return b
 }
 
 var targetKeys = []string{"ssh", "pct", "docker", "local", "via", "known_hosts", "host_key", "identity", "connect_timeout"}

@@ -124,6 +124,16 @@ type Guards struct {
 	Grace            time.Duration // verify-after-repair grace (default 30s)
 	EscalateAfter    int           // failed repairs before escalating instead of repairing
 	Repeat           time.Duration // alert reminder interval (default 4h)
+	BlastRadius      *BlastRadius  // repairs across the contract's units per run; nil = no limit
+}
+
+// BlastRadius caps repairs in one run: at most MaxRepairs (0: no cap), and
+// none at all when the fraction Trip of at least MinUnits units fails at
+// once (a network or a shared dependency, not the agents).
+type BlastRadius struct {
+	MaxRepairs int
+	Trip       float64
+	MinUnits   int
 }
 
 // CrashLoop turns repairs into alerts when a unit restarts too often.

@@ -32,8 +32,8 @@ type verifyJob struct {
 func (r *run) actions(ctx context.Context, units []*unitState) {
 	var jobs []*verifyJob
 	for _, u := range units {
-		if u.skipped || u.settled.Severity == contracts.SeverityUnknown && !u.settled.Failing {
-			continue
+		if u.agent == "" || u.skipped || u.settled.Severity == contracts.SeverityUnknown && !u.settled.Failing {
+			continue // gates are not units of the fleet; unknown says nothing
 		}
 		r.fleet.Units++
 		if u.settled.Failing {
@@ -226,6 +226,12 @@ func (r *run) act(ctx context.Context, u *unitState, unit *guard.Unit, sr *stage
 		r.logf("%s: %s: escalated %s: %s", c.Name, who, row.Condition, v.Reason)
 		return nil
 	case guard.StatusAlert:
+		if v.Guard == guard.GuardBlastRadius {
+			// One contract-wide alert, not one per unit.
+			r.activate("*", "circuit open", "circuit breaker open, no repairs this run: "+v.Reason, contracts.SeverityCritical)
+			r.logf("%s: %s: not repaired: %s", c.Name, who, v.Reason)
+			return nil
+		}
 		if r.alertedCrashLoop(u.agent) {
 			// The contract's own crash-loop row already alerts this run:
 			// one fault, one message.

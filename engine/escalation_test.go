@@ -239,3 +239,49 @@ Expected: ` + "`ok`" + `
 		t.Fatalf("repairs %q; want only the sick item's, with its own value", ran)
 	}
 }
+
+func TestBlastRadiusCapsRepairsAndOpensTheCircuit(t *testing.T) {
+	tests := []struct {
+		name     string
+		guards   string
+		sick     []string
+		repairs  int
+		circuit  bool
+		statuses string
+	}{
+		{"at most one repair per run", "{debounce: 1s, blast_radius: {max_repairs: 1}}", []string{"a", "b"}, 1, false, "ran,pending"},
+		{"most units failing at once is the network, not the agents", "{debounce: 1s, blast_radius: {trip: 60%}}", []string{"a", "b"}, 0, true, "alert,alert"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			w := newFleetWorld()
+			for _, a := range tc.sick {
+				w.sick[a] = true
+			}
+			src := strings.Replace(fleetContract, "guards: {debounce: 1s, escalate_after: 2, grace: 1s}", "guards: "+tc.guards, 1)
+			c := parse(t, src)
+			rec := &recorder{}
+			clk := &clock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+			eng, err := New(Options{StateDir: t.TempDir(), Opener: &fakeOpener{targets: map[string]*fakeTarget{"t": w.t}}, Now: clk.Now,
+				Notifiers: []notify.Notifier{rec}, Sleep: func(context.Context, time.Duration) error { return nil }})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rep, err := eng.Run(context.Background(), c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var st []string
+			for _, a := range rep.Actions {
+				st = append(st, a.Status)
+			}
+			if len(w.ran) != tc.repairs || strings.Join(st, ",") != tc.statuses {
+				t.Fatalf("repairs %q, statuses %v", w.ran, st)
+			}
+			circuit := strings.Contains(strings.Join(rec.msgs, "\n"), "circuit breaker open")
+			if circuit != tc.circuit {
+				t.Fatalf("messages %q", rec.msgs)
+			}
+		})
+	}
+}

@@ -81,6 +81,9 @@ func (e *Engine) Run(ctx context.Context, c *contracts.Contract) (*Report, error
 	}
 	r.notifiers = append(own, e.opts.Notifiers...)
 	r.chain = guard.NewChain(c.Guards, clockFunc(e.opts.Now))
+	if b := c.Guards.BlastRadius; b != nil {
+		r.chain.Blast = guard.BlastRadius{MaxRepairs: b.MaxRepairs, Trip: b.Trip, MinUnits: b.MinUnits, Clock: r.chain.Clock}
+	}
 	r.ledger, err = st.ReadLedger(c.Name)
 	if err != nil {
 		if !errors.Is(err, store.ErrCorrupt) {
