@@ -206,7 +206,7 @@ func (r *run) act(ctx context.Context, u *unitState, unit *guard.Unit, sr *stage
 		Condition: key, Action: cmd, Severity: sev, Guard: row.Guard,
 		ReportOnly: u.reportOnly, DryRun: r.e.opts.DryRun, Fleet: r.fleet,
 	})
-	ar.Status, ar.Guard, ar.Reason, ar.Trace = v.Status, v.Guard, v.Reason, joinTrace(v)
+	ar.Status, ar.Guard, ar.Reason, ar.Trace = v.Status, v.Guard, v.Reason, v.TraceLines()
 	if r.e.opts.DryRun {
 		return nil
 	}
@@ -272,7 +272,7 @@ func (r *run) act(ctx context.Context, u *unitState, unit *guard.Unit, sr *stage
 		ar.Status, ar.Reason = "failed", "target unreachable: "+err.Error()
 		line = fmt.Sprintf("%s: could not repair %s (%s): %v", c.Name, who, describeHeld(sr, row), err)
 	case code != 0 || res.TimedOut:
-		ar.Status, ar.Reason = "failed", fmt.Sprintf("exit code %d: %s", code, cut(transports.Redact(res.Stderr, secretValues(r.secrets)), 200))
+		ar.Status, ar.Reason = "failed", fmt.Sprintf("exit code %d: %s", code, truncate(strings.TrimSpace(transports.Redact(res.Stderr, secretValues(r.secrets))), 200))
 		line = fmt.Sprintf("%s: repair of %s failed (%s): exit %d", c.Name, who, describeHeld(sr, row), code)
 	default:
 		ar.Status = "ran"

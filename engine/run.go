@@ -388,20 +388,3 @@ func (r *run) restarts(agent, window string) int {
 func (r *run) logf(format string, args ...any) {
 	r.e.opts.Logf("%s", transports.Redact(fmt.Sprintf(format, args...), secretValues(r.secrets)))
 }
-
-// joinTrace renders a verdict's trace for the report.
-func joinTrace(v guard.Verdict) []string {
-	out := make([]string, 0, len(v.Trace))
-	for _, s := range v.Trace {
-		out = append(out, s.String())
-	}
-	return out
-}
-
-func cut(s string, n int) string {
-	s = strings.TrimSpace(s)
-	if len(s) > n {
-		return s[:n] + "…"
-	}
-	return s
-}
