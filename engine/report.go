@@ -50,7 +50,7 @@ const (
 type StageReport struct {
 	ID       string             `json:"id"`
 	Title    string             `json:"title,omitempty"`
-	Agent    string             `json:"agent,omitempty"`
+	Agent    string             `json:"agent"` // "" for agentless stages such as gates
 	Target   string             `json:"target"`
 	Gate     bool               `json:"gate,omitempty"`
 	Item     map[string]any     `json:"item,omitempty"` // the for_each item, when expanded
