@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -119,8 +118,6 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 		args = fs.Args()[1:]
 	}
 }
-
-var errUsage = errors.New("usage")
 
 // multiFlag collects repeated --var key=value flags.
 type multiFlag []string
