@@ -232,7 +232,7 @@ func (r *run) act(ctx context.Context, u *unitState, unit *guard.Unit, sr *stage
 			r.logf("%s: %s: not repaired: %s", c.Name, who, v.Reason)
 			return nil
 		}
-		if r.alertedCrashLoop(u.agent) {
+		if crashLoopRowHolds(sr) {
 			// The contract's own crash-loop row already alerts this run:
 			// one fault, one message.
 			return nil
@@ -359,4 +359,16 @@ func (r *run) verify(ctx context.Context, jobs []*verifyJob) {
 		}()
 	}
 	wg.Wait()
+}
+
+// crashLoopRowHolds reports whether the stage's own alert row over
+// restarts() holds this run; then the crash-loop guard's alert would say the
+// same thing twice.
+func crashLoopRowHolds(sr *stageRun) bool {
+	for _, row := range sr.stage.Actions {
+		if row.Builtin == contracts.ActionAlert && strings.Contains(row.Condition, "restarts(") && sr.holds(row) {
+			return true
+		}
+	}
+	return false
 }

@@ -150,19 +150,6 @@ func (r *run) hasActive(agent string) bool {
 	return false
 }
 
-// alertedCrashLoop reports whether an alert row over restarts() is active
-// for agent this run.
-func (r *run) alertedCrashLoop(agent string) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	for _, a := range r.active {
-		if a.agent == agent && strings.Contains(a.condition, "restarts(") {
-			return true
-		}
-	}
-	return false
-}
-
 // isCritical: critical, or unreachable for unreachable_after runs.
 func isCritical(u *unitState) bool {
 	return u.severity == contracts.SeverityCritical || (u.severity == contracts.SeverityUnreachable && u.settled.Failing)

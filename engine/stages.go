@@ -320,6 +320,14 @@ func (sr *stageRun) finish() {
 	for id, o := range sr.byID {
 		env[id] = o.Values
 	}
+	// The engine's functions win over step fields of the same name, so
+	// `restarts("abiba", "1h")` works in a stage whose pm2 step reports a
+	// `restarts` field; that field stays reachable as `pm2.restarts`.
+	for k, v := range sr.shared {
+		if _, fn := v.(func(string, string) int); fn {
+			env[k] = v
+		}
+	}
 	env["severity"] = sev.String()
 	env["vars"] = stringMap(sr.vars)
 	if sr.item != nil {
