@@ -436,38 +436,25 @@ var guardKeys = []string{"debounce", "crash_loop", "unreachable_after", "recover
 	"budget", "grace", "escalate_after", "repeat", "blast_radius"}
 
 func (y *yamlDec) decodeGuards(n ast.Node, g *Guards) {
+	durations := map[string]*time.Duration{"debounce": &g.Debounce, "grace": &g.Grace, "repeat": &g.Repeat}
+	counts := map[string]*int{"unreachable_after": &g.UnreachableAfter, "recover_after": &g.RecoverAfter,
+		"after": &g.After, "escalate_after": &g.EscalateAfter}
 	entries, _ := y.mapping(n, "guards")
 	for _, e := range entries {
 		what := "guards." + e.key
+		if dst, ok := durations[e.key]; ok {
+			if d, ok := y.duration(e.value, what); ok {
+				*dst = d
+			}
+			continue
+		}
+		if dst, ok := counts[e.key]; ok {
+			if v, ok := y.positive(e.value, what); ok {
+				*dst = v
+			}
+			continue
+		}
 		switch e.key {
-		case "debounce":
-			if d, ok := y.duration(e.value, what); ok {
-				g.Debounce = d
-			}
-		case "grace":
-			if d, ok := y.duration(e.value, what); ok {
-				g.Grace = d
-			}
-		case "repeat":
-			if d, ok := y.duration(e.value, what); ok {
-				g.Repeat = d
-			}
-		case "unreachable_after":
-			if v, ok := y.positive(e.value, what); ok {
-				g.UnreachableAfter = v
-			}
-		case "recover_after":
-			if v, ok := y.positive(e.value, what); ok {
-				g.RecoverAfter = v
-			}
-		case "after":
-			if v, ok := y.positive(e.value, what); ok {
-				g.After = v
-			}
-		case "escalate_after":
-			if v, ok := y.positive(e.value, what); ok {
-				g.EscalateAfter = v
-			}
 		case "budget":
 			if s, ok := y.str(e.value, what); ok {
 				b, err := parseBudget(s)
