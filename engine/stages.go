@@ -20,6 +20,7 @@ type stageRun struct {
 	target  string
 	item    map[string]any
 	vars    map[string]string
+	varsEnv map[string]any // vars as expressions see them, built once per stage
 	secrets []string       // values redacted from everything the stage keeps
 	shared  map[string]any // engine functions, the previous snapshot, the gates' steps
 	report  *StageReport
@@ -66,7 +67,7 @@ func newStageRun(c *contracts.Contract, st *contracts.Stage, id string, item map
 		target = "local"
 	}
 	sr := &stageRun{
-		stage: st, id: id, item: item, vars: vars, target: target,
+		stage: st, id: id, item: item, vars: vars, varsEnv: stringMap(vars), target: target,
 		agent: expandAttr(st.Agent, vars),
 		byID:  map[string]*steps.Observation{},
 	}
@@ -268,7 +269,7 @@ func (sr *stageRun) stepEnv(o *steps.Observation, shared map[string]any) map[str
 	for k, v := range o.Values {
 		env[k] = v
 	}
-	env["vars"] = stringMap(sr.vars)
+	env["vars"] = sr.varsEnv
 	if sr.item != nil {
 		env["item"] = sr.item
 	}
@@ -329,7 +330,7 @@ func (sr *stageRun) finish() {
 		}
 	}
 	env["severity"] = sev.String()
-	env["vars"] = stringMap(sr.vars)
+	env["vars"] = sr.varsEnv
 	if sr.item != nil {
 		env["item"] = sr.item
 	}
