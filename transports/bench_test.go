@@ -213,3 +213,23 @@ func BenchmarkLocalOneScript20(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkSSHColdExec is a fresh pool's first command: dial, authenticate,
+// open a session and run `true` (sessions skip the login rc files, so the
+// connection's own cost shows). The first session used to wait ~40 ms
+// behind sshd's Nagle and the client's delayed ACK; see quickAck.
+func BenchmarkSSHColdExec(b *testing.B) {
+	s := startRealSSHD(b, sshd.Options{QuietLogin: true})
+	ctx := context.Background()
+	for b.Loop() {
+		p := NewPool(PoolOptions{})
+		tr, err := p.Open(sshSpec(s))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if r, err := tr.Exec(ctx, Command{Script: "true"}); err != nil || r.ExitCode != 0 {
+			b.Fatalf("exec: %v (exit %d)", err, r.ExitCode)
+		}
+		p.Close()
+	}
+}

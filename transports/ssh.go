@@ -278,6 +278,7 @@ func (p *Pool) dial(ctx context.Context, spec *Spec) (*ssh.Client, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: dial %s: %w: %w", name, addr, err, ErrUnreachable)
 		}
+		nc = quickAck(nc)
 	}
 	cfg := &ssh.ClientConfig{
 		User:              spec.User,
