@@ -135,8 +135,9 @@ func ReadHistory(stateDir, name string, n int) ([]HistoryRecord, error) {
 
 // Reset is the operator's release of a contract (`contractd reset NAME`):
 // escalations, failed-repair counts and pending repairs of every unit (or
-// of the named unit) are cleared, and the scheduler's hold-down released.
-// Repair times stay, so budgets and the crash-loop guard still hold.
+// of the named unit) are cleared (store.Ledger.Reset), under the run lock.
+// Repair times stay, so budgets and the crash-loop guard still hold. The
+// daemon's hold-down is released by serve.Reset, which the CLI also calls.
 func Reset(ctx context.Context, stateDir, name, unit string) error {
 	s, err := store.Open(stateDir)
 	if err != nil {
@@ -151,11 +152,6 @@ func Reset(ctx context.Context, stateDir, name, unit string) error {
 	if err != nil {
 		return err
 	}
-	for key, u := range l.Units {
-		if unit == "" || unit == key {
-			guard.Reset(u)
-		}
-	}
-	guard.Release(&l.Scheduler)
+	l.Reset(unit)
 	return s.WriteLedger(name, l)
 }

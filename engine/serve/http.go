@@ -284,10 +284,7 @@ func (d *Daemon) handleReset(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, apiError{Error: "unknown contract " + name})
 		return
 	}
-	e.saveMu.Lock()
-	err := Reset(d.cfg.StateDir, name)
-	e.saveMu.Unlock()
-	if err != nil {
+	if err := Reset(d.cfg.StateDir, name); err != nil {
 		writeJSON(w, http.StatusInternalServerError, apiError{Error: err.Error()})
 		return
 	}

@@ -34,7 +34,6 @@ type entry struct {
 	next     time.Time
 	phase    time.Duration
 
-	saveMu sync.Mutex // orders writes of the state file
 	// busySince is when the loop started its current tick (UnixNano), 0
 	// while it waits; /healthz and the watchdog read it without locks.
 	busySince atomic.Int64
@@ -398,19 +397,16 @@ func (w logWriter) Write(p []byte) (int, error) {
 }
 
 // save writes the entry's state, first applying a Reset that landed on disk
-// meanwhile so the daemon never overwrites an operator's release.
+// meanwhile; updateState's lock keeps a Reset from landing between the read
+// and the write, so the daemon never overwrites an operator's release.
 func (d *Daemon) save(e *entry) {
-	e.saveMu.Lock()
-	defer e.saveMu.Unlock()
-	onDisk, err := ReadState(d.cfg.StateDir, e.name)
+	err := updateState(d.cfg.StateDir, e.name, func(onDisk *SchedulerState) {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		d.applyResetLocked(e, *onDisk)
+		*onDisk = e.state
+	})
 	if err != nil {
-		d.logf("serve: %s: %v", e.name, err)
-	}
-	e.mu.Lock()
-	d.applyResetLocked(e, onDisk)
-	st := e.state
-	e.mu.Unlock()
-	if err := writeState(d.cfg.StateDir, st); err != nil {
 		d.logf("serve: %s: %v", e.name, err)
 	}
 }

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine/guard"
+	"github.com/contractd/contractd/engine/store"
 )
 
 // stateVersion is the schema version of NAME.scheduler.json.
@@ -82,55 +84,51 @@ func ReadState(stateDir, name string) (SchedulerState, error) {
 // ErrCorruptState is wrapped when a scheduler state file did not decode.
 var ErrCorruptState = errors.New("corrupt scheduler state")
 
-// writeState writes the state atomically: temp file, fsync, rename, fsync of
-// the directory. It returns the first error, wrapped with the path.
+// writeState writes the state atomically (store.WriteAtomic: temp file,
+// fsync, rename, fsync of the directory). Callers other than updateState
+// must be the only writer.
 func writeState(stateDir string, st SchedulerState) error {
 	st.Version = stateVersion
 	b, err := json.MarshalIndent(st, "", "  ")
 	if err != nil {
 		return fmt.Errorf("encode scheduler state %s: %w", st.Contract, err)
 	}
-	b = append(b, '\n')
-	return writeFileAtomic(StatePath(stateDir, st.Contract), b)
+	if err := os.MkdirAll(stateDir, 0o700); err != nil {
+		return fmt.Errorf("create state dir %s: %w", stateDir, err)
+	}
+	return store.WriteAtomic(StatePath(stateDir, st.Contract), append(b, '\n'))
 }
 
-func writeFileAtomic(path string, b []byte) error {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("create state dir %s: %w", dir, err)
-	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+// stateLockWait bounds how long an update of a scheduler state file waits
+// for another one; the critical section is one small read and write.
+const stateLockWait = 10 * time.Second
+
+// updateState is the one read-modify-write of NAME.scheduler.json. It holds
+// NAME.scheduler.lock (store.Lock, a flock that other processes honour too)
+// while it reads the file, lets change edit the state and writes it back,
+// so the daemon's saves and `contractd reset` never overwrite each other.
+// A corrupt file is moved aside and change sees a fresh state; that error
+// is returned after the write succeeds.
+func updateState(stateDir, name string, change func(*SchedulerState)) error {
+	s, err := store.Open(stateDir)
 	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return err
 	}
-	tmp := f.Name()
-	defer os.Remove(tmp) // a no-op after a successful rename
-	if _, err := f.Write(b); err != nil {
-		f.Close()
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return fmt.Errorf("sync %s: %w", path, err)
-	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("close %s: %w", path, err)
-	}
-	if err := os.Chmod(tmp, 0o600); err != nil {
-		return fmt.Errorf("chmod %s: %w", path, err)
-	}
-	if err := os.Rename(tmp, path); err != nil {
-		return fmt.Errorf("rename %s: %w", path, err)
-	}
-	d, err := os.Open(dir)
+	unlock, err := s.Lock(context.Background(), name+".scheduler", stateLockWait)
 	if err != nil {
-		return fmt.Errorf("sync dir %s: %w", dir, err)
+		return fmt.Errorf("scheduler state %s: %w", name, err)
 	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync dir %s: %w", dir, err)
+	defer unlock()
+	st, readErr := ReadState(stateDir, name)
+	if readErr != nil && !errors.Is(readErr, ErrCorruptState) {
+		return readErr
 	}
-	return nil
+	change(&st)
+	st.Contract = name
+	if err := writeState(stateDir, st); err != nil {
+		return err
+	}
+	return readErr
 }
 
 // Reset releases a contract's hold-down and clears its failure streak: the
@@ -147,14 +145,12 @@ func Reset(stateDir, name string) error {
 	if _, err := os.Stat(StatePath(stateDir, name)); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	st, err := ReadState(stateDir, name)
+	err := updateState(stateDir, name, func(st *SchedulerState) {
+		guard.Release(&st.Scheduler)
+		st.NextRunAt = time.Time{}
+		st.ResetAt = time.Now().UTC()
+	})
 	if err != nil && !errors.Is(err, ErrCorruptState) {
-		return fmt.Errorf("reset %s: %w", name, err)
-	}
-	guard.Release(&st.Scheduler)
-	st.NextRunAt = time.Time{}
-	st.ResetAt = time.Now().UTC()
-	if err := writeState(stateDir, st); err != nil {
 		return fmt.Errorf("reset %s: %w", name, err)
 	}
 	return nil

@@ -63,7 +63,7 @@ func (s *Store) AppendHistory(name string, record any) error {
 		buf.Write(r)
 		buf.WriteByte('\n')
 	}
-	if err := writeAtomic(path, buf.Bytes()); err != nil {
+	if err := WriteAtomic(path, buf.Bytes()); err != nil {
 		return err
 	}
 	return corrupt

@@ -26,8 +26,6 @@ type Ledger struct {
 	Units map[string]*guard.Unit `json:"units"`
 	// Incidents holds alert incidents by guard.IncidentKey.
 	Incidents map[string]*guard.Incident `json:"incidents"`
-	// Scheduler is the daemon's failure count and hold-down.
-	Scheduler guard.Scheduler `json:"scheduler"`
 	// Outbox holds messages a notifier failed to deliver.
 	Outbox notify.Outbox `json:"outbox"`
 }
@@ -105,14 +103,14 @@ func (s *Store) WriteLedger(name string, l *Ledger) error {
 	if err != nil {
 		return fmt.Errorf("encode ledger %s: %w", name, err)
 	}
-	return writeAtomic(path, append(b, '\n'))
+	return WriteAtomic(path, append(b, '\n'))
 }
 
 // Reset is the operator's `contractd reset NAME [UNIT]`: it clears
 // escalations, failed-repair counts, pending repairs and graces of one unit
-// (or of every unit when unit is ""), and releases the scheduler's
-// hold-down. Repair times stay, so budgets and the crash-loop guard still
-// hold. It returns the units it reset, sorted.
+// (or of every unit when unit is ""). Repair times stay, so budgets and the
+// crash-loop guard still hold. It returns the units it reset, sorted. (The
+// daemon's hold-down lives in its own state file; see serve.Reset.)
 func (l *Ledger) Reset(unit string) []string {
 	var done []string
 	for key, u := range l.Units {
@@ -122,6 +120,5 @@ func (l *Ledger) Reset(unit string) []string {
 		}
 	}
 	sort.Strings(done)
-	guard.Release(&l.Scheduler)
 	return done
 }

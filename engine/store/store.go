@@ -117,9 +117,9 @@ func (s *Store) path(name, suffix string) (string, error) {
 	return filepath.Join(s.dir, name+suffix), nil
 }
 
-// writeAtomic replaces path with data: temp file in the same directory,
+// WriteAtomic replaces path with data: temp file in the same directory,
 // fsync, rename, fsync the directory.
-func writeAtomic(path string, data []byte) error {
+func WriteAtomic(path string, data []byte) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
 	if err != nil {
@@ -219,5 +219,5 @@ func (s *Store) WriteSnapshot(name string, data map[string]any) error {
 	if err != nil {
 		return fmt.Errorf("encode snapshot %s: %w", name, err)
 	}
-	return writeAtomic(path, append(b, '\n'))
+	return WriteAtomic(path, append(b, '\n'))
 }

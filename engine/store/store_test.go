@@ -78,7 +78,6 @@ func TestGuardsSurviveRestart(t *testing.T) {
 			t.Fatalf("incident: %+v", a)
 		}
 		l.Outbox.Queue = append(l.Outbox.Queue, notify.Queued{Notifier: "zulip", Message: notify.Message{Contract: "zulip-health", Kind: notify.KindOpen, Text: "abiba critical"}, Attempts: 1, Since: t0})
-		l.Scheduler.ConsecutiveFailed = 2
 		if err := s.WriteLedger("zulip-health", l); err != nil {
 			t.Fatal(err)
 		}
@@ -102,9 +101,6 @@ func TestGuardsSurviveRestart(t *testing.T) {
 	}
 	if len(l.Outbox.Queue) != 1 || l.Outbox.Queue[0].Message.Text != "abiba critical" {
 		t.Errorf("outbox = %+v", l.Outbox)
-	}
-	if l.Scheduler.ConsecutiveFailed != 2 {
-		t.Errorf("scheduler = %+v", l.Scheduler)
 	}
 }
 
@@ -402,7 +398,6 @@ func TestOperatorResetSurvivesRestart(t *testing.T) {
 	l.Unit("abiba").Conditions = map[string]*guard.Condition{"stuck": {Held: 4, FailedRepairs: 3, Escalated: true}}
 	l.Unit("abiba").Repairs = []time.Time{t0}
 	l.Unit("koby").Conditions = map[string]*guard.Condition{"stuck": {Held: 4, Escalated: true}}
-	l.Scheduler = guard.Scheduler{ConsecutiveFailed: 3, HeldDown: true, Alerted: true}
 	s.WriteLedger("zulip-health", l)
 
 	l, _ = openAt(t, dir, clock).ReadLedger("zulip-health")
@@ -419,9 +414,6 @@ func TestOperatorResetSurvivesRestart(t *testing.T) {
 		if v.Run != wantRun {
 			t.Errorf("%s after reset of abiba: %s", unit, v)
 		}
-	}
-	if l.Scheduler.HeldDown || l.Scheduler.Alerted {
-		t.Errorf("hold-down not released: %+v", l.Scheduler)
 	}
 	if len(l.Unit("abiba").Repairs) != 1 {
 		t.Errorf("reset forgot repair times, which budgets still need")
