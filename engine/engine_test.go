@@ -94,6 +94,7 @@ type world struct {
 	pi       map[string]any
 	koby     map[string]any
 	piDown   bool // pi's target is unreachable
+	extraCut bool // pi's connection dies after the health step of its batch
 	restarts map[string]int
 	opener   *fakeOpener
 }
@@ -126,7 +127,7 @@ func newWorld() *world {
 			b, _ := json.Marshal(w.koby)
 			return transports.Result{Stdout: string(b)}, nil
 		case strings.Contains(s, "echo extra"):
-			if w.piDown {
+			if w.piDown || w.extraCut {
 				return transports.Result{}, transports.ErrUnreachable
 			}
 			return transports.Result{Stdout: "secret is " + cmd.Env["API_KEY"]}, nil
@@ -471,5 +472,33 @@ func TestRestartsFunctionReadsTheLedger(t *testing.T) {
 			t.Fatalf("run %d (restarts so far %d): alert rows %+v", i, h.w.restartCount("abiba"), alerts)
 		}
 		h.clock.Advance(6 * time.Minute)
+	}
+}
+
+// A connection that dies in the middle of a batch keeps what the steps
+// before it saw: they are judged as usual, and only the steps that never
+// ran count as unreachable.
+func TestSessionDyingMidBatchKeepsTheFinishedSteps(t *testing.T) {
+	h := newHarness(t)
+	h.w.set(func(w *world) {
+		w.extraCut = true
+		w.pi = map[string]any{"connected": true, "response_pipeline": "blocked"}
+	})
+	rep := h.run()
+	var pi *StageReport
+	for _, st := range rep.Stages {
+		if st.ID == "pi" {
+			pi = st
+		}
+	}
+	if pi == nil || len(pi.Steps) != 2 {
+		t.Fatalf("pi stage: %+v", pi)
+	}
+	health, extra := pi.Steps[0], pi.Steps[1]
+	if health.Error != "" || health.Severity != contracts.SeverityCritical || health.Values["response_pipeline"] != "blocked" {
+		t.Errorf("the finished step lost its observation: severity %v, error %q, values %v", health.Severity, health.Error, health.Values)
+	}
+	if extra.Severity != contracts.SeverityUnreachable || extra.Error == "" {
+		t.Errorf("the step that never ran: severity %v, error %q; want unreachable", extra.Severity, extra.Error)
 	}
 }

@@ -40,11 +40,16 @@ func (f *fakeTarget) ExecBatch(ctx context.Context, cmds []transports.Command) (
 	f.mu.Lock()
 	f.batch++
 	f.mu.Unlock()
+	// Like a real batch whose session dies: the commands before the failure
+	// keep their results, the rest are marked not run.
 	out := make([]transports.Result, len(cmds))
 	for i, c := range cmds {
 		r, err := f.Exec(ctx, c)
 		if err != nil {
-			return nil, err
+			for j := i; j < len(cmds); j++ {
+				out[j] = transports.Result{ExitCode: -1, NotRun: true}
+			}
+			return out, err
 		}
 		out[i] = r
 	}

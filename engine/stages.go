@@ -169,7 +169,19 @@ func (e *Engine) execBatch(ctx context.Context, c *contracts.Contract, sr *stage
 	}
 	if err != nil {
 		unreachable[tgt] = err
-		return fail(err)
+		if len(results) != len(batch) {
+			return fail(err)
+		}
+		// The session died mid-batch: the steps that finished are real
+		// observations; the rest did not run and are unreachable.
+		for k, st := range batch {
+			if results[k].NotRun {
+				out[k] = steps.FromResult(st, transports.Result{}, err)
+			} else {
+				out[k] = steps.FromResult(st, results[k], nil)
+			}
+		}
+		return out
 	}
 	for k, st := range batch {
 		var r transports.Result

@@ -431,6 +431,7 @@ func (p *frameParser) results(secrets []string, timedOut bool) []Result {
 			r.TimedOut = p.cmds[i].Timeout > 0 && (s.code == 124 || s.code == 137)
 		} else {
 			r.ExitCode = -1
+			r.NotRun = true
 			if r.Stderr != "" {
 				r.Stderr += "\n"
 			}

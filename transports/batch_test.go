@@ -174,8 +174,11 @@ func TestExecBatchSessionDiesMidway(t *testing.T) {
 	if len(o.res) != 3 || o.res[0].Stdout != "first\n" || o.res[0].ExitCode != 0 {
 		t.Fatalf("the framed first step is lost: %+v", o.res)
 	}
+	if o.res[0].NotRun {
+		t.Errorf("the finished first step is marked not run")
+	}
 	for _, r := range o.res[1:] {
-		if r.ExitCode != -1 || !strings.Contains(r.Stderr, "not run") {
+		if r.ExitCode != -1 || !r.NotRun || !strings.Contains(r.Stderr, "not run") {
 			t.Errorf("unfinished step not marked: %+v", r)
 		}
 	}

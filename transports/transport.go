@@ -41,6 +41,11 @@ type Result struct {
 	ExitCode    int
 	Duration    time.Duration
 	TimedOut    bool
+	// NotRun marks a batched command whose frame never finished: the
+	// batch ran out of time (TimedOut is set too) or its session died
+	// (ExecBatch also returns an error). Its ExitCode is -1 and Stderr
+	// says so; the commands before it in the batch have their own results.
+	NotRun bool
 }
 
 // Transport runs commands on one target.
