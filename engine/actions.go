@@ -205,6 +205,7 @@ func (r *run) act(ctx context.Context, u *unitState, unit *guard.Unit, sr *stage
 	v := r.chain.Decide(unit, guard.Candidate{
 		Condition: key, Action: cmd, Severity: sev, Guard: row.Guard,
 		ReportOnly: u.reportOnly, DryRun: r.e.opts.DryRun, Fleet: r.fleet,
+		Maintenance: r.ledger.Window(u.agent, r.e.opts.Now()),
 	})
 	ar.Status, ar.Guard, ar.Reason, ar.Trace = v.Status, v.Guard, v.Reason, v.TraceLines()
 	if r.e.opts.DryRun {

@@ -72,7 +72,13 @@ func (r *run) alerts(ctx context.Context, units []*unitState) {
 	sort.Strings(keys)
 	for _, key := range keys {
 		a := r.active[key]
-		act := inc.Observe(key, true, !r.gateOK && a.agent != r.downGate)
+		hold := ""
+		if !r.gateOK && a.agent != r.downGate {
+			hold = "its gate is down"
+		} else if w := r.ledger.Window(a.agent, r.e.opts.Now()); w != nil {
+			hold = w.String()
+		}
+		act := inc.Observe(key, true, hold)
 		r.deliver(ctx, act, a.agent, a.condition, a.text, a.severity)
 	}
 	open := inc.Open()
@@ -85,7 +91,7 @@ func (r *run) alerts(ctx context.Context, units []*unitState) {
 		if len(parts) != 3 || parts[0] != c.Name || !observed[parts[1]] {
 			continue
 		}
-		act := inc.Observe(key, false, false)
+		act := inc.Observe(key, false, "")
 		text := fmt.Sprintf("%s %s cleared", nonEmpty(parts[1], "contract"), parts[2])
 		r.deliver(ctx, act, parts[1], parts[2], text, contracts.SeverityHealthy)
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine/guard"
 	"github.com/contractd/contractd/engine/notify"
 	"github.com/contractd/contractd/engine/store"
 	"github.com/contractd/contractd/transports"
@@ -500,5 +501,58 @@ func TestSessionDyingMidBatchKeepsTheFinishedSteps(t *testing.T) {
 	}
 	if extra.Severity != contracts.SeverityUnreachable || extra.Error == "" {
 		t.Errorf("the step that never ran: severity %v, error %q; want unreachable", extra.Severity, extra.Error)
+	}
+}
+
+// An operator's maintenance window pauses the agent's repairs and holds its
+// new alerts while checks go on; once it ends, the same condition is
+// repaired and alerted as usual.
+func TestMaintenanceWindowPausesRepairsAndNewAlerts(t *testing.T) {
+	h := newHarness(t)
+	now := h.clock.Now()
+	if _, err := SetMaintenance(context.Background(), h.dir, "mesh", "abiba", &guard.Window{Since: now, Until: now.Add(time.Hour), Reason: "pi upgrade"}, now); err != nil {
+		t.Fatal(err)
+	}
+	h.w.set(func(w *world) { w.pi = map[string]any{"connected": true, "response_pipeline": "blocked"} })
+
+	rep := h.run()
+	if n := h.w.restartCount("abiba"); n != 0 {
+		t.Fatalf("abiba restarted %d times inside its maintenance window", n)
+	}
+	if a := rep.Agents["abiba"]; a == nil || a.Severity != contracts.SeverityCritical {
+		t.Fatalf("abiba is still graded inside the window: %+v", a)
+	}
+	blocked := actionsWith(rep, guard.StatusBlocked)
+	if len(blocked) != 1 || blocked[0].Guard != guard.GuardMaintenance || !strings.Contains(blocked[0].Reason, "pi upgrade") {
+		t.Fatalf("actions %+v; want the restart blocked by the maintenance guard", rep.Actions)
+	}
+	if w := rep.Maintenance["abiba"]; w == nil || w.Reason != "pi upgrade" {
+		t.Fatalf("report maintenance = %v", rep.Maintenance)
+	}
+	if len(h.rec.msgs) != 0 {
+		t.Fatalf("alerts sent inside the window: %v", h.rec.msgs)
+	}
+	// koby, outside the window, still alerts.
+	h.w.set(func(w *world) { w.koby = map[string]any{"stuck": true} })
+	h.clock.Advance(10 * time.Minute)
+	h.run()
+	if len(h.rec.msgs) != 1 || !strings.Contains(h.rec.msgs[0], "koby") {
+		t.Fatalf("alerts %v; want koby's only", h.rec.msgs)
+	}
+
+	h.clock.Advance(time.Hour)
+	rep = h.run()
+	if n := h.w.restartCount("abiba"); n != 1 {
+		t.Fatalf("after the window abiba restarted %d times, want 1", n)
+	}
+	if last := h.rec.msgs[len(h.rec.msgs)-1]; !strings.Contains(last, "abiba") {
+		t.Errorf("after the window abiba's alert did not open: %v", h.rec.msgs)
+	}
+	if rep.Maintenance != nil {
+		t.Errorf("report still lists windows after they ended: %v", rep.Maintenance)
+	}
+	windows, err := Maintenance(h.dir, "mesh", h.clock.Now())
+	if err != nil || len(windows) != 0 {
+		t.Errorf("windows after the end: %v, %v", windows, err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine/guard"
 )
 
 // Report is the outcome of one run of one contract. Its JSON form is the
@@ -22,8 +23,12 @@ type Report struct {
 	Agents          map[string]*AgentReport `json:"agents"`
 	Actions         []*ActionReport         `json:"actions"`
 	Alerts          []*AlertReport          `json:"alerts"`
-	Errors          []string                `json:"errors,omitempty"`  // engine-level problems (store, lock); a sick agent is not an error
-	Skipped         string                  `json:"skipped,omitempty"` // the whole run was skipped, e.g. "another run holds the lock"
+	// Maintenance lists the operator's maintenance windows active when the
+	// run started, by agent ("*" for the whole contract): repairs of those
+	// agents are blocked and their new alerts held.
+	Maintenance map[string]*guard.Window `json:"maintenance,omitempty"`
+	Errors      []string                 `json:"errors,omitempty"`  // engine-level problems (store, lock); a sick agent is not an error
+	Skipped     string                   `json:"skipped,omitempty"` // the whole run was skipped, e.g. "another run holds the lock"
 }
 
 // AgentReport is the per-agent verdict: the worst of its stages.

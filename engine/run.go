@@ -98,6 +98,14 @@ func (e *Engine) Run(ctx context.Context, c *contracts.Contract) (*Report, error
 			Text: "state ledger was corrupt and has been moved aside; this run repairs nothing, and the last repair is taken from the snapshot so the debounce still holds: " + err.Error()},
 			&AlertReport{Key: guard.IncidentKey(c.Name, "", "ledger"), Condition: "ledger corrupt", Kind: notify.KindEscalate})
 	}
+	for agent, w := range r.ledger.Maintenance {
+		if w.Active(now) {
+			if rep.Maintenance == nil {
+				rep.Maintenance = map[string]*guard.Window{}
+			}
+			rep.Maintenance[agent] = w
+		}
+	}
 	prevSnap, _, _ := st.ReadSnapshot(c.Name)
 
 	rctx, cancel := context.WithTimeout(ctx, e.opts.RunTimeout)
@@ -135,6 +143,7 @@ func (e *Engine) Run(ctx context.Context, c *contracts.Contract) (*Report, error
 	if err := st.WriteSnapshot(c.Name, snap); err != nil {
 		return e.fail(rep, err)
 	}
+	r.ledger.PruneWindows(e.opts.Now())
 	if err := st.WriteLedger(c.Name, r.ledger); err != nil {
 		return e.fail(rep, err)
 	}

@@ -133,6 +133,55 @@ func ReadHistory(stateDir, name string, n int) ([]HistoryRecord, error) {
 	return out, nil
 }
 
+// SetMaintenance starts, replaces or (with w nil) ends the maintenance
+// window of one agent of a contract, or of the whole contract with agent
+// store.AllAgents, under the contract's run lock (waiting up to 30 s for a
+// run to finish). Windows that have ended by now are dropped on the way. It
+// returns the windows in force afterwards.
+func SetMaintenance(ctx context.Context, stateDir, name, agent string, w *guard.Window, now time.Time) (map[string]*guard.Window, error) {
+	s, err := store.Open(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	unlock, err := s.Lock(ctx, name, 30*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("maintenance %s: %w", name, err)
+	}
+	defer unlock()
+	l, err := s.ReadLedger(name)
+	if err != nil {
+		return nil, err
+	}
+	if l.Maintenance == nil {
+		l.Maintenance = map[string]*guard.Window{}
+	}
+	if w == nil {
+		delete(l.Maintenance, agent)
+	} else {
+		l.Maintenance[agent] = w
+	}
+	l.PruneWindows(now)
+	if err := s.WriteLedger(name, l); err != nil {
+		return nil, err
+	}
+	return l.Maintenance, nil
+}
+
+// Maintenance returns a contract's maintenance windows that have not ended
+// by now, by agent.
+func Maintenance(stateDir, name string, now time.Time) (map[string]*guard.Window, error) {
+	s, err := store.Open(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	l, err := s.ReadLedger(name)
+	if err != nil {
+		return nil, err
+	}
+	l.PruneWindows(now)
+	return l.Maintenance, nil
+}
+
 // Reset is the operator's release of a contract (`contractd reset NAME`):
 // escalations, failed-repair counts and pending repairs of every unit (or
 // of the named unit) are cleared (store.Ledger.Reset), under the run lock.

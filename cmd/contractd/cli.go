@@ -40,16 +40,17 @@ type command struct {
 
 // commands is the CLI's command table.
 var commands = map[string]command{
-	"run":     {"run contracts now and report", (*Main).cmdRun},
-	"lint":    {"check contracts; print file:line:col diagnostics", (*Main).cmdLint},
-	"explain": {"show a contract's plan in order", (*Main).cmdExplain},
-	"status":  {"show a contract's last snapshot and its age", (*Main).cmdStatus},
-	"history": {"show a contract's recent runs", (*Main).cmdHistory},
-	"why":     {"show the last run's actions with every guard's answer", (*Main).cmdWhy},
-	"reset":   {"release a contract's hold-down and escalations", (*Main).cmdReset},
-	"serve":   {"run every contract in a directory on its schedule", (*Main).cmdServe},
-	"demo":    {"start a fixture mesh on loopback and show detection and repair", (*Main).cmdDemo},
-	"new":     {"write a new contract from a template", (*Main).cmdNew},
+	"run":         {"run contracts now and report", (*Main).cmdRun},
+	"lint":        {"check contracts; print file:line:col diagnostics", (*Main).cmdLint},
+	"explain":     {"show a contract's plan in order", (*Main).cmdExplain},
+	"status":      {"show a contract's last snapshot and its age", (*Main).cmdStatus},
+	"history":     {"show a contract's recent runs", (*Main).cmdHistory},
+	"why":         {"show the last run's actions with every guard's answer", (*Main).cmdWhy},
+	"reset":       {"release a contract's hold-down and escalations", (*Main).cmdReset},
+	"maintenance": {"pause a contract's repairs and new alerts for a while, or list its windows", (*Main).cmdMaintenance},
+	"serve":       {"run every contract in a directory on its schedule", (*Main).cmdServe},
+	"demo":        {"start a fixture mesh on loopback and show detection and repair", (*Main).cmdDemo},
+	"new":         {"write a new contract from a template", (*Main).cmdNew},
 }
 
 // Run runs the command line args (args[0] is the program name) and returns

@@ -276,3 +276,31 @@ func TestNewWritesAContractThatLints(t *testing.T) {
 		t.Fatal("new overwrote an existing file")
 	}
 }
+
+func TestMaintenanceCommandStartsListsAndEndsWindows(t *testing.T) {
+	state := t.TempDir()
+	code, out, errs := runMain(t, "contractd", "maintenance", "--state-dir", state, "--for", "2h", "--reason", "kernel upgrade", "zulip-health")
+	if code != 0 || !strings.Contains(out, "whole contract: maintenance until") || !strings.Contains(out, "kernel upgrade") {
+		t.Fatalf("start: exit %d: %s%s", code, out, errs)
+	}
+	if code, out, _ = runMain(t, "contractd", "maintenance", "--state-dir", state, "--agent", "abiba", "--for", "30m", "zulip-health"); code != 0 {
+		t.Fatalf("agent window: exit %d: %s", code, out)
+	}
+	code, out, _ = runMain(t, "contractd", "maintenance", "--state-dir", state, "zulip-health")
+	if code != 0 || !strings.Contains(out, "agent abiba: maintenance until") || !strings.Contains(out, "whole contract") {
+		t.Fatalf("list: exit %d:\n%s", code, out)
+	}
+	if code, out, _ = runMain(t, "contractd", "maintenance", "--state-dir", state, "--end", "zulip-health"); code != 0 || strings.Contains(out, "whole contract") {
+		t.Fatalf("end the contract-wide window: exit %d:\n%s", code, out)
+	}
+	runMain(t, "contractd", "maintenance", "--state-dir", state, "--agent", "abiba", "--end", "zulip-health")
+	if code, out, _ = runMain(t, "contractd", "maintenance", "--state-dir", state, "zulip-health"); code != 0 || !strings.Contains(out, "no maintenance window") {
+		t.Fatalf("after both ended: exit %d:\n%s", code, out)
+	}
+	if code, _, errs = runMain(t, "contractd", "maintenance", "--state-dir", state, "--for", "1h", "--end", "zulip-health"); code != 2 || !strings.Contains(errs, "usage") {
+		t.Fatalf("--for with --end: exit %d: %s", code, errs)
+	}
+	if code, _, errs = runMain(t, "contractd", "maintenance", "--state-dir", state, "--for", "1h", "../escape"); code != 1 || errs == "" {
+		t.Fatalf("a path as the name: exit %d: %s", code, errs)
+	}
+}

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"time"
 
 	"github.com/contractd/contractd/engine"
+	"github.com/contractd/contractd/engine/guard"
 	"github.com/contractd/contractd/engine/serve"
+	"github.com/contractd/contractd/engine/store"
 )
 
 func (m *Main) cmdStatus(ctx context.Context, args []string) int {
@@ -110,5 +113,55 @@ func (m *Main) cmdReset(ctx context.Context, args []string) int {
 		return exitFailed
 	}
 	fmt.Fprintf(m.Stdout, "%s: released (hold-down, escalations and pending repairs cleared)\n", names[0])
+	return exitOK
+}
+
+func (m *Main) cmdMaintenance(ctx context.Context, args []string) int {
+	fs := m.flags("maintenance")
+	stateDir := fs.String("state-dir", defaultStateDir(m.Getenv), "state `DIR`")
+	agent := fs.String("agent", "", "only this `AGENT` (default: the whole contract)")
+	dur := fs.Duration("for", 0, "start a window of `DURATION` from now (e.g. 2h); replaces the agent's current one")
+	reason := fs.String("reason", "", "why, for the report and the log")
+	end := fs.Bool("end", false, "end the window now")
+	names, err := parse(fs, args)
+	if err != nil || len(names) != 1 || *dur < 0 || (*dur > 0 && *end) {
+		m.errorf("usage: contractd maintenance [--agent AGENT] [--for DURATION [--reason TEXT] | --end] [--state-dir DIR] NAME")
+		return exitUsage
+	}
+	name, key := names[0], *agent
+	if key == "" {
+		key = store.AllAgents
+	}
+	now := time.Now().UTC()
+	var windows map[string]*guard.Window
+	switch {
+	case *dur > 0:
+		windows, err = engine.SetMaintenance(ctx, *stateDir, name, key, &guard.Window{Since: now, Until: now.Add(*dur), Reason: *reason}, now)
+	case *end:
+		windows, err = engine.SetMaintenance(ctx, *stateDir, name, key, nil, now)
+	default:
+		windows, err = engine.Maintenance(*stateDir, name, now)
+	}
+	if err != nil {
+		m.errorf("maintenance %s: %v", name, err)
+		return exitFailed
+	}
+	if len(windows) == 0 {
+		fmt.Fprintf(m.Stdout, "%s: no maintenance window; repairs and alerts run as the contract says\n", name)
+		return exitOK
+	}
+	keys := make([]string, 0, len(windows))
+	for k := range windows {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		w := windows[k]
+		who := "whole contract"
+		if k != store.AllAgents {
+			who = "agent " + k
+		}
+		fmt.Fprintf(m.Stdout, "%s: %s: %s (%s left): repairs blocked, new alerts held\n", name, who, w, w.Until.Sub(now).Round(time.Second))
+	}
 	return exitOK
 }

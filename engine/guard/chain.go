@@ -21,6 +21,7 @@ const (
 
 // Guard names, as they appear in a Verdict and its Trace, in chain order.
 const (
+	GuardMaintenance = "maintenance"
 	GuardSeverity    = "severity"
 	GuardTiers       = "tiers"
 	GuardCrashLoop   = "crash-loop"
@@ -110,23 +111,26 @@ type Candidate struct {
 	// Fleet is the whole contract's state in this run, for the
 	// blast-radius guard (Chain.Blast).
 	Fleet Fleet
+	// Maintenance is the operator's window covering the unit, if any.
+	Maintenance *Window
 }
 
 // Chain runs the guards in a fixed order for one candidate repair and
 // records what happened. The order is:
 //
-//  1. severity   — unknown never acts (blocked)
-//  2. tiers      — escalated, or EscalateAfter failed repairs (escalate)
-//  3. crash-loop — too many restarts in the window (alert)
-//  4. blast-radius — too many units failing at once (alert), or the
+//  1. maintenance — inside an operator's maintenance window (blocked)
+//  2. severity   — unknown never acts (blocked)
+//  3. tiers      — escalated, or EscalateAfter failed repairs (escalate)
+//  4. crash-loop — too many restarts in the window (alert)
+//  5. blast-radius — too many units failing at once (alert), or the
 //     per-run repair cap reached (pending)
-//  5. grace      — inside the post-repair grace (pending)
-//  6. hysteresis — condition not yet held After consecutive runs (pending)
-//  7. budget     — N per WINDOW used up (blocked)
-//  8. debounce   — inside the per-agent window (pending restart since T)
-//  9. report-only — report-only agents never run; the verdict lists what the
+//  6. grace      — inside the post-repair grace (pending)
+//  7. hysteresis — condition not yet held After consecutive runs (pending)
+//  8. budget     — N per WINDOW used up (blocked)
+//  9. debounce   — inside the per-agent window (pending restart since T)
+//  10. report-only — report-only agents never run; the verdict lists what the
 //     other guards would have said
-//  10. dry-run   — nothing runs; the verdict says what would have
+//  11. dry-run   — nothing runs; the verdict says what would have
 //
 // Every guard is evaluated even after one denies, so the Trace is complete;
 // the first denial (or report-only, which outranks all) decides.
@@ -230,6 +234,7 @@ func (c *Chain) Decide(u *Unit, cand Candidate) Verdict {
 	}
 	tiers, crash, grace, hyst, budget, debounce := c.rules(cand.Guard)
 	trace := []Step{
+		Maintenance{Clock: c.Clock}.Check(cand.Maintenance),
 		KnownSeverity{}.Check(cand.Severity),
 		tiers.Check(u, cand.Condition),
 		crash.Check(u),

@@ -65,12 +65,24 @@ func TestChainDecide(t *testing.T) {
 			wantStatus: StatusPending, wantGuard: GuardDebounce},
 		{name: "report-only lists the other guards", unit: &Unit{Conditions: held(1)}, cand: Candidate{Severity: C, ReportOnly: true},
 			wantStatus: StatusReportOnly, wantGuard: GuardReportOnly,
-			wantReason: "report-only: would run " + action + " (guards: severity=allow tiers=allow crash-loop=allow blast-radius=allow grace=allow hysteresis=allow budget=allow debounce=allow)"},
+			wantReason: "report-only: would run " + action + " (guards: maintenance=allow severity=allow tiers=allow crash-loop=allow blast-radius=allow grace=allow hysteresis=allow budget=allow debounce=allow)"},
 		{name: "report-only says which guard would hold it", unit: &Unit{Conditions: held(1), Repairs: repairsAt(0)}, cand: Candidate{Severity: C, ReportOnly: true}, now: time.Minute,
 			wantStatus: StatusReportOnly, wantGuard: GuardReportOnly,
-			wantReason: "report-only: would not run " + action + ", debounce says pending (guards: severity=allow tiers=allow crash-loop=allow blast-radius=allow grace=allow hysteresis=allow budget=allow debounce=pending)"},
+			wantReason: "report-only: would not run " + action + ", debounce says pending (guards: maintenance=allow severity=allow tiers=allow crash-loop=allow blast-radius=allow grace=allow hysteresis=allow budget=allow debounce=pending)"},
 		{name: "report-only outranks unknown", unit: &Unit{}, cand: Candidate{Severity: U, ReportOnly: true},
 			wantStatus: StatusReportOnly, wantGuard: GuardReportOnly, wantReason: "severity says blocked"},
+		{name: "a maintenance window blocks the repair", unit: &Unit{Conditions: held(1)}, now: 30 * time.Minute,
+			cand:       Candidate{Severity: C, Maintenance: &Window{Since: at(0), Until: at(time.Hour), Reason: "kernel upgrade"}},
+			wantStatus: StatusBlocked, wantGuard: GuardMaintenance, wantReason: "maintenance until 2026-11-29T20:00:00Z: kernel upgrade (30m0s left)"},
+		{name: "an expired window no longer blocks", unit: &Unit{Conditions: held(1)}, now: 2 * time.Hour,
+			cand:    Candidate{Severity: C, Maintenance: &Window{Since: at(0), Until: at(time.Hour)}},
+			wantRun: true, wantStatus: StatusRun},
+		{name: "a window that has not begun does not block", unit: &Unit{Conditions: held(1)}, now: 0,
+			cand:    Candidate{Severity: C, Maintenance: &Window{Since: at(time.Hour), Until: at(2 * time.Hour)}},
+			wantRun: true, wantStatus: StatusRun},
+		{name: "report-only outranks maintenance", unit: &Unit{Conditions: held(1)}, now: 30 * time.Minute,
+			cand:       Candidate{Severity: C, ReportOnly: true, Maintenance: &Window{Since: at(0), Until: at(time.Hour)}},
+			wantStatus: StatusReportOnly, wantGuard: GuardReportOnly, wantReason: "maintenance says blocked"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -84,8 +96,8 @@ func TestChainDecide(t *testing.T) {
 			if !strings.Contains(v.Reason, tt.wantReason) {
 				t.Errorf("reason %q does not contain %q", v.Reason, tt.wantReason)
 			}
-			if len(v.Trace) != 10 {
-				t.Errorf("trace has %d steps, want all 10 guards:\n%s", len(v.Trace), v)
+			if len(v.Trace) != 11 {
+				t.Errorf("trace has %d steps, want all 11 guards:\n%s", len(v.Trace), v)
 			}
 		})
 	}
@@ -106,11 +118,11 @@ func TestChainOrderIsFixed(t *testing.T) {
 		order = append(order, s.Guard)
 		statuses = append(statuses, s.Status)
 	}
-	wantOrder := "severity tiers crash-loop blast-radius grace hysteresis budget debounce report-only dry-run"
+	wantOrder := "maintenance severity tiers crash-loop blast-radius grace hysteresis budget debounce report-only dry-run"
 	if got := strings.Join(order, " "); got != wantOrder {
 		t.Errorf("order = %s, want %s", got, wantOrder)
 	}
-	wantStatuses := "run escalate alert run pending pending blocked pending run run"
+	wantStatuses := "run run escalate alert run pending pending blocked pending run run"
 	if got := strings.Join(statuses, " "); got != wantStatuses {
 		t.Errorf("statuses = %s, want %s", got, wantStatuses)
 	}
@@ -233,8 +245,8 @@ func TestTraceLines(t *testing.T) {
 	u := &Unit{Conditions: map[string]*Condition{"stuck": {Held: 1}}, Repairs: repairsAt(0)}
 	v := NewChain(contracts.Guards{Debounce: 5 * time.Minute}, NewFakeClock(at(time.Minute))).Decide(u, Candidate{Condition: "stuck", Action: "x", Severity: C})
 	lines := v.TraceLines()
-	if len(lines) != len(v.Trace) || lines[0] != "severity: allow (critical)" ||
-		!strings.HasPrefix(lines[7], "debounce: pending (pending restart since 2026-11-29T19:01:00Z") {
+	if len(lines) != len(v.Trace) || lines[0] != "maintenance: allow (no maintenance window)" || lines[1] != "severity: allow (critical)" ||
+		!strings.HasPrefix(lines[8], "debounce: pending (pending restart since 2026-11-29T19:01:00Z") {
 		t.Errorf("trace lines:\n%s", strings.Join(lines, "\n"))
 	}
 }

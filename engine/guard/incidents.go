@@ -69,23 +69,28 @@ func (p Incidents) interval(n int) time.Duration {
 }
 
 // Observe records whether the condition behind key is active this run and
-// returns what to send. suppressOpen is set for the children of a gate that
-// is down: no incident is created for them, but an open one still resolves
-// when it clears. The engine must not call Observe for a unit whose settled
-// severity is unknown: unknown neither opens nor resolves.
-func (p Incidents) Observe(key string, active, suppressOpen bool) Action {
+// returns what to send. hold, when not empty, says why nothing is sent for
+// an active condition (the unit's gate is down, it is inside a maintenance
+// window): no incident opens and an open one sends no reminder, but it
+// still resolves when the condition clears. The engine must not call
+// Observe for a unit whose settled severity is unknown: unknown neither
+// opens nor resolves.
+func (p Incidents) Observe(key string, active bool, hold string) Action {
 	now := p.Clock.Now()
 	inc := p.State[key]
 	open := inc != nil && !inc.Resolved
 	switch {
 	case active && !open:
-		if suppressOpen {
-			return Action{Key: key, Reason: "not opened: its gate is down"}
+		if hold != "" {
+			return Action{Key: key, Reason: "not opened: " + hold}
 		}
 		inc = &Incident{OpenedAt: now, LastSent: now}
 		p.State[key] = inc
 		return Action{Send: SendOpen, Key: key, Incident: *inc, Reason: "opened"}
 	case active && open:
+		if hold != "" {
+			return Action{Key: key, Incident: *inc, Reason: fmt.Sprintf("open since %s; no reminder: %s", stamp(inc.OpenedAt), hold)}
+		}
 		wait := p.interval(inc.Reminders)
 		if now.Sub(inc.LastSent) < wait {
 			return Action{Key: key, Incident: *inc, Reason: fmt.Sprintf("open since %s; next reminder at %s", stamp(inc.OpenedAt), stamp(inc.LastSent.Add(wait)))}

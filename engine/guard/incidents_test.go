@@ -8,10 +8,10 @@ import (
 
 func TestIncidents(t *testing.T) {
 	type obs struct {
-		at         time.Duration
-		active     bool
-		suppressed bool
-		want       string
+		at     time.Duration
+		active bool
+		held   bool // the gate is down, or a maintenance window covers the unit
+		want   string
 	}
 	tests := []struct {
 		name string
@@ -50,6 +50,11 @@ func TestIncidents(t *testing.T) {
 			{time.Hour, true, true, SendNothing},
 			{2 * time.Hour, false, true, SendResolved},
 		}},
+		{name: "a held incident sends no reminder, then reminds once released", runs: []obs{
+			{0, true, false, SendOpen},
+			{5 * time.Hour, true, true, SendNothing},
+			{6 * time.Hour, true, false, SendReminder},
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -58,7 +63,11 @@ func TestIncidents(t *testing.T) {
 			key := IncidentKey("zulip-health", "abiba", "response_pipeline=blocked")
 			for i, o := range tt.runs {
 				clock.Set(at(o.at))
-				if a := p.Observe(key, o.active, o.suppressed); a.Send != o.want {
+				hold := ""
+				if o.held {
+					hold = "its gate is down"
+				}
+				if a := p.Observe(key, o.active, hold); a.Send != o.want {
 					t.Fatalf("run %d at +%s: send %q, want %q (%s)", i, o.at, a.Send, o.want, a.Reason)
 				}
 			}
@@ -70,16 +79,16 @@ func TestIncidentActionsCarryTheStory(t *testing.T) {
 	clock := NewFakeClock(t0)
 	p := Incidents{State: map[string]*Incident{}, Clock: clock}
 	key := IncidentKey("zulip-health", "koby", "")
-	p.Observe(key, true, false)
+	p.Observe(key, true, "")
 	clock.Advance(4 * time.Hour)
-	if a := p.Observe(key, true, false); a.Incident.Reminders != 1 || !strings.Contains(a.Reason, "still open since 2026-11-29T19:00:00Z (reminder 1)") {
+	if a := p.Observe(key, true, ""); a.Incident.Reminders != 1 || !strings.Contains(a.Reason, "still open since 2026-11-29T19:00:00Z (reminder 1)") {
 		t.Errorf("reminder: %+v", a)
 	}
 	if got := p.Open(); len(got) != 1 || got[0] != "zulip-health/koby/" {
 		t.Errorf("open = %v", got)
 	}
 	clock.Advance(90 * time.Minute)
-	a := p.Observe(key, false, false)
+	a := p.Observe(key, false, "")
 	if a.Reason != "resolved after 5h30m0s" || !a.Incident.Resolved {
 		t.Errorf("resolve: %+v", a)
 	}

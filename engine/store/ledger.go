@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sort"
+	"time"
 
 	"github.com/contractd/contractd/engine/guard"
 	"github.com/contractd/contractd/engine/notify"
@@ -28,6 +29,33 @@ type Ledger struct {
 	Incidents map[string]*guard.Incident `json:"incidents"`
 	// Outbox holds messages a notifier failed to deliver.
 	Outbox notify.Outbox `json:"outbox"`
+	// Maintenance holds the operator's maintenance windows by agent; the
+	// key "*" covers the whole contract (`contractd maintenance`).
+	Maintenance map[string]*guard.Window `json:"maintenance,omitempty"`
+}
+
+// AllAgents is the Maintenance key of a window over the whole contract.
+const AllAgents = "*"
+
+// Window returns the maintenance window that covers agent at now: its own
+// or the contract-wide one, whichever ends later; nil when none is active.
+func (l *Ledger) Window(agent string, now time.Time) *guard.Window {
+	var best *guard.Window
+	for _, key := range []string{agent, AllAgents} {
+		if w := l.Maintenance[key]; w.Active(now) && (best == nil || w.Until.After(best.Until)) {
+			best = w
+		}
+	}
+	return best
+}
+
+// PruneWindows drops maintenance windows that have ended by now.
+func (l *Ledger) PruneWindows(now time.Time) {
+	for k, w := range l.Maintenance {
+		if w == nil || !now.Before(w.Until) {
+			delete(l.Maintenance, k)
+		}
+	}
 }
 
 // NewLedger returns an empty ledger for a contract.

@@ -74,7 +74,7 @@ func TestGuardsSurviveRestart(t *testing.T) {
 			t.Fatalf("first run: %s", v)
 		}
 		chain.RecordRepair(u, cond, 0)
-		if a := chain.Incidents(l.Incidents).Observe(key, set.Failing, false); a.Send != guard.SendOpen {
+		if a := chain.Incidents(l.Incidents).Observe(key, set.Failing, ""); a.Send != guard.SendOpen {
 			t.Fatalf("incident: %+v", a)
 		}
 		l.Outbox.Queue = append(l.Outbox.Queue, notify.Queued{Notifier: "zulip", Message: notify.Message{Contract: "zulip-health", Kind: notify.KindOpen, Text: "abiba critical"}, Attempts: 1, Since: t0})
@@ -96,7 +96,7 @@ func TestGuardsSurviveRestart(t *testing.T) {
 	if v.Status != guard.StatusPending || v.Guard != guard.GuardDebounce {
 		t.Errorf("after restart the debounce was forgotten: %s", v)
 	}
-	if a := chain.Incidents(l.Incidents).Observe(key, set.Failing, false); a.Send != guard.SendNothing {
+	if a := chain.Incidents(l.Incidents).Observe(key, set.Failing, ""); a.Send != guard.SendNothing {
 		t.Errorf("after restart the incident alerted again: %+v", a)
 	}
 	if len(l.Outbox.Queue) != 1 || l.Outbox.Queue[0].Message.Text != "abiba critical" {
@@ -417,5 +417,38 @@ func TestOperatorResetSurvivesRestart(t *testing.T) {
 	}
 	if len(l.Unit("abiba").Repairs) != 1 {
 		t.Errorf("reset forgot repair times, which budgets still need")
+	}
+}
+
+func TestLedgerWindowCoversAgentOrWholeContract(t *testing.T) {
+	l := NewLedger("zulip-health")
+	l.Maintenance = map[string]*guard.Window{
+		AllAgents: {Since: t0, Until: t0.Add(time.Hour), Reason: "all"},
+		"abiba":   {Since: t0, Until: t0.Add(3 * time.Hour), Reason: "abiba"},
+		"koby":    {Since: t0, Until: t0.Add(30 * time.Minute), Reason: "koby"},
+	}
+	for _, tc := range []struct {
+		agent string
+		at    time.Duration
+		want  string // reason of the covering window, "" for none
+	}{
+		{"abiba", 10 * time.Minute, "abiba"}, // its own ends later than the contract's
+		{"koby", 10 * time.Minute, "all"},    // the contract's ends later than its own
+		{"tanko", 10 * time.Minute, "all"},   // no window of its own
+		{"tanko", 2 * time.Hour, ""},         // the contract's is over
+		{"abiba", 2 * time.Hour, "abiba"},
+		{"abiba", -time.Minute, ""}, // not begun
+	} {
+		got := ""
+		if w := l.Window(tc.agent, t0.Add(tc.at)); w != nil {
+			got = w.Reason
+		}
+		if got != tc.want {
+			t.Errorf("%s at +%s: window %q, want %q", tc.agent, tc.at, got, tc.want)
+		}
+	}
+	l.PruneWindows(t0.Add(2 * time.Hour))
+	if len(l.Maintenance) != 1 || l.Maintenance["abiba"] == nil {
+		t.Errorf("after pruning at +2h: %v, want only abiba's", l.Maintenance)
 	}
 }
