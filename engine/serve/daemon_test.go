@@ -857,3 +857,73 @@ func TestRestartKeepsTheCadenceOfTheLastRun(t *testing.T) {
 		t.Errorf("fresh ran %d times", n)
 	}
 }
+
+func TestMaintenanceOverHTTP(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeContract(t, dir, "manual", "1", "1h", false)
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(tokenFile, []byte("s3cret-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	runner := &fakeRunner{run: func(ctx context.Context, c *contracts.Contract) (*engine.Report, error) { return report(c), nil }}
+	h := startDaemon(t, Config{Dir: dir, StateDir: t.TempDir(), TokenFile: tokenFile, Runner: runner})
+	post := func(path, auth, body string) (int, map[string]any) {
+		req, _ := http.NewRequest(http.MethodPost, h.base+path, strings.NewReader(body))
+		if auth != "" {
+			req.Header.Set("Authorization", auth)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return resp.StatusCode, out
+	}
+	detail := func() map[string]any {
+		resp, err := http.Get(h.base + "/contracts/manual")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var out map[string]any
+		_ = json.NewDecoder(resp.Body).Decode(&out)
+		return out
+	}
+	const auth = "Bearer s3cret-token"
+	for _, tc := range []struct {
+		name, path, auth, body string
+		want                   int
+	}{
+		{"no token", "/contracts/manual/maintenance", "", `{"for":"1h"}`, http.StatusUnauthorized},
+		{"unknown contract", "/contracts/ghost/maintenance", auth, `{"for":"1h"}`, http.StatusNotFound},
+		{"neither for nor end", "/contracts/manual/maintenance", auth, `{"reason":"x"}`, http.StatusBadRequest},
+		{"both for and end", "/contracts/manual/maintenance", auth, `{"for":"1h","end":true}`, http.StatusBadRequest},
+		{"bad duration", "/contracts/manual/maintenance", auth, `{"for":"soon"}`, http.StatusBadRequest},
+		{"unknown field", "/contracts/manual/maintenance", auth, `{"for":"1h","until":"x"}`, http.StatusBadRequest},
+	} {
+		if code, body := post(tc.path, tc.auth, tc.body); code != tc.want {
+			t.Errorf("%s: POST %s %s = %d %v, want %d", tc.name, tc.path, tc.body, code, body, tc.want)
+		}
+	}
+	if det := detail(); det["maintenance"] != nil {
+		t.Fatalf("a refused request opened a window: %v", det["maintenance"])
+	}
+
+	code, body := post("/contracts/manual/maintenance", auth, `{"agent":"abiba","for":"2h","reason":"pi upgrade"}`)
+	if code != http.StatusOK {
+		t.Fatalf("start: %d %v", code, body)
+	}
+	w, _ := detail()["maintenance"].(map[string]any)["abiba"].(map[string]any)
+	if w == nil || w["reason"] != "pi upgrade" {
+		t.Fatalf("detail after start: %v", detail()["maintenance"])
+	}
+	if code, body = post("/contracts/manual/maintenance", auth, `{"agent":"abiba","end":true}`); code != http.StatusOK {
+		t.Fatalf("end: %d %v", code, body)
+	}
+	if det := detail(); det["maintenance"] != nil {
+		t.Fatalf("detail after end: %v", det["maintenance"])
+	}
+}

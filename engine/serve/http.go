@@ -13,6 +13,8 @@ import (
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine"
+	"github.com/contractd/contractd/engine/guard"
+	"github.com/contractd/contractd/engine/store"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -62,6 +64,9 @@ type ContractDetail struct {
 	// which also covers runs made by `contractd run` and before a restart.
 	LastRecord json.RawMessage `json:"last_record,omitempty"`
 	Snapshot   json.RawMessage `json:"snapshot,omitempty"`
+	// Maintenance lists the contract's maintenance windows in force, by
+	// agent ("*" for the whole contract).
+	Maintenance map[string]*guard.Window `json:"maintenance,omitempty"`
 }
 
 // RejectedFile is a contract file kept out because it failed lint.
@@ -78,7 +83,8 @@ type ContractList struct {
 
 // Handler returns the daemon's HTTP API: GET /healthz, GET /contracts,
 // GET /contracts/{name}, POST /contracts/{name}/run,
-// POST /contracts/{name}/reset and GET /metrics.
+// POST /contracts/{name}/reset, POST /contracts/{name}/maintenance and
+// GET /metrics.
 func (d *Daemon) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", d.handleHealth)
@@ -86,6 +92,7 @@ func (d *Daemon) Handler() http.Handler {
 	mux.HandleFunc("GET /contracts/{name}", d.handleDetail)
 	mux.HandleFunc("POST /contracts/{name}/run", d.authorized(d.handleRun))
 	mux.HandleFunc("POST /contracts/{name}/reset", d.authorized(d.handleReset))
+	mux.HandleFunc("POST /contracts/{name}/maintenance", d.authorized(d.handleMaintenance))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{}))
 	return mux
 }
@@ -225,7 +232,65 @@ func (d *Daemon) handleDetail(w http.ResponseWriter, r *http.Request) {
 	} else if len(recs) > 0 {
 		det.LastRecord = recs[len(recs)-1]
 	}
+	if windows, err := engine.Maintenance(d.cfg.StateDir, e.name, d.clock.Now()); err != nil {
+		d.logf("serve: %s: maintenance: %v", e.name, err)
+	} else if len(windows) > 0 {
+		det.Maintenance = windows
+	}
 	writeJSON(w, http.StatusOK, det)
+}
+
+// MaintenanceRequest is the body of POST /contracts/{name}/maintenance:
+// start (For, e.g. "2h") or end (End) the window of Agent, or of the whole
+// contract when Agent is empty, like `contractd maintenance`.
+type MaintenanceRequest struct {
+	Agent  string `json:"agent,omitempty"`
+	For    string `json:"for,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	End    bool   `json:"end,omitempty"`
+}
+
+func (d *Daemon) handleMaintenance(w http.ResponseWriter, r *http.Request) {
+	name := r.PathValue("name")
+	if d.entry(name) == nil {
+		writeJSON(w, http.StatusNotFound, apiError{Error: "unknown contract " + name})
+		return
+	}
+	var req MaintenanceRequest
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		writeJSON(w, http.StatusBadRequest, apiError{Error: "body: " + err.Error()})
+		return
+	}
+	dur, err := time.ParseDuration(req.For)
+	if req.For == "" {
+		dur, err = 0, nil
+	}
+	if err != nil || dur < 0 || (dur > 0) == req.End {
+		writeJSON(w, http.StatusBadRequest, apiError{Error: `give either "for" (a positive duration such as "2h") or "end": true`})
+		return
+	}
+	agent := req.Agent
+	if agent == "" {
+		agent = store.AllAgents
+	}
+	now := d.clock.Now().UTC()
+	var win *guard.Window
+	if !req.End {
+		win = &guard.Window{Since: now, Until: now.Add(dur), Reason: req.Reason}
+	}
+	windows, err := engine.SetMaintenance(r.Context(), d.cfg.StateDir, name, agent, win, now)
+	if err != nil {
+		writeJSON(w, http.StatusInternalServerError, apiError{Error: err.Error()})
+		return
+	}
+	what := "maintenance ended"
+	if win != nil {
+		what = win.String()
+	}
+	d.logf("serve: %s: %s: %s", name, agent, what)
+	writeJSON(w, http.StatusOK, map[string]any{"contract": name, "maintenance": windows})
 }
 
 // authorized admits a request that carries the token from TokenFile as
