@@ -377,10 +377,7 @@ func TestOnDemandRunOverHTTP(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	writeContract(t, dir, "manual", "7", "1h", false)
-	tokenFile := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(tokenFile, []byte("s3cret-token\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tokenFile := writeToken(t)
 	release := make(chan struct{})
 	var blockNext atomic.Bool
 	runner := &fakeRunner{run: func(ctx context.Context, c *contracts.Contract) (*engine.Report, error) {
@@ -394,20 +391,7 @@ func TestOnDemandRunOverHTTP(t *testing.T) {
 	h := startDaemon(t, Config{Dir: dir, StateDir: t.TempDir(), TokenFile: tokenFile, Runner: runner})
 	noToken := startDaemon(t, Config{Dir: dir, StateDir: t.TempDir(), Runner: runner})
 
-	post := func(base, path, auth string) (int, map[string]any) {
-		req, _ := http.NewRequest(http.MethodPost, base+path, nil)
-		if auth != "" {
-			req.Header.Set("Authorization", auth)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var body map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&body)
-		return resp.StatusCode, body
-	}
+	post := func(base, path, auth string) (int, map[string]any) { return postAPI(t, base+path, auth, "") }
 	cases := []struct {
 		name string
 		base string
@@ -862,26 +846,10 @@ func TestMaintenanceOverHTTP(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	writeContract(t, dir, "manual", "1", "1h", false)
-	tokenFile := filepath.Join(t.TempDir(), "token")
-	if err := os.WriteFile(tokenFile, []byte("s3cret-token\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	tokenFile := writeToken(t)
 	runner := &fakeRunner{run: func(ctx context.Context, c *contracts.Contract) (*engine.Report, error) { return report(c), nil }}
 	h := startDaemon(t, Config{Dir: dir, StateDir: t.TempDir(), TokenFile: tokenFile, Runner: runner})
-	post := func(path, auth, body string) (int, map[string]any) {
-		req, _ := http.NewRequest(http.MethodPost, h.base+path, strings.NewReader(body))
-		if auth != "" {
-			req.Header.Set("Authorization", auth)
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		var out map[string]any
-		_ = json.NewDecoder(resp.Body).Decode(&out)
-		return resp.StatusCode, out
-	}
+	post := func(path, auth, body string) (int, map[string]any) { return postAPI(t, h.base+path, auth, body) }
 	detail := func() map[string]any {
 		resp, err := http.Get(h.base + "/contracts/manual")
 		if err != nil {
@@ -926,4 +894,36 @@ func TestMaintenanceOverHTTP(t *testing.T) {
 	if det := detail(); det["maintenance"] != nil {
 		t.Fatalf("detail after end: %v", det["maintenance"])
 	}
+}
+
+// writeToken writes the API token "s3cret-token" to a file and returns it.
+func writeToken(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "token")
+	if err := os.WriteFile(path, []byte("s3cret-token\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// postAPI POSTs body to url with the Authorization header auth (none when
+// empty) and returns the status and the decoded JSON answer.
+func postAPI(t *testing.T, url, auth, body string) (int, map[string]any) {
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	if err != nil {
+		t.Error(err)
+		return 0, nil
+	}
+	if auth != "" {
+		req.Header.Set("Authorization", auth)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Error(err)
+		return 0, nil
+	}
+	defer resp.Body.Close()
+	var out map[string]any
+	_ = json.NewDecoder(resp.Body).Decode(&out)
+	return resp.StatusCode, out
 }
