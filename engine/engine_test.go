@@ -510,7 +510,7 @@ func TestSessionDyingMidBatchKeepsTheFinishedSteps(t *testing.T) {
 func TestMaintenanceWindowPausesRepairsAndNewAlerts(t *testing.T) {
 	h := newHarness(t)
 	now := h.clock.Now()
-	if _, err := SetMaintenance(context.Background(), h.dir, "mesh", "abiba", &guard.Window{Since: now, Until: now.Add(time.Hour), Reason: "pi upgrade"}, now); err != nil {
+	if _, err := SetMaintenance(context.Background(), h.dir, "mesh", "abiba", time.Hour, "pi upgrade", now); err != nil {
 		t.Fatal(err)
 	}
 	h.w.set(func(w *world) { w.pi = map[string]any{"connected": true, "response_pipeline": "blocked"} })

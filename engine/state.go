@@ -133,12 +133,16 @@ func ReadHistory(stateDir, name string, n int) ([]HistoryRecord, error) {
 	return out, nil
 }
 
-// SetMaintenance starts, replaces or (with w nil) ends the maintenance
-// window of one agent of a contract, or of the whole contract with agent
-// store.AllAgents, under the contract's run lock (waiting up to 30 s for a
-// run to finish). Windows that have ended by now are dropped on the way. It
-// returns the windows in force afterwards.
-func SetMaintenance(ctx context.Context, stateDir, name, agent string, w *guard.Window, now time.Time) (map[string]*guard.Window, error) {
+// SetMaintenance starts (d > 0: from now for d, replacing the current one)
+// or ends (d == 0) the maintenance window of one agent of a contract, or of
+// the whole contract when agent is "", under the contract's run lock
+// (waiting up to 30 s for a run to finish). Windows that have ended by now
+// are dropped on the way. It returns the windows in force afterwards, keyed
+// by agent (store.AllAgents for the whole contract).
+func SetMaintenance(ctx context.Context, stateDir, name, agent string, d time.Duration, reason string, now time.Time) (map[string]*guard.Window, error) {
+	if agent == "" {
+		agent = store.AllAgents
+	}
 	s, err := store.Open(stateDir)
 	if err != nil {
 		return nil, err
@@ -155,10 +159,10 @@ func SetMaintenance(ctx context.Context, stateDir, name, agent string, w *guard.
 	if l.Maintenance == nil {
 		l.Maintenance = map[string]*guard.Window{}
 	}
-	if w == nil {
-		delete(l.Maintenance, agent)
+	if d > 0 {
+		l.Maintenance[agent] = &guard.Window{Since: now, Until: now.Add(d), Reason: reason}
 	} else {
-		l.Maintenance[agent] = w
+		delete(l.Maintenance, agent)
 	}
 	l.PruneWindows(now)
 	if err := s.WriteLedger(name, l); err != nil {

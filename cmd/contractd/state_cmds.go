@@ -128,17 +128,12 @@ func (m *Main) cmdMaintenance(ctx context.Context, args []string) int {
 		m.errorf("usage: contractd maintenance [--agent AGENT] [--for DURATION [--reason TEXT] | --end] [--state-dir DIR] NAME")
 		return exitUsage
 	}
-	name, key := names[0], *agent
-	if key == "" {
-		key = store.AllAgents
-	}
+	name := names[0]
 	now := time.Now().UTC()
 	var windows map[string]*guard.Window
 	switch {
-	case *dur > 0:
-		windows, err = engine.SetMaintenance(ctx, *stateDir, name, key, &guard.Window{Since: now, Until: now.Add(*dur), Reason: *reason}, now)
-	case *end:
-		windows, err = engine.SetMaintenance(ctx, *stateDir, name, key, nil, now)
+	case *dur > 0 || *end:
+		windows, err = engine.SetMaintenance(ctx, *stateDir, name, *agent, *dur, *reason, now)
 	default:
 		windows, err = engine.Maintenance(*stateDir, name, now)
 	}

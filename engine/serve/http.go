@@ -14,7 +14,6 @@ import (
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine"
 	"github.com/contractd/contractd/engine/guard"
-	"github.com/contractd/contractd/engine/store"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -271,25 +270,19 @@ func (d *Daemon) handleMaintenance(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, apiError{Error: `give either "for" (a positive duration such as "2h") or "end": true`})
 		return
 	}
-	agent := req.Agent
-	if agent == "" {
-		agent = store.AllAgents
-	}
-	now := d.clock.Now().UTC()
-	var win *guard.Window
-	if !req.End {
-		win = &guard.Window{Since: now, Until: now.Add(dur), Reason: req.Reason}
-	}
-	windows, err := engine.SetMaintenance(r.Context(), d.cfg.StateDir, name, agent, win, now)
+	windows, err := engine.SetMaintenance(r.Context(), d.cfg.StateDir, name, req.Agent, dur, req.Reason, d.clock.Now().UTC())
 	if err != nil {
 		writeJSON(w, http.StatusInternalServerError, apiError{Error: err.Error()})
 		return
 	}
-	what := "maintenance ended"
-	if win != nil {
-		what = win.String()
+	who, what := req.Agent, "ended"
+	if who == "" {
+		who = "the whole contract"
 	}
-	d.logf("serve: %s: %s: %s", name, agent, what)
+	if dur > 0 {
+		what = "for " + dur.String()
+	}
+	d.logf("serve: %s: maintenance of %s %s", name, who, what)
 	writeJSON(w, http.StatusOK, map[string]any{"contract": name, "maintenance": windows})
 }
 
