@@ -14,6 +14,7 @@ build:
 # The README's test command: vet, every package's tests, a short fuzz of the
 # contract parser, and a lint of every shipped contract.
 test:
+	@bash .ci/setup
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 30m ./...
 	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=$(FUZZTIME) ./contracts
