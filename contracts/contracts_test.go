@@ -347,7 +347,7 @@ func TestInventoryAndVarOverrides(t *testing.T) {
 	if got := c.Chain("tanko"); got != "ssh root@127.0.0.1:2222 → pct 112" {
 		t.Errorf("tanko chain %q", got)
 	}
-	if got := c.Notify[1].Options["site"]; got != "http://127.0.0.1:4001" {
+	if got := c.Notify[1].Options.(*ZulipOptions).Site; got != "http://127.0.0.1:4001" {
 		t.Errorf("notifier site %q", got)
 	}
 	if c.Targets["amdpve"].HostKey != "accept-new" {

@@ -183,7 +183,7 @@ func (l *loader) parse(md parser.Parser, path string, src []byte, owned bool) (*
 	body := blankPrefix(src, bodyStart, owned)
 	s.src = body // only body text is read from here on
 	b := newBodyParser(s, d, c, l.cache)
-	b.expandNotify()
+	b.checkNotify()
 	b.parse(md, body)
 	b.validate()
 	sortDiagnostics(d.list)

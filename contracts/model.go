@@ -183,13 +183,6 @@ func (t *Target) Kind() string {
 	}
 }
 
-// NotifyRoute is one configured notifier.
-type NotifyRoute struct {
-	Kind    string            // "log", "command", "webhook", "zulip"
-	Options map[string]string // notifier-specific options (site, stream, url, command, format …)
-	Pos     Pos
-}
-
 // Maintains is the schema of the snapshot the contract keeps.
 type Maintains struct {
 	Keys  []*MaintainedKey

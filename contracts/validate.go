@@ -52,22 +52,6 @@ func (b *bodyParser) validate() {
 	b.lintMaintains()
 }
 
-// expandNotify substitutes ${name} in notifier options, so an inventory can
-// point alerts at another site along with everything else.
-func (b *bodyParser) expandNotify() {
-	for i := range b.c.Notify {
-		r := &b.c.Notify[i]
-		keys := make([]string, 0, len(r.Options))
-		for k := range r.Options {
-			keys = append(keys, k)
-		}
-		sort.Strings(keys)
-		for _, k := range keys {
-			r.Options[k] = b.expandAt(r.Options[k], func(int) Pos { return r.Pos })
-		}
-	}
-}
-
 // attrVar reads `$name` or `${name}` in an attribute value; the engine
 // expands it per run (per item in a for_each stage).
 func attrVar(v string) (string, bool) {

@@ -244,6 +244,19 @@ type outgoing struct {
 	report *AlertReport
 }
 
+// buildNotifiers builds one notifier per notify route, plus the engine's
+// own. A route that cannot be built stays in the list as a notifier whose
+// deliveries fail, so its messages are queued and retried like any other;
+// the reason is a run error and a log line.
+func (r *run) buildNotifiers() []notify.Notifier {
+	own, errs := notify.NewAll(r.c.Notify, r.e.opts.NotifyDeps)
+	for _, err := range errs {
+		r.rep.Errors = append(r.rep.Errors, "notify: "+err.Error())
+		r.logf("%s: notify: %v", r.c.Name, err)
+	}
+	return append(own, r.e.opts.Notifiers...)
+}
+
 // send retries the outbox, then delivers this run's messages to every
 // notifier. A failing notifier never fails the run: its messages stay in
 // the ledger's outbox for the next run.
@@ -261,11 +274,11 @@ func (r *run) send(ctx context.Context) {
 	deliveries := sender.Send(sctx, &r.ledger.Outbox, msgs...)
 	failed := map[notify.Message]string{}
 	for _, d := range deliveries {
-		if d.Err != nil && !d.Retry {
-			failed[d.Message] = d.Notifier + ": " + d.Err.Error()
+		if d.Err != nil && !d.Retry() {
+			failed[d.Message] = d.Route + ": " + d.Err.Error()
 		}
-		if d.Err != nil && d.Dropped {
-			r.logf("%s: dropped undeliverable %s message: %s", r.c.Name, d.Notifier, d.Message.Line())
+		if d.Outcome == notify.OutcomeDropped {
+			r.logf("%s: dropped undeliverable %s message: %s", r.c.Name, d.Route, d.Message.Line())
 		}
 	}
 	for _, o := range r.outgoing {

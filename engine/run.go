@@ -73,13 +73,7 @@ func (e *Engine) Run(ctx context.Context, c *contracts.Contract) (*Report, error
 	defer unlock()
 
 	r := &run{e: e, c: c, rep: rep, secrets: e.secrets(c)}
-	own, err := notify.NewAll(c.Notify, e.opts.NotifyDeps)
-	if err != nil {
-		// A route that cannot be built is a configuration problem: the run
-		// goes on, the other notifiers still deliver, the report says why.
-		rep.Errors = append(rep.Errors, "notify: "+err.Error())
-	}
-	r.notifiers = append(own, e.opts.Notifiers...)
+	r.notifiers = r.buildNotifiers()
 	r.chain = guard.NewChain(c.Guards, clockFunc(e.opts.Now))
 	if b := c.Guards.BlastRadius; b != nil {
 		r.chain.Blast = guard.BlastRadius{MaxRepairs: b.MaxRepairs, Trip: b.Trip, MinUnits: b.MinUnits, Clock: r.chain.Clock}

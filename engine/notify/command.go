@@ -11,17 +11,18 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/contractd/contractd/contracts"
 )
 
 // Command runs a configured command with `sh -c` on the engine's host and
 // feeds it the message on stdin: the message line (format text, the
-// default) or the message as JSON (format json). The message fields are
-// also in the environment as CONTRACTD_CONTRACT, CONTRACTD_AGENT,
-// CONTRACTD_CONDITION, CONTRACTD_KIND and CONTRACTD_SEVERITY; nothing from
-// the message is spliced into the command line. On timeout (default 10s)
-// the whole process group is killed and reaped.
-//
-// Options: command (required), format, timeout, name.
+// default) or the message as JSON (format json), each ending in a newline.
+// The message fields are also in the environment as CONTRACTD_CONTRACT,
+// CONTRACTD_AGENT, CONTRACTD_CONDITION, CONTRACTD_KIND and
+// CONTRACTD_SEVERITY; nothing from the message is spliced into the command
+// line. On timeout (default 10s) the whole process group is killed and
+// reaped.
 type Command struct {
 	name    string
 	command string
@@ -31,22 +32,9 @@ type Command struct {
 
 var _ Notifier = (*Command)(nil)
 
-func newCommand(opts map[string]string, _ Deps) (Notifier, error) {
-	o, err := options(opts, "command", "format", "timeout")
-	if err != nil {
-		return nil, err
-	}
-	c := &Command{name: o.str("name", "command")}
-	if c.command, err = o.required("command"); err != nil {
-		return nil, err
-	}
-	if c.format, err = o.format("text", "text", "json"); err != nil {
-		return nil, err
-	}
-	if c.timeout, err = o.duration("timeout", 10*time.Second); err != nil {
-		return nil, err
-	}
-	return c, nil
+func newCommand(r contracts.NotifyRoute, _ Deps) (Notifier, error) {
+	o := r.Options.(*contracts.CommandOptions)
+	return &Command{name: r.Name, command: o.Run, format: o.Format, timeout: o.Timeout}, nil
 }
 
 // Name returns the notifier's name.

@@ -24,8 +24,8 @@ type poster struct {
 	secrets []string // values scrubbed from errors
 }
 
-func newPoster(o opt, deps Deps, rawURL string) (poster, error) {
-	p := poster{client: deps.Client}
+func newPoster(deps Deps, rawURL string, timeout time.Duration, retries int, backoff time.Duration) (poster, error) {
+	p := poster{client: deps.Client, timeout: timeout, retries: retries, backoff: backoff}
 	if p.client == nil {
 		p.client = &http.Client{}
 	}
@@ -34,14 +34,8 @@ func newPoster(o opt, deps Deps, rawURL string) (poster, error) {
 		return p, fmt.Errorf("%w: %q is not an http(s) URL", ErrConfig, redactURL(rawURL))
 	}
 	p.where = u.Scheme + "://" + u.Host
-	if p.timeout, err = o.duration("timeout", 10*time.Second); err != nil {
-		return p, err
-	}
-	if p.retries, err = o.count("retries", 2); err != nil {
-		return p, err
-	}
-	if p.backoff, err = o.duration("backoff", time.Second); err != nil {
-		return p, err
+	if p.timeout <= 0 || p.backoff <= 0 || p.retries < 0 {
+		return p, fmt.Errorf("%w: timeout and backoff must be positive, retries at least 0", ErrConfig)
 	}
 	return p, nil
 }

@@ -2,45 +2,85 @@ package notify
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"sync"
 	"time"
+
+	"github.com/contractd/contractd/contracts"
 )
 
-// Log writes one line per message to an io.Writer:
-// "2026-11-29T19:30:00Z zulip-health: restarted abiba (response_pipeline=blocked)".
+// Log writes one line per message, to the engine's log or appended to a
+// file: "2026-11-29T19:30:00Z zulip-health: restarted abiba
+// (response_pipeline=blocked)" (format text, control characters escaped),
+// or the message as one JSON object (format json).
+//
+// A file is opened for each message (O_APPEND, created 0600), so a rotated
+// or deleted file is simply created again and a path that cannot be written
+// is a failed delivery, queued and retried like any other.
 type Log struct {
-	name string
-	mu   sync.Mutex
-	w    io.Writer
+	name   string
+	path   string
+	format string
+	mu     sync.Mutex
+	w      io.Writer // when path is ""
 }
 
 var _ Notifier = (*Log)(nil)
 
-// NewLog returns a log notifier writing to w.
-func NewLog(w io.Writer) *Log { return &Log{name: "log", w: w} }
+// NewLog returns a log notifier named "log" writing text lines to w.
+func NewLog(w io.Writer) *Log { return &Log{name: "log", format: "text", w: w} }
 
-func newLog(opts map[string]string, deps Deps) (Notifier, error) {
-	o, err := options(opts)
-	if err != nil {
-		return nil, err
+func newLog(r contracts.NotifyRoute, deps Deps) (Notifier, error) {
+	o := r.Options.(*contracts.LogOptions)
+	l := &Log{name: r.Name, path: o.Path, format: o.Format, w: deps.Log}
+	if l.path == "" && l.w == nil {
+		return nil, fmt.Errorf("%w: no path and no engine log to write to", ErrConfig)
 	}
-	if deps.Log == nil {
-		return nil, fmt.Errorf("%w: no log writer", ErrConfig)
-	}
-	return &Log{name: o.str("name", "log"), w: deps.Log}, nil
+	return l, nil
 }
 
 // Name returns the notifier's name.
 func (l *Log) Name() string { return l.name }
 
-// Notify writes the line; it returns the writer's error.
+// Notify writes the line. It returns the error of opening or writing the
+// file (or the writer's).
 func (l *Log) Notify(_ context.Context, m Message) error {
+	line := m.Time.UTC().Format(time.RFC3339) + " " + m.Line() + "\n"
+	if l.format == "json" {
+		b, err := json.Marshal(m)
+		if err != nil {
+			return fmt.Errorf("encode message: %w", err)
+		}
+		line = string(b) + "\n"
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, err := fmt.Fprintf(l.w, "%s %s\n", m.Time.UTC().Format(time.RFC3339), m.Line()); err != nil {
-		return fmt.Errorf("write log line: %w", err)
+	if l.path == "" {
+		if _, err := io.WriteString(l.w, line); err != nil {
+			return fmt.Errorf("notify %s: write log line: %w", l.name, err)
+		}
+		return nil
+	}
+	if err := AppendLine(l.path, line); err != nil {
+		return fmt.Errorf("notify %s: %w", l.name, err)
 	}
 	return nil
+}
+
+// AppendLine appends text to the file at path in one write, creating the
+// file with mode 0600 when it does not exist. It returns the open, write or
+// close error.
+func AppendLine(path, text string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.WriteString(text); err != nil {
+		f.Close()
+		return fmt.Errorf("append to %s: %w", path, err)
+	}
+	return f.Close()
 }

@@ -1,12 +1,14 @@
-// Package notify delivers alert and repair messages: to a log, to a local
-// command, to a webhook, and to Zulip. Each kind lives in its own file and is
-// listed in one map and built from the options the contract's `notify`
-// front matter gives.
+// Package notify delivers alert and repair messages: to a log or a file, to
+// a local command, to a webhook, and to Zulip. Each kind lives in its own
+// file, is listed in one map, and is built from the options the contracts
+// package decoded against the kind's schema (contracts.NotifierKinds), so a
+// route that passes lint is a route the run can build.
 //
-// A failing notifier never fails a run: Send bounds every delivery by the
-// caller's context and the notifier's own timeout, returns what failed so
-// the engine can record it, and keeps undelivered messages in an Outbox that
-// the ledger persists, so they are retried on the next run.
+// Routes are independent: a route that cannot be built or fails to deliver
+// never stops another. Sender bounds every delivery by the caller's context
+// and the notifier's own timeout, returns a typed outcome per message and
+// route, and keeps undelivered messages in an Outbox that the ledger
+// persists, so they are retried, with backoff, on later runs.
 //
 // Secrets (API keys, bearer tokens, webhook URLs' paths) never appear in an
 // error or a log line.
@@ -23,6 +25,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/transports"
 )
 
 // Message kinds.
@@ -49,13 +52,15 @@ type Message struct {
 
 // Line renders the message as one human line: "CONTRACT: TEXT", with the
 // kind in brackets for open, reminder, resolved, escalate and hold-down
-// messages, e.g. "zulip-health: [resolved] abiba back to healthy".
+// messages, e.g. "zulip-health: [resolved] abiba back to healthy". Control
+// characters (a newline from a target's output) are escaped, so it is
+// always exactly one line.
 func (m Message) Line() string {
 	switch m.Kind {
 	case KindRepair, "":
-		return m.Contract + ": " + m.Text
+		return transports.Printable(m.Contract + ": " + m.Text)
 	}
-	return fmt.Sprintf("%s: [%s] %s", m.Contract, m.Kind, m.Text)
+	return transports.Printable(fmt.Sprintf("%s: [%s] %s", m.Contract, m.Kind, m.Text))
 }
 
 // Notifier delivers messages to one destination.
@@ -70,7 +75,7 @@ type Notifier interface {
 
 // Deps are what notifiers need from the engine's host.
 type Deps struct {
-	// Log receives the log notifier's lines.
+	// Log receives the lines of a log notifier without a path.
 	Log io.Writer
 	// Getenv reads the environment variables named by options such as
 	// api_key_env (os.Getenv in main).
@@ -80,10 +85,12 @@ type Deps struct {
 	Client *http.Client
 }
 
-// Constructor builds a notifier from a route's options.
-type Constructor func(opts map[string]string, deps Deps) (Notifier, error)
+// Constructor builds a notifier from a route whose options the contracts
+// package decoded against the kind's schema.
+type Constructor func(r contracts.NotifyRoute, deps Deps) (Notifier, error)
 
-// kinds lists every notifier kind, one file each. It is never modified.
+// kinds lists every notifier kind, one file each; contracts.NotifierKinds
+// declares their options. It is never modified.
 var kinds = map[string]Constructor{
 	"log":     newLog,
 	"command": newCommand,
@@ -91,123 +98,71 @@ var kinds = map[string]Constructor{
 	"zulip":   newZulip,
 }
 
-// ErrConfig is wrapped by every error about a route's options.
+// ErrConfig is wrapped by every error about a route that cannot be built.
 var ErrConfig = errors.New("notifier configuration")
 
-// New builds one notifier. It returns an error wrapping ErrConfig for an
-// unknown kind, an unknown option or a missing or malformed one.
-func New(kind string, opts map[string]string, deps Deps) (Notifier, error) {
-	mk, ok := kinds[kind]
+// New builds the notifier of one route. It returns an error wrapping
+// ErrConfig for an unknown kind, options of another kind, or what the
+// engine's host lacks (a log route without a path and no log writer).
+func New(r contracts.NotifyRoute, deps Deps) (Notifier, error) {
+	mk, ok := kinds[r.Kind]
 	if !ok {
 		names := make([]string, 0, len(kinds))
 		for k := range kinds {
 			names = append(names, k)
 		}
 		sort.Strings(names)
-		return nil, fmt.Errorf("%w: unknown notifier kind %q (want one of %s)", ErrConfig, kind, strings.Join(names, ", "))
+		return nil, fmt.Errorf("%w: unknown notifier kind %q (want one of %s)", ErrConfig, r.Kind, strings.Join(names, ", "))
 	}
-	n, err := mk(opts, deps)
+	if r.Options == nil || r.Options.NotifierKind() != r.Kind {
+		return nil, fmt.Errorf("%w: route %s has no %s options", ErrConfig, r.Name, r.Kind)
+	}
+	if r.Name == "" {
+		r.Name = r.Kind
+	}
+	n, err := mk(r, deps)
 	if err != nil {
-		return nil, fmt.Errorf("notifier %s: %w", kind, err)
+		return nil, fmt.Errorf("notifier %s: %w", r.Name, err)
 	}
 	return n, nil
 }
 
-// NewAll builds the notifiers of a contract's routes, in order. Two routes
-// with the same name get "#2", "#3" … appended so the outbox can tell them
-// apart. It returns the first configuration error, with the route's position.
-func NewAll(routes []contracts.NotifyRoute, deps Deps) ([]Notifier, error) {
-	var out []Notifier
-	seen := map[string]int{}
+// NewAll builds the notifiers of a contract's routes, in order, one per
+// route whatever happens: a route that cannot be built becomes a notifier
+// whose every delivery fails with the reason, so its messages are queued
+// and retried like any other undelivered message and no route ever stops
+// another. It returns the build errors too, each prefixed with the route's
+// position when it has one.
+func NewAll(routes []contracts.NotifyRoute, deps Deps) ([]Notifier, []error) {
+	out := make([]Notifier, 0, len(routes))
+	var errs []error
 	for _, r := range routes {
-		n, err := New(r.Kind, r.Options, deps)
+		if r.Name == "" {
+			r.Name = r.Kind
+		}
+		n, err := New(r, deps)
 		if err != nil {
 			if r.Pos.File != "" {
-				return nil, fmt.Errorf("%s: %w", r.Pos, err)
+				err = fmt.Errorf("%s: %w", r.Pos, err)
 			}
-			return nil, err
-		}
-		seen[n.Name()]++
-		if c := seen[n.Name()]; c > 1 {
-			n = renamed{Notifier: n, name: fmt.Sprintf("%s#%d", n.Name(), c)}
+			errs = append(errs, err)
+			n = unbuilt{name: r.Name, err: err}
 		}
 		out = append(out, n)
 	}
-	return out, nil
+	return out, errs
 }
 
-type renamed struct {
-	Notifier
+// unbuilt stands in for a route that could not be built.
+type unbuilt struct {
 	name string
+	err  error
 }
 
-func (r renamed) Name() string { return r.name }
+var _ Notifier = unbuilt{}
 
-// options checks opts against the allowed keys and returns a reader.
-func options(opts map[string]string, allowed ...string) (opt, error) {
-	ok := map[string]bool{"name": true}
-	for _, a := range allowed {
-		ok[a] = true
-	}
-	var bad []string
-	for k := range opts {
-		if !ok[k] {
-			bad = append(bad, k)
-		}
-	}
-	if len(bad) > 0 {
-		sort.Strings(bad)
-		return nil, fmt.Errorf("%w: unknown option %s", ErrConfig, strings.Join(bad, ", "))
-	}
-	return opt(opts), nil
-}
+func (u unbuilt) Name() string { return u.name }
 
-type opt map[string]string
-
-func (o opt) str(key, def string) string {
-	if v, ok := o[key]; ok && v != "" {
-		return v
-	}
-	return def
-}
-
-func (o opt) required(key string) (string, error) {
-	if v := o[key]; v != "" {
-		return v, nil
-	}
-	return "", fmt.Errorf("%w: option %s is required", ErrConfig, key)
-}
-
-func (o opt) duration(key string, def time.Duration) (time.Duration, error) {
-	v, ok := o[key]
-	if !ok || v == "" {
-		return def, nil
-	}
-	d, err := time.ParseDuration(v)
-	if err != nil || d <= 0 {
-		return 0, fmt.Errorf("%w: option %s: %q is not a positive duration", ErrConfig, key, v)
-	}
-	return d, nil
-}
-
-func (o opt) count(key string, def int) (int, error) {
-	v, ok := o[key]
-	if !ok || v == "" {
-		return def, nil
-	}
-	var n int
-	if _, err := fmt.Sscanf(v, "%d", &n); err != nil || n < 0 || fmt.Sprint(n) != v {
-		return 0, fmt.Errorf("%w: option %s: %q is not a count", ErrConfig, key, v)
-	}
-	return n, nil
-}
-
-func (o opt) format(def string, allowed ...string) (string, error) {
-	f := o.str("format", def)
-	for _, a := range allowed {
-		if f == a {
-			return f, nil
-		}
-	}
-	return "", fmt.Errorf("%w: option format: %q (want %s)", ErrConfig, f, strings.Join(allowed, " or "))
+func (u unbuilt) Notify(context.Context, Message) error {
+	return fmt.Errorf("route %s could not be built: %w", u.name, u.err)
 }

@@ -75,6 +75,22 @@ func (r *recorder) requests() []recorded {
 	return append([]recorded(nil), r.reqs...)
 }
 
+// build decodes a route from option texts, as a contract's notify list is
+// decoded, and builds its notifier; "name" is the route's name.
+func build(kind string, opts map[string]string, deps Deps) (Notifier, error) {
+	rest := map[string]string{}
+	for k, v := range opts {
+		if k != "name" {
+			rest[k] = v
+		}
+	}
+	r, err := contracts.NewNotifyRoute(kind, opts["name"], rest)
+	if err != nil {
+		return nil, err
+	}
+	return New(r, deps)
+}
+
 func env(kv ...string) func(string) string {
 	m := map[string]string{}
 	for i := 0; i+1 < len(kv); i += 2 {
@@ -105,7 +121,7 @@ func TestZulipPayload(t *testing.T) {
 			for k, v := range tt.opts {
 				opts[k] = v
 			}
-			n, err := New("zulip", opts, Deps{Getenv: env("ZULIP_EMAIL", "abiba-bot@chat.example", "ZULIP_API_KEY", apiKey)})
+			n, err := build("zulip", opts, Deps{Getenv: env("ZULIP_EMAIL", "abiba-bot@chat.example", "ZULIP_API_KEY", apiKey)})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -154,7 +170,7 @@ func TestZulipErrorsNeverShowTheKey(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			rec := newRecorder(t, tt.body, tt.status)
-			n, err := New("zulip", map[string]string{"site": rec.srv.URL, "stream": "ops", "bot_email_env": "E", "api_key_env": "K",
+			n, err := build("zulip", map[string]string{"site": rec.srv.URL, "stream": "ops", "bot_email_env": "E", "api_key_env": "K",
 				"backoff": "1ms", "retries": "2"}, Deps{Getenv: env("E", "bot@x", "K", apiKey)})
 			if err != nil {
 				t.Fatal(err)
@@ -199,7 +215,7 @@ func TestWebhook(t *testing.T) {
 			for k, v := range tt.opts {
 				opts[k] = v
 			}
-			n, err := New("webhook", opts, Deps{Getenv: env("HOOK_TOKEN", "tok-123")})
+			n, err := build("webhook", opts, Deps{Getenv: env("HOOK_TOKEN", "tok-123")})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -232,7 +248,7 @@ func TestWebhook(t *testing.T) {
 func TestWebhookTimeout(t *testing.T) {
 	rec := newRecorder(t, "")
 	rec.hang = true
-	n, err := New("webhook", map[string]string{"url": rec.srv.URL + "/secret-path", "timeout": "100ms", "retries": "1", "backoff": "1ms"}, Deps{})
+	n, err := build("webhook", map[string]string{"url": rec.srv.URL + "/secret-path", "timeout": "100ms", "retries": "1", "backoff": "1ms"}, Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +266,7 @@ func TestWebhookTimeout(t *testing.T) {
 
 func TestWebhookStopsWhenTheRunEnds(t *testing.T) {
 	rec := newRecorder(t, "", 503)
-	n, err := New("webhook", map[string]string{"url": rec.srv.URL, "retries": "5", "backoff": "1h"}, Deps{})
+	n, err := build("webhook", map[string]string{"url": rec.srv.URL, "retries": "5", "backoff": "1h"}, Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,19 +292,19 @@ func TestCommand(t *testing.T) {
 		want    string
 		wantErr string
 	}{
-		{name: "text on stdin", opts: map[string]string{"command": "cat > " + out},
+		{name: "text on stdin", opts: map[string]string{"run": "cat > " + out},
 			want: "zulip-health: restarted abiba (response_pipeline=blocked)\n"},
-		{name: "json on stdin", opts: map[string]string{"command": "cat > " + out, "format": "json"},
+		{name: "json on stdin", opts: map[string]string{"run": "cat > " + out, "format": "json"},
 			want: `{"contract":"zulip-health","agent":"abiba","condition":"response_pipeline=blocked","kind":"repair","severity":"critical","text":"restarted abiba (response_pipeline=blocked)","time":"2026-11-29T19:30:00Z"}` + "\n"},
-		{name: "fields in the environment", opts: map[string]string{"command": `printf '%s|%s|%s|%s\n' "$CONTRACTD_KIND" "$CONTRACTD_AGENT" "$CONTRACTD_CONDITION" "$CONTRACTD_SEVERITY" > ` + out},
+		{name: "fields in the environment", opts: map[string]string{"run": `printf '%s|%s|%s|%s\n' "$CONTRACTD_KIND" "$CONTRACTD_AGENT" "$CONTRACTD_CONDITION" "$CONTRACTD_SEVERITY" > ` + out},
 			want: "repair|abiba|response_pipeline=blocked|critical\n"},
-		{name: "failure shows exit code and stderr", opts: map[string]string{"command": "echo 'relay refused' >&2; exit 3"},
+		{name: "failure shows exit code and stderr", opts: map[string]string{"run": "echo 'relay refused' >&2; exit 3"},
 			wantErr: "notify command: exit 3: relay refused"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			os.Remove(out)
-			n, err := New("command", tt.opts, Deps{})
+			n, err := build("command", tt.opts, Deps{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -315,7 +331,7 @@ func TestCommand(t *testing.T) {
 
 func TestCommandTimeoutKillsTheTree(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "pid")
-	n, err := New("command", map[string]string{"command": "sleep 30 & echo $! > " + pidFile + "; wait", "timeout": "300ms"}, Deps{})
+	n, err := build("command", map[string]string{"run": "sleep 30 & echo $! > " + pidFile + "; wait", "timeout": "300ms"}, Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -345,7 +361,7 @@ func TestCommandTimeoutKillsTheTree(t *testing.T) {
 
 func TestLog(t *testing.T) {
 	var buf bytes.Buffer
-	n, err := New("log", nil, Deps{Log: &buf})
+	n, err := build("log", nil, Deps{Log: &buf})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -360,8 +376,67 @@ func TestLog(t *testing.T) {
 	}
 }
 
+// A log route with a path appends one line per message to its file,
+// created 0600; a newline in a message is escaped, so a line is a message.
+func TestLogFile(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		name, format string
+		want         []string
+	}{
+		{name: "text", format: "text", want: []string{
+			"2026-11-29T19:30:00Z zulip-health: restarted abiba (response_pipeline=blocked)",
+			`2026-11-29T19:30:00Z zulip-health: [open] abiba is critical: last_error ("boom\nsecond line\x1b[31m") non-null`}},
+		{name: "json", format: "json", want: []string{
+			`{"contract":"zulip-health","agent":"abiba","condition":"response_pipeline=blocked","kind":"repair","severity":"critical","text":"restarted abiba (response_pipeline=blocked)","time":"2026-11-29T19:30:00Z"}`,
+			`{"contract":"zulip-health","agent":"abiba","condition":"response_pipeline=blocked","kind":"open","severity":"critical","text":"abiba is critical: last_error (\"boom\nsecond line\u001b[31m\") non-null","time":"2026-11-29T19:30:00Z"}`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			path := filepath.Join(dir, tt.name+".log")
+			n, err := build("log", map[string]string{"path": path, "format": tt.format}, Deps{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			m := testMessage()
+			if err := n.Notify(t.Context(), m); err != nil {
+				t.Fatal(err)
+			}
+			m.Kind, m.Text = KindOpen, "abiba is critical: last_error (\"boom\nsecond line\x1b[31m\") non-null"
+			if err := n.Notify(t.Context(), m); err != nil {
+				t.Fatal(err)
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, want := string(b), strings.Join(tt.want, "\n")+"\n"; got != want {
+				t.Errorf("file:\n%s\nwant:\n%s", got, want)
+			}
+			fi, err := os.Stat(path)
+			if err != nil || fi.Mode().Perm() != 0o600 {
+				t.Errorf("mode %v (%v), want 0600", fi.Mode().Perm(), err)
+			}
+		})
+	}
+	// An unwritable path is a failed delivery, not a broken route: the
+	// message is queued and the next attempt may succeed.
+	n, err := build("log", map[string]string{"path": filepath.Join(dir, "missing", "x.log")}, Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Notify(t.Context(), testMessage()); err == nil || !strings.Contains(err.Error(), "no such file or directory") {
+		t.Errorf("err = %v", err)
+	}
+	os.Mkdir(filepath.Join(dir, "missing"), 0o700)
+	if err := n.Notify(t.Context(), testMessage()); err != nil {
+		t.Errorf("once the directory exists: %v", err)
+	}
+}
+
+// Options are checked by the contracts package's schema, the one lint
+// uses; what it rejects never reaches a constructor.
 func TestConfigErrors(t *testing.T) {
-	deps := Deps{Log: io.Discard, Getenv: env("E", "bot@x")}
 	tests := []struct {
 		name    string
 		kind    string
@@ -369,47 +444,57 @@ func TestConfigErrors(t *testing.T) {
 		wantErr string
 	}{
 		{name: "unknown kind", kind: "pager", wantErr: `unknown notifier kind "pager" (want one of command, log, webhook, zulip)`},
-		{name: "unknown option", kind: "webhook", opts: map[string]string{"url": "http://127.0.0.1/x", "retry": "3"}, wantErr: "unknown option retry"},
-		{name: "missing url", kind: "webhook", wantErr: "option url is required"},
-		{name: "not http", kind: "webhook", opts: map[string]string{"url": "ftp://h/secret"}, wantErr: `"ftp://h/…" is not an http(s) URL`},
-		{name: "bad format", kind: "command", opts: map[string]string{"command": "true", "format": "xml"}, wantErr: `option format: "xml" (want text or json)`},
-		{name: "bad timeout", kind: "command", opts: map[string]string{"command": "true", "timeout": "soon"}, wantErr: `option timeout: "soon" is not a positive duration`},
+		{name: "unknown option", kind: "webhook", opts: map[string]string{"url": "http://127.0.0.1/x", "retry": "3"}, wantErr: `unknown option "retry"`},
+		{name: "missing url", kind: "webhook", wantErr: "needs url"},
+		{name: "not http", kind: "webhook", opts: map[string]string{"url": "ftp://h/secret"}, wantErr: `url: expected an http or https URL, got "ftp://h/…"`},
+		{name: "command's key is run", kind: "command", opts: map[string]string{"command": "true"}, wantErr: `needs run`},
+		{name: "bad format", kind: "command", opts: map[string]string{"run": "true", "format": "xml"}, wantErr: `format: must be text or json, got "xml"`},
+		{name: "bad timeout", kind: "command", opts: map[string]string{"run": "true", "timeout": "soon"}, wantErr: `timeout: expected a duration like 10s, got "soon"`},
 		{name: "zulip without api_key_env", kind: "zulip", opts: map[string]string{"site": "https://chat.example", "stream": "ops", "bot_email_env": "E"},
-			wantErr: "option api_key_env is required"},
+			wantErr: "needs api_key_env"},
 		{name: "zulip stream and to", kind: "zulip", opts: map[string]string{"site": "https://chat.example", "stream": "ops", "to": "a@b", "bot_email_env": "E", "api_key_env": "E"},
-			wantErr: "exactly one of stream or to is required"},
+			wantErr: "needs exactly one of stream (post to a stream) or to (a direct message)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := New(tt.kind, tt.opts, deps)
-			if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), tt.wantErr) {
-				t.Errorf("err = %v, want ErrConfig with %q", err, tt.wantErr)
+			_, err := build(tt.kind, tt.opts, Deps{Log: io.Discard})
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("err = %v, want %q", err, tt.wantErr)
 			}
 		})
 	}
+	// Options of another kind are a programming error, caught by New.
+	_, err := New(contracts.NotifyRoute{Kind: "webhook", Name: "hook", Options: &contracts.LogOptions{}}, Deps{})
+	if !errors.Is(err, ErrConfig) {
+		t.Errorf("mismatched options: %v", err)
+	}
 }
 
-func TestNewAllNamesDuplicates(t *testing.T) {
-	routes := []contracts.NotifyRoute{
-		{Kind: "log"},
-		{Kind: "command", Options: map[string]string{"command": "true"}},
-		{Kind: "command", Options: map[string]string{"command": "false"}},
-		{Kind: "command", Options: map[string]string{"command": "true", "name": "pager"}},
-	}
-	ns, err := NewAll(routes, Deps{Log: io.Discard})
+// A route that cannot be built stops no other: NewAll returns a notifier
+// for every route, and the broken one fails each delivery with the reason.
+func TestNewAllKeepsEveryRoute(t *testing.T) {
+	logRoute, err := contracts.NewNotifyRoute("log", "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var names []string
-	for _, n := range ns {
-		names = append(names, n.Name())
+	cmdRoute, err := contracts.NewNotifyRoute("command", "pager", map[string]string{"run": "true"})
+	if err != nil {
+		t.Fatal(err)
 	}
-	if got := strings.Join(names, " "); got != "log command command#2 pager" {
-		t.Errorf("names = %s", got)
+	logRoute.Pos = contracts.Pos{File: "zulip-health.md", Line: 20, Col: 5}
+	// No engine log writer: the log route without a path cannot be built.
+	ns, errs := NewAll([]contracts.NotifyRoute{logRoute, cmdRoute}, Deps{})
+	if len(ns) != 2 || ns[0].Name() != "log" || ns[1].Name() != "pager" {
+		t.Fatalf("notifiers = %v", ns)
 	}
-	_, err = NewAll([]contracts.NotifyRoute{{Kind: "sms", Pos: contracts.Pos{File: "zulip-health.md", Line: 20, Col: 5}}}, Deps{})
-	if err == nil || !strings.HasPrefix(err.Error(), "zulip-health.md:20:5: ") {
-		t.Errorf("err = %v, want it to point at the route", err)
+	if len(errs) != 1 || !strings.HasPrefix(errs[0].Error(), "zulip-health.md:20:5: ") || !errors.Is(errs[0], ErrConfig) {
+		t.Fatalf("errs = %v, want one pointing at the log route", errs)
+	}
+	if err := ns[1].Notify(t.Context(), testMessage()); err != nil {
+		t.Errorf("the command route: %v", err)
+	}
+	if err := ns[0].Notify(t.Context(), testMessage()); err == nil || !strings.Contains(err.Error(), "route log could not be built") {
+		t.Errorf("the broken route delivered: %v", err)
 	}
 }
 
@@ -417,7 +502,7 @@ func TestCredentialsAreReadAtSendTime(t *testing.T) {
 	rec := newRecorder(t, `{"result":"success"}`)
 	vars := map[string]string{"E": "bot@x"}
 	getenv := func(k string) string { return vars[k] }
-	z, err := New("zulip", map[string]string{"site": rec.srv.URL, "stream": "ops", "bot_email_env": "E", "api_key_env": "ZULIP_API_KEY"}, Deps{Getenv: getenv})
+	z, err := build("zulip", map[string]string{"site": rec.srv.URL, "stream": "ops", "bot_email_env": "E", "api_key_env": "ZULIP_API_KEY"}, Deps{Getenv: getenv})
 	if err != nil {
 		t.Fatalf("a missing credential must not break the contract: %v", err)
 	}
@@ -433,7 +518,7 @@ func TestCredentialsAreReadAtSendTime(t *testing.T) {
 		t.Fatalf("after the operator set the key: %v", err)
 	}
 
-	w, err := New("webhook", map[string]string{"url": rec.srv.URL, "bearer_env": "HOOK_TOKEN"}, Deps{Getenv: getenv})
+	w, err := build("webhook", map[string]string{"url": rec.srv.URL, "bearer_env": "HOOK_TOKEN"}, Deps{Getenv: getenv})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,71 +9,127 @@ import (
 	"github.com/contractd/contractd/engine/guard"
 )
 
-// Queued is a message a notifier failed to deliver, kept for the next run.
+// Queued is a message a route failed to deliver, kept for a later run.
 type Queued struct {
-	Notifier  string    `json:"notifier"`
+	Notifier  string    `json:"notifier"` // the route's name
 	Message   Message   `json:"message"`
 	Attempts  int       `json:"attempts"`
 	LastError string    `json:"last_error,omitempty"`
-	Since     time.Time `json:"since"` // first failed attempt
+	Since     time.Time `json:"since"`                 // first failed attempt
+	Next      time.Time `json:"next_attempt,omitzero"` // not tried again before this
 }
 
 // Outbox holds undelivered messages. It is plain data persisted in the
-// ledger, so a message that could not be sent is retried on the next run,
+// ledger, so a message that could not be sent is retried on a later run,
 // in order, before that run's own messages.
 type Outbox struct {
 	Queue []Queued `json:"queue,omitempty"`
 }
 
-// Delivery is what happened to one message at one notifier.
+// Outcome is what became of one message at one route.
+type Outcome string
+
+// Outcomes of a delivery.
+const (
+	// OutcomeDelivered: the route accepted the message.
+	OutcomeDelivered Outcome = "delivered"
+	// OutcomeQueued: not delivered; kept in the outbox and retried on a
+	// later run.
+	OutcomeQueued Outcome = "queued"
+	// OutcomeDropped: not delivered and given up on (too old, or its route
+	// is no longer configured).
+	OutcomeDropped Outcome = "dropped"
+)
+
+// Delivery is what happened to one message at one route in one Send.
 type Delivery struct {
-	Notifier string
-	Message  Message
-	Err      error // nil when delivered
-	Retry    bool  // it came from the outbox
-	Queued   bool  // not delivered, kept in the outbox for the next run
-	Dropped  bool  // not delivered and given up on
+	Route   string // the route's name
+	Message Message
+	// Index is the message's position among Send's msgs; -1 for a message
+	// retried from the outbox.
+	Index   int
+	Outcome Outcome
+	Err     error // why it was not delivered; nil when OutcomeDelivered
+	// Tried says an attempt was made in this Send; false when the message
+	// waited behind an earlier failure of its route, for the route's
+	// backoff, or for a cancelled context.
+	Tried    bool
+	Attempts int       // attempts so far, this Send's included
+	Next     time.Time // OutcomeQueued: the earliest time of the next attempt
 }
+
+// Retry reports whether the message came from the outbox.
+func (d Delivery) Retry() bool { return d.Index < 0 }
 
 // Defaults for Sender.
 const (
-	DefaultMaxAttempts = 10
-	DefaultMaxAge      = 24 * time.Hour
+	DefaultMaxAge    = 24 * time.Hour
+	DefaultRetryBase = time.Minute
+	DefaultRetryMax  = 30 * time.Minute
 )
 
-// Sender delivers messages to every notifier and keeps what failed in an
-// Outbox. Notifiers work concurrently, so a slow one does not delay the
-// others; within one notifier messages go in order, and after its first
-// failure in a call the rest of its messages are queued without being
-// tried, so one dead destination costs at most one timeout per run.
+// Sender delivers messages to every route and keeps what failed in an
+// Outbox. Routes work concurrently, so a slow one does not delay the
+// others, and each route's failure is its own. Within one route messages
+// go in order; after its first failure in a call the rest of its messages
+// are queued without being tried, so one dead destination costs at most one
+// timeout per run.
+//
+// Retries back off per route: a route whose message failed once is tried
+// again on the next Send; after its Nth failure in a row it waits
+// RetryBase·2^(N-2), at most RetryMax, and its messages queue behind.
 type Sender struct {
 	Notifiers []Notifier
 	Clock     guard.Clock // nil means guard.RealClock
-	// MaxAttempts and MaxAge bound retries of one message (defaults 10 and
-	// 24h); past either it is dropped and reported as such.
-	MaxAttempts int
+	// MaxAge drops a message still undelivered this long after its first
+	// failure (default 24h). MaxAttempts, when above zero, also drops it
+	// after that many attempts.
 	MaxAge      time.Duration
+	MaxAttempts int
+	// RetryBase and RetryMax shape the backoff (defaults 1m and 30m).
+	RetryBase, RetryMax time.Duration
 }
 
-// Send retries the outbox's messages, then delivers msgs to every notifier,
-// and rewrites out.Queue with what is still undelivered. It never fails as a
-// whole: each failed delivery is reported with its error. Messages queued
-// for a notifier that is no longer configured are dropped.
+// backoff returns how long a route waits after its attempts-th failure.
+func (s Sender) backoff(attempts int) time.Duration {
+	if attempts <= 1 {
+		return 0
+	}
+	base, max := s.RetryBase, s.RetryMax
+	if base <= 0 {
+		base = DefaultRetryBase
+	}
+	if max <= 0 {
+		max = DefaultRetryMax
+	}
+	d := base
+	for i := 2; i < attempts && d < max; i++ {
+		d *= 2
+	}
+	return min(d, max)
+}
+
+// Send retries the outbox's messages, then delivers msgs to every route,
+// and rewrites out.Queue with what is still undelivered. It never fails as
+// a whole: it returns one Delivery per message and route, each with its
+// outcome. Messages queued for a route that is no longer configured are
+// dropped.
 func (s Sender) Send(ctx context.Context, out *Outbox, msgs ...Message) []Delivery {
 	clock := s.Clock
 	if clock == nil {
 		clock = guard.RealClock{}
 	}
 	now := clock.Now()
-	maxAttempts, maxAge := s.MaxAttempts, s.MaxAge
-	if maxAttempts <= 0 {
-		maxAttempts = DefaultMaxAttempts
-	}
+	maxAge := s.MaxAge
 	if maxAge <= 0 {
 		maxAge = DefaultMaxAge
 	}
 
-	work := make([][]Queued, len(s.Notifiers))
+	type item struct {
+		q     Queued
+		index int
+	}
+	work := make([][]item, len(s.Notifiers))
 	byName := make(map[string]int, len(s.Notifiers))
 	for i, n := range s.Notifiers {
 		byName[n.Name()] = i
@@ -82,17 +138,15 @@ func (s Sender) Send(ctx context.Context, out *Outbox, msgs ...Message) []Delive
 	for _, q := range out.Queue {
 		i, ok := byName[q.Notifier]
 		if !ok {
-			results = append(results, Delivery{Notifier: q.Notifier, Message: q.Message, Retry: true, Dropped: true,
-				Err: fmt.Errorf("notifier %s is no longer configured", q.Notifier)})
+			results = append(results, Delivery{Route: q.Notifier, Message: q.Message, Index: -1, Outcome: OutcomeDropped, Attempts: q.Attempts,
+				Err: fmt.Errorf("route %s is no longer configured", q.Notifier)})
 			continue
 		}
-		work[i] = append(work[i], q)
+		work[i] = append(work[i], item{q: q, index: -1})
 	}
-	retried := make([]int, len(work)) // the first retried[i] of work[i] came from the outbox
 	for i := range work {
-		retried[i] = len(work[i])
-		for _, m := range msgs {
-			work[i] = append(work[i], Queued{Notifier: s.Notifiers[i].Name(), Message: m})
+		for j, m := range msgs {
+			work[i] = append(work[i], item{q: Queued{Notifier: s.Notifiers[i].Name(), Message: m}, index: j})
 		}
 	}
 
@@ -102,26 +156,46 @@ func (s Sender) Send(ctx context.Context, out *Outbox, msgs ...Message) []Delive
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			var failed error
+			// blocked is why the route tries nothing more in this Send.
+			var blocked error
+			next := time.Time{}
+			if len(work[i]) > 0 && work[i][0].index < 0 && work[i][0].q.Next.After(now) {
+				head := work[i][0].q
+				next = head.Next
+				blocked = fmt.Errorf("not tried: %s is backing off until %s after %d failed attempts: %s",
+					n.Name(), head.Next.UTC().Format(time.RFC3339), head.Attempts, head.LastError)
+			}
 			for j := range work[i] {
-				q := &work[i][j]
-				d := Delivery{Notifier: n.Name(), Message: q.Message, Retry: j < retried[i]}
-				if failed == nil && ctx.Err() == nil {
+				q := &work[i][j].q
+				d := Delivery{Route: n.Name(), Message: q.Message, Index: work[i][j].index, Outcome: OutcomeDelivered}
+				if blocked == nil && ctx.Err() != nil {
+					blocked = fmt.Errorf("not tried: %w", ctx.Err())
+				}
+				if blocked == nil {
 					q.Attempts++
+					d.Tried = true
 					if err := n.Notify(ctx, q.Message); err != nil {
-						failed = err
 						d.Err = err
+						next = now.Add(s.backoff(q.Attempts))
+						blocked = fmt.Errorf("not tried: %s failed earlier in this run: %w", n.Name(), err)
 					}
 				} else {
-					d.Err = fmt.Errorf("not tried: %s failed earlier in this run: %w", n.Name(), firstNonNil(failed, ctx.Err()))
+					d.Err = blocked
 				}
+				d.Attempts = q.Attempts
 				if d.Err != nil {
 					if q.Since.IsZero() {
 						q.Since = now
 					}
-					q.LastError = d.Err.Error()
-					d.Dropped = q.Attempts >= maxAttempts || now.Sub(q.Since) >= maxAge
-					d.Queued = !d.Dropped
+					if d.Tried || q.LastError == "" {
+						q.LastError = d.Err.Error()
+					}
+					q.Next = next
+					d.Next = next
+					d.Outcome = OutcomeQueued
+					if now.Sub(q.Since) >= maxAge || (s.MaxAttempts > 0 && q.Attempts >= s.MaxAttempts) {
+						d.Outcome = OutcomeDropped
+					}
 				}
 				per[i] = append(per[i], d)
 			}
@@ -132,20 +206,11 @@ func (s Sender) Send(ctx context.Context, out *Outbox, msgs ...Message) []Delive
 	out.Queue = out.Queue[:0]
 	for i := range s.Notifiers {
 		for j, d := range per[i] {
-			if d.Queued {
-				out.Queue = append(out.Queue, work[i][j])
+			if d.Outcome == OutcomeQueued {
+				out.Queue = append(out.Queue, work[i][j].q)
 			}
 		}
 		results = append(results, per[i]...)
 	}
 	return results
-}
-
-func firstNonNil(errs ...error) error {
-	for _, e := range errs {
-		if e != nil {
-			return e
-		}
-	}
-	return nil
 }

@@ -13,7 +13,7 @@ import (
 
 func TestSenderQueuesAndRetriesNextRun(t *testing.T) {
 	rec := newRecorder(t, "", 503)
-	hook, err := New("webhook", map[string]string{"url": rec.srv.URL, "retries": "0", "format": "text"}, Deps{})
+	hook, err := build("webhook", map[string]string{"url": rec.srv.URL, "retries": "0", "format": "text"}, Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +74,7 @@ func TestSenderQueuesAndRetriesNextRun(t *testing.T) {
 
 func TestSenderDropsAfterMaxAttemptsAndAge(t *testing.T) {
 	rec := newRecorder(t, "", 500)
-	hook, err := New("webhook", map[string]string{"url": rec.srv.URL, "retries": "0"}, Deps{})
+	hook, err := build("webhook", map[string]string{"url": rec.srv.URL, "retries": "0"}, Deps{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,27 +103,93 @@ func TestSenderDropsAfterMaxAttemptsAndAge(t *testing.T) {
 	// A notifier removed from the contract: its queue is dropped.
 	out = Outbox{Queue: []Queued{{Notifier: "pager", Message: testMessage(), Attempts: 1, Since: msgTime}}}
 	ds := s.Send(t.Context(), &out)
-	if len(ds) != 1 || !ds[0].Dropped || ds[0].Err.Error() != "notifier pager is no longer configured" || len(out.Queue) != 0 {
+	if len(ds) != 1 || ds[0].Outcome != OutcomeDropped || ds[0].Err.Error() != "route pager is no longer configured" || len(out.Queue) != 0 {
 		t.Errorf("removed notifier: %+v queue %v", ds, out.Queue)
 	}
 }
 
-// summarize renders deliveries as notifier:first-word-of-text:outcome.
+// A route that keeps failing backs off: it is tried on the next run after
+// its first failure, then waits 1m, 2m, 4m … at most RetryMax, while the
+// other routes deliver every run and its new messages queue behind.
+func TestSenderBacksOffPerRoute(t *testing.T) {
+	rec := newRecorder(t, "", 503)
+	hook, err := build("webhook", map[string]string{"url": rec.srv.URL, "retries": "0"}, Deps{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logBuf bytes.Buffer
+	clock := guard.NewFakeClock(msgTime)
+	s := Sender{Notifiers: []Notifier{NewLog(&logBuf), hook}, Clock: clock, RetryBase: time.Minute, RetryMax: 4 * time.Minute}
+	var out Outbox
+	m := testMessage()
+	tries := func() int { return len(rec.requests()) }
+
+	steps := []struct {
+		advance   time.Duration
+		wantTries int    // webhook requests so far
+		wantNext  string // the queued head's next attempt, as an offset from msgTime
+	}{
+		{0, 1, "0s"},                  // first failure: retry on the next run
+		{time.Second, 2, "1m1s"},      // second failure: wait 1m
+		{30 * time.Second, 2, "1m1s"}, // inside the backoff: not tried
+		{30 * time.Second, 3, "3m1s"}, // 1m1s: tried, third failure: wait 2m
+		{2 * time.Minute, 4, "7m1s"},  // 3m1s: tried, wait 4m
+		{4 * time.Minute, 5, "11m1s"}, // 7m1s: tried, capped at 4m
+	}
+	for i, st := range steps {
+		clock.Advance(st.advance)
+		ds := s.Send(t.Context(), &out, m)
+		if got := tries(); got != st.wantTries {
+			t.Fatalf("step %d: webhook tried %d times in all, want %d", i, got, st.wantTries)
+		}
+		if ds[0].Route != "log" || ds[0].Outcome != OutcomeDelivered {
+			t.Fatalf("step %d: the log route did not deliver: %+v", i, ds[0])
+		}
+		if len(out.Queue) != i+1 {
+			t.Fatalf("step %d: %d queued, want %d (every run's message waits in order)", i, len(out.Queue), i+1)
+		}
+		if got := out.Queue[0].Next.Sub(msgTime).String(); got != st.wantNext {
+			t.Errorf("step %d: next attempt at +%s, want +%s", i, got, st.wantNext)
+		}
+	}
+	// Inside the backoff every message is queued untried, and says why.
+	clock.Advance(time.Minute)
+	ds := s.Send(t.Context(), &out)
+	for _, d := range ds {
+		if d.Tried || d.Outcome != OutcomeQueued || !strings.Contains(d.Err.Error(), "backing off until") {
+			t.Fatalf("inside the backoff: %+v", d)
+		}
+	}
+}
+
+func TestBackoffSchedule(t *testing.T) {
+	s := Sender{}
+	want := []time.Duration{0, 0, time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 16 * time.Minute, 30 * time.Minute, 30 * time.Minute}
+	for n, w := range want {
+		if got := s.backoff(n); got != w {
+			t.Errorf("after %d failures: wait %s, want %s", n, got, w)
+		}
+	}
+}
+
+// summarize renders deliveries as route:first-word-of-text:outcome, with
+// "retried" for a message from the outbox delivered and "queued-retry" for
+// one queued again.
 func summarize(ds []Delivery) string {
 	var parts []string
 	for _, d := range ds {
 		outcome := "ok"
 		switch {
-		case d.Err == nil && d.Retry:
+		case d.Outcome == OutcomeDelivered && d.Retry():
 			outcome = "retried"
-		case d.Dropped:
+		case d.Outcome == OutcomeDropped:
 			outcome = "dropped"
-		case d.Queued && d.Retry:
+		case d.Outcome == OutcomeQueued && d.Retry():
 			outcome = "queued-retry"
-		case d.Queued:
+		case d.Outcome == OutcomeQueued:
 			outcome = "queued"
 		}
-		parts = append(parts, fmt.Sprintf("%s:%s:%s", d.Notifier, strings.Fields(d.Message.Text)[0], outcome))
+		parts = append(parts, fmt.Sprintf("%s:%s:%s", d.Route, strings.Fields(d.Message.Text)[0], outcome))
 	}
 	return strings.Join(parts, " ")
 }

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+
+	"github.com/contractd/contractd/contracts"
 )
 
 // Webhook POSTs each message as JSON: the Message itself (format json, the
@@ -17,8 +19,6 @@ import (
 // send time.
 // Errors name only the URL's scheme and host, since webhook URLs often
 // carry their secret in the path.
-//
-// Options: url (required), format, timeout, retries, backoff, bearer_env, name.
 type Webhook struct {
 	name   string
 	url    string
@@ -29,23 +29,15 @@ type Webhook struct {
 
 var _ Notifier = (*Webhook)(nil)
 
-func newWebhook(opts map[string]string, deps Deps) (Notifier, error) {
-	o, err := options(opts, "url", "format", "timeout", "retries", "backoff", "bearer_env")
-	if err != nil {
+func newWebhook(r contracts.NotifyRoute, deps Deps) (Notifier, error) {
+	o := r.Options.(*contracts.WebhookOptions)
+	w := &Webhook{name: r.Name, url: o.URL, format: o.Format}
+	var err error
+	if w.post, err = newPoster(deps, w.url, o.Timeout, o.Retries, o.Backoff); err != nil {
 		return nil, err
 	}
-	w := &Webhook{name: o.str("name", "webhook")}
-	if w.url, err = o.required("url"); err != nil {
-		return nil, err
-	}
-	if w.format, err = o.format("json", "json", "text"); err != nil {
-		return nil, err
-	}
-	if w.post, err = newPoster(o, deps, w.url); err != nil {
-		return nil, err
-	}
-	if env := o.str("bearer_env", ""); env != "" {
-		w.bearer = envVar{opt: "bearer_env", name: env, getenv: deps.Getenv}
+	if o.BearerEnv != "" {
+		w.bearer = envVar{opt: "bearer_env", name: o.BearerEnv, getenv: deps.Getenv}
 	}
 	return w, nil
 }

@@ -8,6 +8,8 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/contractd/contractd/contracts"
 )
 
 // Zulip posts each message to a Zulip server's REST API,
@@ -20,9 +22,6 @@ import (
 // direct message `type=direct&to=["EMAIL"]`. The content is the message
 // line. Timeouts and retries work as for Webhook. The API key never appears
 // in an error.
-//
-// Options: site, bot_email_env, api_key_env (required), stream or to,
-// topic, timeout, retries, backoff, name.
 type Zulip struct {
 	name     string
 	endpoint string
@@ -36,31 +35,15 @@ type Zulip struct {
 
 var _ Notifier = (*Zulip)(nil)
 
-func newZulip(opts map[string]string, deps Deps) (Notifier, error) {
-	o, err := options(opts, "site", "stream", "topic", "to", "bot_email_env", "api_key_env", "timeout", "retries", "backoff")
-	if err != nil {
-		return nil, err
+func newZulip(r contracts.NotifyRoute, deps Deps) (Notifier, error) {
+	o := r.Options.(*contracts.ZulipOptions)
+	z := &Zulip{name: r.Name, stream: o.Stream, topic: o.Topic, to: o.To,
+		endpoint: strings.TrimRight(o.Site, "/") + "/api/v1/messages",
+		email:    envVar{opt: "bot_email_env", name: o.BotEmailEnv, getenv: deps.Getenv},
+		key:      envVar{opt: "api_key_env", name: o.APIKeyEnv, getenv: deps.Getenv},
 	}
-	z := &Zulip{name: o.str("name", "zulip"), stream: o.str("stream", ""), topic: o.str("topic", ""), to: o.str("to", "")}
-	site, err := o.required("site")
-	if err != nil {
-		return nil, err
-	}
-	z.endpoint = strings.TrimRight(site, "/") + "/api/v1/messages"
-	if (z.stream == "") == (z.to == "") {
-		return nil, fmt.Errorf("%w: exactly one of stream or to is required", ErrConfig)
-	}
-	for _, v := range []struct {
-		opt string
-		dst *envVar
-	}{{"bot_email_env", &z.email}, {"api_key_env", &z.key}} {
-		name, err := o.required(v.opt)
-		if err != nil {
-			return nil, err
-		}
-		*v.dst = envVar{opt: v.opt, name: name, getenv: deps.Getenv}
-	}
-	if z.post, err = newPoster(o, deps, z.endpoint); err != nil {
+	var err error
+	if z.post, err = newPoster(deps, z.endpoint, o.Timeout, o.Retries, o.Backoff); err != nil {
 		return nil, err
 	}
 	return z, nil

@@ -362,9 +362,9 @@ func (d *Daemon) holdDownAlert(e *entry) {
 // least one route delivered it (the others are logged); without routes the
 // alert is logged and counts as delivered.
 func (d *Daemon) notifyRoutes(ctx context.Context, c *contracts.Contract, text string) error {
-	ns, err := notify.NewAll(c.Notify, d.cfg.NotifyDeps)
-	if err != nil {
-		return fmt.Errorf("build notifiers: %w", err)
+	ns, buildErrs := notify.NewAll(c.Notify, d.cfg.NotifyDeps)
+	for _, err := range buildErrs {
+		d.logf("serve: %s: hold-down alert: %v", c.Name, err)
 	}
 	if len(ns) == 0 {
 		d.logf("serve: alert: %s: %s", c.Name, text)
