@@ -59,6 +59,9 @@ func WriteText(w io.Writer, rep *Report) error {
 			for _, f := range sp.Findings {
 				ew.printf("    %s %s: %s\n", Mark(sp.Severity), sp.ID, f)
 			}
+			if sp.Note != "" {
+				ew.printf("    ↻ %s: %s\n", sp.ID, sp.Note)
+			}
 		}
 	}
 	if len(rep.Agents) > 0 {

@@ -77,6 +77,7 @@ type StepReport struct {
 	Stdout     string             `json:"stdout,omitempty"`
 	Stderr     string             `json:"stderr,omitempty"`
 	Error      string             `json:"error,omitempty"` // transport error (unreachable)
+	Note       string             `json:"note,omitempty"`  // how the transport ran it when not as usual (a broken resident session, a fresh one instead)
 	Findings   []string           `json:"findings"`
 	Values     map[string]any     `json:"values,omitempty"` // the fields the tables read
 }

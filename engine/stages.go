@@ -239,6 +239,7 @@ func (sr *stageRun) record(e *Engine, c *contracts.Contract, step *contracts.Ste
 	if o.Err != nil {
 		rep.Error = o.Err.Error()
 	}
+	rep.Note = o.Result.Note
 	rep.Stdout = truncate(o.Result.Stdout, 2048)
 	rep.Stderr = truncate(o.Result.Stderr, 2048)
 	sr.report.Steps = append(sr.report.Steps, rep)

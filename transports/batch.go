@@ -67,7 +67,7 @@ if [ -n "${BASH_VERSION:-}" ] && mkfifo "$__d/.a" "$__d/.b" 2>/dev/null; then
 	(
 		while read -r __n __g __s <&7; do
 			if read -r -t "$__s" __x <&8; then continue; fi
-			: >"$__d/$__n.t"
+			echo t >"$__d/$__n.t"
 			kill -TERM -"$__g" 2>/dev/null
 			if read -r -t 2 __x <&8; then continue; fi
 			kill -KILL -"$__g" 2>/dev/null
@@ -95,7 +95,7 @@ if [ -n "${BASH_VERSION:-}" ] && mkfifo "$__d/.a" "$__d/.b" 2>/dev/null; then
 		__c=$?
 		if [ "$2" != 0 ]; then printf '\n' >&8; fi
 		__p=
-		if [ -e "$__d/$1.t" ]; then __c=124; fi
+		if [ -s "$__d/$1.t" ]; then __c=124; : >"$__d/$1.t"; fi
 		__emit "$1" "$__c"
 	}
 else
@@ -282,6 +282,8 @@ type frameParser struct {
 	started  int      // headers seen
 	finished int      // end lines seen
 	last     time.Time
+	acked    bool // a resident loop has read the request
+	complete bool // a resident loop has sent every frame of the request
 }
 
 type stepFrame struct {
@@ -373,6 +375,18 @@ func (p *frameParser) emit(b []byte) {
 // target could not count it without starting a process).
 func (p *frameParser) header(line string) {
 	f := strings.Fields(line)
+	if len(f) == 1 {
+		// The resident loop's request lines: "ack" once it has read a
+		// request, "done" after its last frame.
+		switch f[0] {
+		case "ack":
+			p.acked = true
+		case "done", "pong":
+			p.complete = true
+		}
+		p.cur = nil
+		return
+	}
 	if len(f) < 2 || len(f) > 3 {
 		p.cur = nil
 		return

@@ -11,14 +11,21 @@ import (
 	"github.com/contractd/contractd/fixtures/sshd"
 )
 
-// batchTargets are the transports every batch case runs on.
-func batchTargets(t *testing.T) map[string]Transport {
+// batchTargets are the transports every batch case runs on; with resident,
+// also through resident sessions, which must give the same results.
+func batchTargets(t *testing.T, resident bool) map[string]Transport {
 	s := startSSHD(t, sshd.Options{})
 	p, _ := newPool(t, PoolOptions{})
-	return map[string]Transport{
+	out := map[string]Transport{
 		"local": open(t, p, &Spec{Kind: "local"}),
 		"ssh":   open(t, p, sshSpec(s)),
 	}
+	if resident {
+		rp, _ := newPool(t, PoolOptions{Resident: &ResidentOptions{}})
+		out["resident local"] = open(t, rp, &Spec{Kind: "local"})
+		out["resident ssh"] = open(t, rp, sshSpec(s))
+	}
+	return out
 }
 
 func TestExecBatch(t *testing.T) {
@@ -90,7 +97,7 @@ func TestExecBatch(t *testing.T) {
 			want: []Result{{Stdout: "a\n"}, {Stdout: "b\n", ExitCode: 2}},
 		},
 	}
-	for name, tr := range batchTargets(t) {
+	for name, tr := range batchTargets(t, true) {
 		t.Run(name, func(t *testing.T) {
 			for _, tc := range cases {
 				t.Run(tc.name, func(t *testing.T) {
@@ -116,7 +123,7 @@ func TestExecBatch(t *testing.T) {
 
 func TestExecBatchCapsAndCleansUp(t *testing.T) {
 	t.Parallel()
-	for name, tr := range batchTargets(t) {
+	for name, tr := range batchTargets(t, false) {
 		t.Run(name, func(t *testing.T) {
 			got, err := tr.ExecBatch(testCtx(t), []Command{
 				{Script: "head -c 300000 /dev/zero | tr '\\0' z", Cap: 1000},

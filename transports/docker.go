@@ -43,6 +43,9 @@ func (d *Docker) ExecBatch(ctx context.Context, cmds []Command) ([]Result, error
 	return execBatch(ctx, d, cs, d.logger())
 }
 
+// prepare is what a resident session applies to each command first.
+func (d *Docker) prepare(c Command) Command { return dockerShell(c) }
+
 // dockerShell defaults the shell to sh: minimal images have no bash.
 func dockerShell(c Command) Command {
 	if c.Shell == "" {

@@ -57,6 +57,10 @@ type PoolOptions struct {
 	// connection; a step waits for a free one (within its deadline) rather
 	// than being refused by the server. 0 means DefaultMaxSessions.
 	MaxSessions int
+	// Resident, when set, keeps a resident session per target chain and
+	// sends every Exec and ExecBatch through it (see resident.go and
+	// docs/transports.md). A daemon sets it; one-shot runs leave it nil.
+	Resident *ResidentOptions
 	// Logf receives one line per connection event (dial, reconnect,
 	// host key accepted, keepalive failure) and per failed command, with
 	// command secrets redacted. Nil discards them.
@@ -77,6 +81,8 @@ type Pool struct {
 
 	khMu    sync.Mutex
 	khCache map[string]knownHostsEntry // parsed known_hosts files by path
+
+	res *residentSet // nil without PoolOptions.Resident
 }
 
 // DefaultMaxSessions stays below OpenSSH's default MaxSessions of 10, with
@@ -100,6 +106,9 @@ func NewPool(opts PoolOptions) *Pool {
 	if pub, _, err := ed25519.GenerateKey(rand.Reader); err == nil {
 		p.probe, _ = ssh.NewPublicKey(pub)
 	}
+	if opts.Resident != nil {
+		p.res = newResidentSet(*opts.Resident, p.logf)
+	}
 	return p
 }
 
@@ -116,7 +125,20 @@ func (p *Pool) Open(spec *Spec) (Transport, error) {
 	if closed {
 		return nil, ErrPoolClosed
 	}
-	return p.open(spec)
+	t, err := p.open(spec)
+	if err != nil || p.res == nil {
+		return t, err
+	}
+	return &residentTransport{Transport: t, runner: t.(runner), spec: spec, set: p.res}, nil
+}
+
+// ResidentSessions returns how many resident sessions are open per host
+// (an ssh connection, or "local"); empty without PoolOptions.Resident.
+func (p *Pool) ResidentSessions() map[string]int {
+	if p.res == nil {
+		return map[string]int{}
+	}
+	return p.res.count()
 }
 
 func (p *Pool) open(spec *Spec) (Transport, error) {
@@ -180,6 +202,10 @@ func (d sshDialer) DialContext(ctx context.Context, network, addr string) (net.C
 // Close closes every pooled connection; later Opens fail with
 // ErrPoolClosed. It returns the first close error.
 func (p *Pool) Close() error {
+	if p.res != nil {
+		// Before the connections: each loop is told to end over its own.
+		p.res.close()
+	}
 	p.mu.Lock()
 	p.closed = true
 	conns := p.conns

@@ -45,6 +45,11 @@ type Spec struct {
 	// Sudo runs pct or docker through `sudo -n` on the parent, for a parent
 	// login that is not root (see docs/transports.md for the sudoers rule).
 	Sudo bool
+
+	// ResidentTTL closes this chain's resident session (PoolOptions.Resident)
+	// once unused for this long; 0 means ResidentOptions.IdleTTL. Only the
+	// chain's own spec is read, not its Via links'.
+	ResidentTTL time.Duration
 }
 
 // ParseSSHAddr splits "user@host" or "user@host:port" ("user@[::1]:2222"

@@ -46,6 +46,10 @@ type Result struct {
 	// (ExecBatch also returns an error). Its ExitCode is -1 and Stderr
 	// says so; the commands before it in the batch have their own results.
 	NotRun bool
+	// Note is set when the command did not run the usual way and the report
+	// should say so: a broken resident session, for instance, after which
+	// the command ran in a fresh session.
+	Note string
 }
 
 // Transport runs commands on one target.

@@ -1,0 +1,445 @@
+package transports
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/contractd/contractd/fixtures/sshd"
+)
+
+// residentPool returns a pool with resident sessions on, closed at cleanup.
+func residentPool(t *testing.T, opts ResidentOptions) (*Pool, *logBook) {
+	t.Helper()
+	return newPool(t, PoolOptions{Resident: &opts})
+}
+
+// loopPID runs `echo $$` through tr: a command runs in a subshell of the
+// resident loop, where $$ is the loop's own PID.
+func loopPID(t *testing.T, tr Transport) int {
+	t.Helper()
+	res, err := tr.Exec(testCtx(t), Command{Script: "echo $$"})
+	if err != nil {
+		t.Fatalf("echo $$: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.TrimSpace(res.Stdout))
+	if err != nil {
+		t.Fatalf("echo $$: %q", res.Stdout)
+	}
+	return pid
+}
+
+// alive reports whether a process with pid exists on this host.
+func alive(pid int) bool {
+	return syscall.Kill(pid, 0) == nil
+}
+
+func TestResidentSessionServesEveryRunWithoutANewLogin(t *testing.T) {
+	t.Parallel()
+	s := startSSHD(t, sshd.Options{LogSessions: true})
+	p, _ := residentPool(t, ResidentOptions{})
+	tr := open(t, p, sshSpec(s))
+	first := loopPID(t, tr)
+	before, err := s.Sessions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 5; i++ {
+		rs, err := tr.ExecBatch(testCtx(t), []Command{
+			{Script: "echo $$"},
+			{Script: "echo step two; exit 4", Shell: "sh"},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.TrimSpace(rs[0].Stdout); got != strconv.Itoa(first) || rs[1].Stdout != "step two\n" || rs[1].ExitCode != 4 {
+			t.Fatalf("run %d: %+v; want the same loop (%d) and step two's own output and exit", i, rs, first)
+		}
+		if rs[0].Note != "" || rs[1].Note != "" {
+			t.Fatalf("run %d: unexpected notes %q %q", i, rs[0].Note, rs[1].Note)
+		}
+	}
+	after, _ := s.Sessions()
+	if after != before {
+		t.Fatalf("sshd started %d new sessions for 5 runs through a resident session, want 0", after-before)
+	}
+	if got := p.ResidentSessions(); got[residentHost(sshSpec(s))] != 1 {
+		t.Fatalf("resident sessions %v, want 1 on the host", got)
+	}
+}
+
+func TestResidentSessionKeepsNoSecret(t *testing.T) {
+	t.Parallel()
+	s := startSSHD(t, sshd.Options{})
+	p, _ := residentPool(t, ResidentOptions{})
+	tr := open(t, p, sshSpec(s))
+	const secret = "s3cret-value-for-one-command"
+	res, err := tr.Exec(testCtx(t), Command{
+		Script: "echo \"$TOKEN\" >/dev/null; echo $$; echo \"$BASH_SOURCE\"",
+		Env:    map[string]string{"TOKEN": secret},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Fields(res.Stdout)
+	if len(lines) != 2 {
+		t.Fatalf("stdout %q", res.Stdout)
+	}
+	pid, file := lines[0], lines[1]
+	later, err := tr.Exec(testCtx(t), Command{Script: "echo \"${TOKEN:-unset}\""})
+	if err != nil || later.Stdout != "unset\n" {
+		t.Fatalf("the next command sees %q (%v); a command's exports must not outlive it", later.Stdout, err)
+	}
+	// The loop's environment and the command's script file on the target.
+	out, err := s.Run(testCtx(t), fmt.Sprintf("tr '\\0' '\\n' </proc/%s/environ; echo ---; cat %s; ls -la %s", pid, quote(file), quote(file)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(out, secret) {
+		t.Fatalf("the secret is still on the target:\n%s", out)
+	}
+	if !strings.Contains(out, "---") || !strings.Contains(out, file) {
+		t.Fatalf("could not read the loop's environment and script file:\n%s", out)
+	}
+}
+
+func TestResidentBatchCasesMatchFreshSessions(t *testing.T) {
+	t.Parallel()
+	// The batch cases of TestExecBatch hold for resident sessions too; see
+	// batchTargets, which includes them. This case covers what only a
+	// resident session has: commands of one request after one that timed
+	// out, and a request after a request that timed out.
+	s := startSSHD(t, sshd.Options{})
+	p, _ := residentPool(t, ResidentOptions{})
+	tr := open(t, p, sshSpec(s))
+	for i := 0; i < 2; i++ {
+		rs, err := tr.ExecBatch(testCtx(t), []Command{
+			{Script: "sleep 30", Timeout: time.Second},
+			{Script: "echo after"},
+		})
+		if err != nil || rs[0].ExitCode != 124 || !rs[0].TimedOut || rs[1].Stdout != "after\n" || rs[1].TimedOut {
+			t.Fatalf("run %d: %+v, %v", i, rs, err)
+		}
+	}
+	if rs, err := tr.ExecBatch(testCtx(t), []Command{{Script: "echo ok"}, {Script: "exit 0"}}); err != nil || rs[0].TimedOut || rs[0].Stdout != "ok\n" {
+		t.Fatalf("a step timeout must not stick to its index: %+v, %v", rs, err)
+	}
+}
+
+// breakers damage a resident session from outside, as a target can.
+var breakers = []struct {
+	name  string
+	note  string
+	apply func(t *testing.T, p *Pool, spec *Spec, pid int)
+}{
+	{
+		name: "the remote loop is killed",
+		note: "the loop ended",
+		apply: func(t *testing.T, _ *Pool, _ *Spec, pid int) {
+			if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+		},
+	},
+	{
+		name: "the connection is closed",
+		note: "ended",
+		apply: func(t *testing.T, p *Pool, spec *Spec, _ int) {
+			p.mu.Lock()
+			c := p.conns[chainKey(spec)]
+			p.mu.Unlock()
+			c.mu.Lock()
+			cl := c.client
+			c.mu.Unlock()
+			if cl == nil {
+				t.Fatal("no pooled connection")
+			}
+			cl.Close()
+		},
+	},
+	{
+		name: "the remote loop is stalled",
+		note: "no answer within",
+		apply: func(t *testing.T, _ *Pool, _ *Spec, pid int) {
+			if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
+		},
+	},
+}
+
+// TestResidentSessionRecovers breaks the resident session between runs in
+// each way a target can, and checks that the next run still gets every
+// result, within its steps' timeouts, says that it used a fresh session,
+// and that the run after it is resident again.
+func TestResidentSessionRecovers(t *testing.T) {
+	t.Parallel()
+	slow(t)
+	s := startSSHD(t, sshd.Options{})
+	for _, b := range breakers {
+		t.Run(b.name, func(t *testing.T) {
+			t.Parallel()
+			// A long health interval: the run itself must meet the damage.
+			p, book := residentPool(t, ResidentOptions{HealthEvery: time.Hour})
+			spec := sshSpec(s)
+			tr := open(t, p, spec)
+			pid := loopPID(t, tr)
+			b.apply(t, p, spec, pid)
+			steps := []Command{
+				{Script: "echo one", Timeout: 3 * time.Second},
+				{Script: "echo two >&2; exit 5", Timeout: 3 * time.Second},
+			}
+			start := time.Now()
+			rs, err := tr.ExecBatch(testCtx(t), steps)
+			took := time.Since(start)
+			if err != nil {
+				t.Fatalf("ExecBatch: %v\n%s", err, book.all())
+			}
+			if rs[0].Stdout != "one\n" || rs[1].Stderr != "two\n" || rs[1].ExitCode != 5 {
+				t.Fatalf("results %+v", rs)
+			}
+			t.Logf("note: %s (%s)", rs[0].Note, took)
+			// Either the run met the damage (a fresh session ran the
+			// steps) or the session's end was seen while it was idle (a
+			// new resident session ran them); the report says which.
+			for i, r := range rs {
+				if !(strings.Contains(r.Note, "fresh session") || strings.Contains(r.Note, "restarted")) || !strings.Contains(r.Note, b.note) {
+					t.Errorf("step %d note %q: want it to say the resident session broke (%q) and what ran the step", i, r.Note, b.note)
+				}
+			}
+			if limit := 6 * time.Second; took > limit {
+				t.Errorf("the run took %s, longer than its steps' timeouts (%s)", took, limit)
+			}
+			if next := loopPID(t, tr); next == pid {
+				t.Errorf("the next run still uses the broken loop %d", pid)
+			}
+			rs, err = tr.ExecBatch(testCtx(t), steps)
+			if err != nil || rs[0].Note != "" {
+				t.Fatalf("the run after recovery: %+v, %v", rs, err)
+			}
+			eventually(t, "the broken loop is gone", func() (bool, string) {
+				return !alive(pid), fmt.Sprintf("pid %d alive", pid)
+			})
+		})
+	}
+}
+
+func TestResidentSessionLostMidCommandIsNotRunTwice(t *testing.T) {
+	t.Parallel()
+	slow(t)
+	s := startSSHD(t, sshd.Options{})
+	p, _ := residentPool(t, ResidentOptions{})
+	tr := open(t, p, sshSpec(s))
+	pid := loopPID(t, tr)
+	marker := t.TempDir() + "/ran"
+	errc := make(chan error, 1)
+	go func() {
+		_, err := tr.Exec(testCtx(t), Command{Script: "echo x >>" + quote(marker) + "; sleep 30", Timeout: 20 * time.Second})
+		errc <- err
+	}()
+	eventually(t, "the command runs", func() (bool, string) {
+		_, err := os.Stat(marker)
+		return err == nil, fmt.Sprint(err)
+	})
+	syscall.Kill(pid, syscall.SIGKILL)
+	err := <-errc
+	if !errors.Is(err, ErrUnreachable) {
+		t.Fatalf("err = %v, want ErrUnreachable: a command the loop acknowledged is not run again", err)
+	}
+	b, _ := os.ReadFile(marker)
+	if string(b) != "x\n" {
+		t.Fatalf("the command ran %d times", strings.Count(string(b), "x"))
+	}
+}
+
+func TestResidentSessionIdleTTL(t *testing.T) {
+	t.Parallel()
+	p, book := residentPool(t, ResidentOptions{})
+	spec := &Spec{Kind: "local", ResidentTTL: 300 * time.Millisecond}
+	tr := open(t, p, spec)
+	pid := loopPID(t, tr)
+	eventually(t, "the idle session is closed", func() (bool, string) {
+		return len(p.ResidentSessions()) == 0 && !alive(pid), fmt.Sprintf("%v, pid %d alive %v", p.ResidentSessions(), pid, alive(pid))
+	})
+	if !strings.Contains(book.all(), "time to live") {
+		t.Errorf("log does not say why it closed:\n%s", book.all())
+	}
+	if next := loopPID(t, tr); next == pid {
+		t.Fatalf("a closed session served again")
+	}
+}
+
+func TestResidentSessionHealthCheckReplacesAStalledLoop(t *testing.T) {
+	t.Parallel()
+	slow(t)
+	p, book := residentPool(t, ResidentOptions{HealthEvery: 200 * time.Millisecond, AckTimeout: 500 * time.Millisecond})
+	tr := open(t, p, &Spec{Kind: "local"})
+	pid := loopPID(t, tr)
+	syscall.Kill(pid, syscall.SIGSTOP)
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
+	eventually(t, "the health check closes the stalled session", func() (bool, string) {
+		return len(p.ResidentSessions()) == 0, book.all()
+	})
+	res, err := tr.Exec(testCtx(t), Command{Script: "echo fine"})
+	if err != nil || res.Stdout != "fine\n" || !strings.Contains(res.Note, "restarted") || !strings.Contains(res.Note, "health check") {
+		t.Fatalf("after the health check: %+v, %v; want a new resident session, noted", res, err)
+	}
+	eventually(t, "the stalled loop is killed", func() (bool, string) { return !alive(pid), "alive" })
+}
+
+func TestResidentSessionsPerHostAreBounded(t *testing.T) {
+	t.Parallel()
+	s, _ := pctHost(t)
+	p, book := residentPool(t, ResidentOptions{MaxPerHost: 2})
+	host := residentHost(sshSpec(s))
+	trs := []Transport{open(t, p, sshSpec(s)), open(t, p, pctSpec(s, 112)), open(t, p, &Spec{Kind: "pct", VMID: 112, Via: sshSpec(s), Sudo: false, Name: "again"})}
+	for i, tr := range trs[:2] {
+		if _, err := tr.Exec(testCtx(t), Command{Script: "true"}); err != nil {
+			t.Fatalf("transport %d: %v", i, err)
+		}
+	}
+	if got := p.ResidentSessions()[host]; got != 2 {
+		t.Fatalf("%d resident sessions on the host, want 2", got)
+	}
+	// A third chain on the same host (a docker container there, say)
+	// runs in a fresh session while two are open.
+	third := open(t, p, &Spec{Kind: "docker", Container: "none-such", Via: sshSpec(s)})
+	third.Exec(testCtx(t), Command{Script: "true"})
+	if got := p.ResidentSessions()[host]; got != 2 {
+		t.Fatalf("%d resident sessions on the host after a third chain, want 2", got)
+	}
+	if !strings.Contains(book.all(), "already open on this host") {
+		t.Errorf("the bound is not logged:\n%s", book.all())
+	}
+	// The same chain opened again shares its session.
+	if res, err := trs[2].Exec(testCtx(t), Command{Script: "echo $CT_NAME"}); err != nil || res.Stdout != "web112\n" {
+		t.Fatalf("pct 112 again: %+v, %v", res, err)
+	}
+	if got := p.ResidentSessions()[host]; got != 2 {
+		t.Fatalf("%d resident sessions on the host, want 2", got)
+	}
+}
+
+// TestResidentSessionBusyDoesNotBlockAnotherStage: a command hanging in one
+// stage's resident session must not hold up another stage on the same chain.
+func TestResidentSessionBusyDoesNotBlockAnotherStage(t *testing.T) {
+	t.Parallel()
+	p, _ := residentPool(t, ResidentOptions{})
+	tr := open(t, p, &Spec{Kind: "local"})
+	loopPID(t, tr)
+	release := t.TempDir() + "/release"
+	hold, _ := holdUntil(release)
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tr.Exec(testCtx(t), Command{Script: hold, Timeout: 30 * time.Second})
+	}()
+	eventually(t, "the first command holds its session", func() (bool, string) {
+		p.res.mu.Lock()
+		defer p.res.mu.Unlock()
+		return len(p.res.chains["local"].idle) == 0, "idle"
+	})
+	res, err := tr.Exec(testCtx(t), Command{Script: "echo meanwhile"})
+	os.WriteFile(release, nil, 0o644)
+	wg.Wait()
+	if err != nil || res.Stdout != "meanwhile\n" {
+		t.Fatalf("second stage: %+v, %v", res, err)
+	}
+	if got := p.ResidentSessions()["local"]; got != 2 {
+		t.Fatalf("%d resident sessions, want 2 (one per concurrent user)", got)
+	}
+}
+
+func TestResidentSessionCancelKillsTheCommand(t *testing.T) {
+	t.Parallel()
+	slow(t)
+	s := startSSHD(t, sshd.Options{})
+	p, _ := residentPool(t, ResidentOptions{})
+	tr := open(t, p, sshSpec(s))
+	pid := loopPID(t, tr)
+	sleep := uniqueSleep()
+	ctx, cancel := context.WithCancel(testCtx(t))
+	done := make(chan error, 1)
+	go func() {
+		_, err := tr.ExecBatch(ctx, []Command{{Script: "echo a"}, {Script: "(" + sleep + ") & wait"}})
+		done <- err
+	}()
+	eventually(t, "the remote sleep starts", func() (bool, string) {
+		ps := psArgs(t, s)
+		return strings.Contains(ps, sleep), ps
+	})
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("cancelled run: %v", err)
+	}
+	eventually(t, "the remote sleep and the loop are gone", func() (bool, string) {
+		ps := psArgs(t, s)
+		return !strings.Contains(ps, sleep) && !alive(pid), ps
+	})
+}
+
+func TestResidentSessionClosesWithThePool(t *testing.T) {
+	t.Parallel()
+	s := startSSHD(t, sshd.Options{})
+	p := NewPool(PoolOptions{Resident: &ResidentOptions{}})
+	pid := loopPID(t, open(t, p, sshSpec(s)))
+	lpid := loopPID(t, open(t, p, &Spec{Kind: "local"}))
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if alive(pid) || alive(lpid) {
+		t.Fatalf("loops alive after Close: ssh %v, local %v", alive(pid), alive(lpid))
+	}
+}
+
+func TestResidentPCTAndDockerLoopsLiveInTheContainer(t *testing.T) {
+	t.Parallel()
+	s, root := pctHost(t)
+	p, _ := residentPool(t, ResidentOptions{})
+	ct := open(t, p, pctSpec(s, 112))
+	for i := 0; i < 2; i++ {
+		res, err := ct.Exec(testCtx(t), Command{Script: "echo \"$CT_NAME $PWD\""})
+		if want := "web112 " + root + "/112/root\n"; err != nil || res.Stdout != want {
+			t.Fatalf("pct run %d: %+v, %v; want %q", i, res, err, want)
+		}
+	}
+	// A stopped container fails as it does without resident sessions.
+	_, err := open(t, p, pctSpec(s, 113)).Exec(testCtx(t), Command{Script: "true"})
+	if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "not running") {
+		t.Fatalf("stopped container: %v", err)
+	}
+
+	c := busyboxContainer(t)
+	dk := open(t, p, &Spec{Kind: "docker", Container: c.Name})
+	first := ""
+	for i := 0; i < 2; i++ {
+		// Without bash a command runs as its own sh, a child of the loop.
+		rs, err := dk.ExecBatch(testCtx(t), []Command{{Script: "echo $PPID"}, {Script: "cat /etc/hostname >/dev/null; echo busy"}})
+		if err != nil || rs[1].Stdout != "busy\n" {
+			t.Fatalf("docker run %d: %+v, %v", i, rs, err)
+		}
+		if first == "" {
+			first = rs[0].Stdout
+		} else if rs[0].Stdout != first {
+			t.Fatalf("docker run %d used another loop: %q, first %q", i, rs[0].Stdout, first)
+		}
+	}
+	// Kill the loop inside the container: the next run recovers.
+	if out, err := exec.Command("docker", "exec", c.Name, "kill", "-9", strings.TrimSpace(first)).CombinedOutput(); err != nil {
+		t.Fatalf("kill the loop in the container: %v: %s", err, out)
+	}
+	rs, err := dk.ExecBatch(testCtx(t), []Command{{Script: "echo $PPID", Timeout: 5 * time.Second}, {Script: "echo again"}})
+	if err != nil || rs[1].Stdout != "again\n" || rs[0].Stdout == first || !strings.Contains(rs[0].Note, "the loop ended") {
+		t.Fatalf("after the loop was killed: %+v, %v", rs, err)
+	}
+}
