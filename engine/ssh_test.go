@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/fixtures/need"
 	"github.com/contractd/contractd/fixtures/sshd"
 	"github.com/contractd/contractd/transports"
 )
@@ -19,9 +20,7 @@ import (
 // tunnelled through the ssh target (the loopback of that host), and a
 // repair on the same connection.
 func TestRunOverRealSSH(t *testing.T) {
-	if _, err := sshd.Available(); err != nil {
-		t.Skipf("no sshd: %v", err)
-	}
+	need.SSHD(t)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	srv, err := sshd.Start(ctx, sshd.Options{Dir: t.TempDir()})

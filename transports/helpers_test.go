@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contractd/contractd/fixtures/need"
 	"github.com/contractd/contractd/fixtures/sshd"
 )
 
@@ -26,9 +27,7 @@ func startSSHD(t testing.TB, opts sshd.Options) *sshd.Server {
 // startRealSSHD starts a throwaway sshd with opts as given.
 func startRealSSHD(t testing.TB, opts sshd.Options) *sshd.Server {
 	t.Helper()
-	if _, err := sshd.Available(); err != nil {
-		t.Skipf("skipping: %v", err)
-	}
+	need.SSHD(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if opts.Dir == "" {

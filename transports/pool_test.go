@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contractd/contractd/fixtures/need"
 	"github.com/contractd/contractd/fixtures/sshd"
 	"golang.org/x/crypto/ssh"
 )
@@ -149,9 +150,7 @@ func TestKeepAliveReplacesAStalledConnection(t *testing.T) {
 // TestSSHAgentKeys is not parallel: it sets SSH_AUTH_SOCK for the process.
 func TestSSHAgentKeys(t *testing.T) {
 	s := startSSHD(t, sshd.Options{})
-	if _, err := exec.LookPath("ssh-agent"); err != nil {
-		t.Skipf("skipping: no ssh-agent: %v", err)
-	}
+	need.Command(t, "ssh-agent", "openssh-client")
 	sock := filepath.Join(t.TempDir(), "agent.sock")
 	agentCmd := exec.Command("ssh-agent", "-D", "-a", sock)
 	agentCmd.Stdout, agentCmd.Stderr = io.Discard, io.Discard

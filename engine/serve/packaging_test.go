@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/fixtures/need"
 )
 
 // TestSystemdUnits checks the shipped units say what the daemon relies on,
@@ -54,10 +55,7 @@ func TestSystemdUnits(t *testing.T) {
 		}
 		names = append(names, "./"+tc.as)
 	}
-	analyze, err := exec.LookPath("systemd-analyze")
-	if err != nil {
-		t.Skip("systemd-analyze not installed; unit syntax not verified")
-	}
+	analyze := need.Command(t, "systemd-analyze", "systemd")
 	cmd := exec.Command(analyze, append([]string{"verify", "--man=no"}, names...)...)
 	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
