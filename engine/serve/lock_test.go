@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
@@ -38,7 +39,7 @@ func TestRunLockOfAnotherProcess(t *testing.T) {
 	}
 	h := startDaemon(t, Config{Dir: dir, StateDir: state, TokenFile: tokenFile, Runner: eng})
 
-	holder := exec.Command(os.Args[0], "-test.run=^TestLockHolderHelper$")
+	holder := exec.Command(os.Args[0])
 	holder.Env = append(os.Environ(), "SERVE_LOCK_HELPER="+state+"\x1flocked-elsewhere")
 	out, err := holder.StdoutPipe()
 	if err != nil {
@@ -86,21 +87,21 @@ func TestRunLockOfAnotherProcess(t *testing.T) {
 	}
 }
 
-// TestLockHolderHelper is the other process of TestRunLockOfAnotherProcess:
-// it takes the contract's run lock, says so, and waits to be killed.
-func TestLockHolderHelper(t *testing.T) {
-	spec := os.Getenv("SERVE_LOCK_HELPER")
-	if spec == "" {
-		t.Skip("child process of TestRunLockOfAnotherProcess only")
-	}
+// holdLock is the other process of TestRunLockOfAnotherProcess (TestMain
+// runs it when SERVE_LOCK_HELPER is set): it takes the contract's run lock,
+// says so, and waits to be killed. It returns the exit code.
+func holdLock(spec string) int {
 	stateDir, name, _ := strings.Cut(spec, "\x1f")
 	st, err := store.Open(stateDir)
 	if err != nil {
-		t.Fatal(err)
+		fmt.Fprintln(os.Stderr, "lock holder:", err)
+		return 1
 	}
 	if _, err := st.Lock(context.Background(), name, 0); err != nil {
-		t.Fatal(err)
+		fmt.Fprintln(os.Stderr, "lock holder:", err)
+		return 1
 	}
 	os.Stdout.WriteString("locked\n")
 	time.Sleep(time.Minute)
+	return 0
 }

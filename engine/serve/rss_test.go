@@ -60,7 +60,7 @@ func BenchmarkDaemonIdleRSS(b *testing.B) {
 		for i := range idleContracts {
 			writeContract(b, dir, fmt.Sprintf("idle-%02d", i), "1", "1h", false)
 		}
-		cmd = exec.Command(os.Args[0], "-test.run=^TestIdleDaemonHelper$")
+		cmd = exec.Command(os.Args[0])
 		cmd.Env = append(os.Environ(), "SERVE_IDLE_HELPER="+strings.Join([]string{dir, state, addr}, "\x1f"))
 	}
 	cmd.Stderr = os.Stderr
@@ -109,22 +109,21 @@ func BenchmarkDaemonIdleRSS(b *testing.B) {
 	fmt.Printf("bench: daemon_idle_rss_mb %.1f\n", mb)
 }
 
-// TestIdleDaemonHelper is the child process of BenchmarkDaemonIdleRSS; it
-// does nothing in a normal test run.
-func TestIdleDaemonHelper(t *testing.T) {
-	spec := os.Getenv("SERVE_IDLE_HELPER")
-	if spec == "" {
-		t.Skip("child process of BenchmarkDaemonIdleRSS only")
-	}
+// serveIdle is the child process of BenchmarkDaemonIdleRSS (TestMain runs
+// it when SERVE_IDLE_HELPER is set): a daemon with a fake runner until
+// SIGINT. It returns the exit code.
+func serveIdle(spec string) int {
 	parts := strings.Split(spec, "\x1f")
-	ctx, stop := signal.NotifyContext(t.Context(), os.Interrupt)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	err := Serve(ctx, Config{Dir: parts[0], StateDir: parts[1], Listen: parts[2],
 		Logf:   func(string, ...any) {},
 		Runner: &fakeRunner{run: func(ctx context.Context, c *contracts.Contract) (*engine.Report, error) { return report(c), nil }}})
 	if err != nil {
-		t.Fatal(err)
+		fmt.Fprintln(os.Stderr, "idle daemon:", err)
+		return 1
 	}
+	return 0
 }
 
 func freeAddr(tb testing.TB) string {
