@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/fixtures/dockerimg"
+	"github.com/contractd/contractd/fixtures/need"
 	"github.com/contractd/contractd/fixtures/sshd"
 )
 
@@ -19,15 +20,19 @@ func busyboxContainer(t *testing.T) *dockerimg.Container {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	if err := dockerimg.Available(ctx); err != nil {
-		t.Skipf("skipping docker tests: %v", err)
-	}
-	img, err := dockerimg.Build(ctx, nil)
+	need.Docker(t)
+	need.Busybox(t)
+	img, err := dockerimg.Build(ctx, dockerimg.Spec{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		if err := img.Remove(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
 	name := fmt.Sprintf("contractd-transports-%s", strings.TrimPrefix(token(), "contractd")[:12])
-	c, err := dockerimg.Run(ctx, img, name)
+	c, err := dockerimg.Run(ctx, img.Tag, name)
 	if err != nil {
 		t.Fatal(err)
 	}
