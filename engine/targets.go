@@ -17,11 +17,14 @@ type PoolOpener struct {
 var _ Opener = PoolOpener{}
 
 // Open returns the transport for target; "local" (or "") is the engine's host.
+// Where the pool keeps resident sessions, the target's is closed once unused
+// for two of the contract's intervals.
 func (o PoolOpener) Open(c *contracts.Contract, target string) (transports.Transport, error) {
 	spec, err := Spec(c, target)
 	if err != nil {
 		return nil, err
 	}
+	spec.ResidentTTL = 2 * c.Schedule.Every
 	return o.Pool.Open(spec)
 }
 

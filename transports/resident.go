@@ -466,6 +466,16 @@ func (r *resident) do(ctx context.Context, cmds []Command, ack time.Duration) ([
 		case err := <-wrote:
 			wrote = nil
 			if err != nil {
+				// The loop's stdin is gone because the session ended:
+				// say how it ended rather than "broken pipe".
+				select {
+				case <-r.done:
+					r.mu.Lock()
+					why := r.endReason()
+					r.mu.Unlock()
+					return broken(why)
+				case <-time.After(time.Second):
+				}
 				return broken("writing the request: " + err.Error())
 			}
 		case <-r.kick:

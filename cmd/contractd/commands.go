@@ -3,9 +3,13 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
+	"net/url"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -162,6 +166,8 @@ type runFlags struct {
 	timeout  time.Duration
 	grace    time.Duration
 	quiet    bool
+	dir      string
+	daemon   daemonFlags
 }
 
 func (m *Main) runFlagSet(name string, rf *runFlags) *flag.FlagSet {
@@ -175,10 +181,15 @@ func (m *Main) runFlagSet(name string, rf *runFlags) *flag.FlagSet {
 	fs.DurationVar(&rf.timeout, "timeout", 10*time.Minute, "deadline for the whole run")
 	fs.DurationVar(&rf.grace, "verify-grace", 0, "replace every verify-after-repair grace period (0 = as the contract says)")
 	fs.BoolVar(&rf.quiet, "quiet", false, "no live progress and no log lines")
+	fs.StringVar(&rf.dir, "dir", m.Getenv("CONTRACTD_DIR"), "directory of contracts to search for a command or contract NAME")
 	rf.register(fs)
+	rf.daemon.register(fs, m.Getenv)
 	return fs
 }
 
+// cmdRun runs contract files one-shot. A single NAME that is not a file is
+// a contract's name: a running daemon is asked first, and without one the
+// contract of that name is found in --dir or /etc/contractd and run here.
 func (m *Main) cmdRun(ctx context.Context, args []string) int {
 	var rf runFlags
 	fs := m.runFlagSet("run", &rf)
@@ -187,32 +198,61 @@ func (m *Main) cmdRun(ctx context.Context, args []string) int {
 		return exitUsage
 	}
 	if len(files) == 0 {
-		m.errorf("usage: contractd run [flags] FILE...")
+		m.errorf("usage: contractd run [flags] FILE... | NAME")
 		return exitUsage
+	}
+	if len(files) == 1 && isName(files[0]) {
+		name := files[0]
+		if ans, rep, msg := m.askDaemon(ctx, fs, rf, "/contracts/"+url.PathEscape(name)+"/run"); ans != daemonNone {
+			return m.daemonReport(name, ans, rep, msg, rf)
+		}
+		path, err := findContract(rf.dir, func(c *contracts.Contract) bool { return c.Name == name })
+		if err != nil {
+			m.errorf("%s is neither a file nor a contract in %v", name, err)
+			return exitUsage
+		}
+		files = []string{path}
 	}
 	return m.runContracts(ctx, files, rf)
 }
 
-// cmdDeclared runs the contract that declares name in its `commands`.
+// isName reports whether arg names a contract rather than a file: no such
+// file, no path separator, no .md suffix.
+func isName(arg string) bool {
+	if _, err := os.Stat(arg); err == nil {
+		return false
+	}
+	return !strings.ContainsRune(arg, os.PathSeparator) && !strings.HasSuffix(arg, ".md")
+}
+
+// cmdDeclared runs the contract that declares name in its `commands`: a
+// running daemon is asked first, and without one it runs here.
 func (m *Main) cmdDeclared(ctx context.Context, name string, args []string) int {
 	var rf runFlags
 	fs := m.runFlagSet(name, &rf)
-	dir := fs.String("dir", m.Getenv("CONTRACTD_DIR"), "directory of contracts to search for the command")
 	if _, err := parse(fs, args); err != nil {
 		return exitUsage
 	}
-	path, err := findDeclared(name, *dir)
+	if ans, rep, msg := m.askDaemon(ctx, fs, rf, "/commands/"+url.PathEscape(name)+"/run"); ans != daemonNone {
+		c := name
+		if rep != nil {
+			c = rep.Contract
+		}
+		return m.daemonReport(c, ans, rep, msg, rf)
+	}
+	path, err := findContract(rf.dir, func(c *contracts.Contract) bool { return slices.Contains(c.Commands, name) })
 	if err != nil {
-		m.errorf("%v", err)
+		m.errorf("unknown command %q (no contract in %v declares it)", name, err)
 		m.usage()
 		return exitUsage
 	}
 	return m.runContracts(ctx, []string{path}, rf)
 }
 
-// findDeclared finds the contract declaring command name in dir, then in
-// /etc/contractd, then among the contracts built into the binary.
-func findDeclared(name, dir string) (string, error) {
+// findContract returns the first contract file that loads and matches, in
+// dir, then /etc/contractd and /etc/contractd/contracts. Its error lists
+// the directories searched.
+func findContract(dir string, match func(*contracts.Contract) bool) (string, error) {
 	var dirs []string
 	if dir != "" {
 		dirs = append(dirs, dir)
@@ -222,17 +262,23 @@ func findDeclared(name, dir string) (string, error) {
 		files, _ := filepath.Glob(filepath.Join(d, "*.md"))
 		for _, f := range files {
 			c, diags := contracts.LoadFile(f, contracts.Options{})
-			if c == nil || diags.HasErrors() {
-				continue
-			}
-			for _, cmd := range c.Commands {
-				if cmd == name {
-					return f, nil
-				}
+			if c != nil && !diags.HasErrors() && match(c) {
+				return f, nil
 			}
 		}
 	}
-	return "", fmt.Errorf("unknown command %q (no contract in %s declares it)", name, strings.Join(dirs, ", "))
+	return "", errors.New(strings.Join(dirs, ", "))
+}
+
+// daemonReport prints what a daemon answered, as runContracts prints a run.
+func (m *Main) daemonReport(name string, ans daemonAnswer, rep *engine.Report, msg string, rf runFlags) int {
+	var t tally
+	var runErr error
+	if ans == daemonFailed {
+		runErr = fmt.Errorf("the daemon's run failed: %s", msg)
+	}
+	m.show(&t, name, rep, runErr, rf)
+	return t.exit(rf)
 }
 
 func (m *Main) runContracts(ctx context.Context, files []string, rf runFlags) int {
@@ -262,9 +308,23 @@ func (m *Main) runContracts(ctx context.Context, files []string, rf runFlags) in
 		m.errorf("%v", err)
 		return exitFailed
 	}
-	worst := 0
+	var t tally
 	for _, c := range cs {
 		rep, runErr := eng.Run(ctx, c)
+		m.show(&t, c.Name, rep, runErr, rf)
+	}
+	return t.exit(rf)
+}
+
+// tally is the exit code of reports printed so far.
+type tally struct {
+	failed bool
+	worst  int // Nagios code
+}
+
+// show prints one run's report as rf asks and counts it into t.
+func (m *Main) show(t *tally, name string, rep *engine.Report, runErr error, rf runFlags) {
+	if rep != nil {
 		switch {
 		case rf.asJSON:
 			m.writeJSON(rep)
@@ -277,17 +337,23 @@ func (m *Main) runContracts(ctx context.Context, files []string, rf runFlags) in
 				engine.WriteTrace(m.Stdout, rep)
 			}
 		}
-		if runErr != nil {
-			m.errorf("%s: %v", c.Name, runErr)
-			code = exitFailed
-		}
-		worst = max(worst, engine.NagiosCode(rep.OverallSeverity))
+		t.worst = max(t.worst, engine.NagiosCode(rep.OverallSeverity))
 	}
-	if rf.nagios && code == exitOK {
-		return worst
+	if runErr != nil {
+		m.errorf("%s: %v", name, runErr)
+		t.failed = true
 	}
-	if rf.nagios {
+}
+
+// exit is the process exit code for the reports shown.
+func (t tally) exit(rf runFlags) int {
+	switch {
+	case rf.nagios && t.failed:
 		return 3
+	case rf.nagios:
+		return t.worst
+	case t.failed:
+		return exitFailed
 	}
-	return code
+	return exitOK
 }

@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/contractd/contractd/engine"
 	"github.com/contractd/contractd/fixtures/mesh"
+	"github.com/contractd/contractd/fixtures/sshd"
 )
 
 const zulipHealth = "../../fixtures/contracts/zulip-health.md"
@@ -302,5 +305,145 @@ func TestMaintenanceCommandStartsListsAndEndsWindows(t *testing.T) {
 	}
 	if code, _, errs = runMain(t, "contractd", "maintenance", "--state-dir", state, "--for", "1h", "../escape"); code != 1 || errs == "" {
 		t.Fatalf("a path as the name: exit %d: %s", code, errs)
+	}
+}
+
+// startSSHMesh starts an ssh-mode fixture mesh (Tanko through a loopback
+// sshd and the pct stand-in, Agent Zero in a container through docker exec
+// when Docker answers), or skips without sshd.
+func startSSHMesh(t *testing.T) (*mesh.Mesh, string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts the fixture mesh")
+	}
+	if _, err := sshd.Available(); err != nil {
+		t.Skipf("skipping: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	m, err := mesh.Start(ctx, mesh.Options{Dir: t.TempDir(), Transport: "ssh", QuietLogin: true})
+	if err != nil {
+		t.Fatalf("start mesh: %v", err)
+	}
+	t.Cleanup(func() { m.Stop() })
+	for _, kv := range m.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	inv := filepath.Join(t.TempDir(), "inventory.yaml")
+	if err := m.WriteInventory(inv, nil); err != nil {
+		t.Fatal(err)
+	}
+	return m, inv
+}
+
+// comparable strips what differs between two runs of the same mesh state:
+// ids, times, durations, and the id the A2A fake gives each new task.
+func comparable(t *testing.T, report string) string {
+	t.Helper()
+	var rep map[string]any
+	if err := json.Unmarshal([]byte(report), &rep); err != nil {
+		t.Fatalf("report: %v\n%s", err, report)
+	}
+	for _, k := range []string{"run_id", "started_at", "finished_at", "duration_ms"} {
+		delete(rep, k)
+	}
+	for _, st := range rep["stages"].([]any) {
+		for _, sp := range st.(map[string]any)["steps"].([]any) {
+			step := sp.(map[string]any)
+			delete(step, "duration_ms")
+			if v, ok := step["values"].(map[string]any); ok {
+				delete(v, "duration")
+			}
+		}
+	}
+	b, _ := json.MarshalIndent(rep, "", "  ")
+	return regexp.MustCompile(`task-[0-9a-f]+`).ReplaceAllString(string(b), "task-ID")
+}
+
+func TestDeclaredCommandAnsweredByAWarmDaemonMatchesOneShot(t *testing.T) {
+	_, inv := startSSHMesh(t)
+	dir, state := t.TempDir(), t.TempDir()
+	src, _ := os.ReadFile(zulipHealth)
+	if err := os.WriteFile(filepath.Join(dir, "zulip-health.md"), src, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, stop := context.WithCancel(context.Background())
+	served := make(chan int, 1)
+	var serveErr bytes.Buffer
+	go func() {
+		m := &Main{Stdout: io.Discard, Stderr: &serveErr, Getenv: os.Getenv, Environ: os.Environ, IsTerminal: func(io.Writer) bool { return false }}
+		served <- m.Run(ctx, []string{"contractd", "serve", "--dir", dir, "--state-dir", state, "--inventory", inv, "--listen", addr, "--stagger", "0"})
+	}()
+	t.Cleanup(func() {
+		stop()
+		if code := <-served; code != 0 {
+			t.Errorf("serve exit %d", code)
+		}
+	})
+
+	// The daemon answers once its socket is up; its first answer warms
+	// the resident sessions, the later ones use them.
+	var warm string
+	for deadline := time.Now().Add(time.Minute); ; {
+		code, out, errs := runMain(t, "contractd", "zulip-status", "--state-dir", state, "--json")
+		if code == 0 && strings.Contains(errs, "answered by the daemon") {
+			warm = out
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no daemon answer: exit %d\n%s\nserve log:\n%s", code, errs, serveErr.String())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	code, out, errs := runMain(t, "contractd", "zulip-status", "--state-dir", state, "--json")
+	if code != 0 || !strings.Contains(errs, "answered by the daemon") {
+		t.Fatalf("second daemon answer: exit %d\n%s", code, errs)
+	}
+	warm = out
+	code, oneShot, errs := runMain(t, "contractd", "zulip-status", "--one-shot", "--dir", dir, "--inventory", inv, "--state-dir", state, "--json")
+	if code != 0 || strings.Contains(errs, "answered by the daemon") {
+		t.Fatalf("one-shot: exit %d\n%s", code, errs)
+	}
+	if a, b := comparable(t, warm), comparable(t, oneShot); a != b {
+		t.Fatalf("the daemon's report differs from the one-shot's:\ndaemon: %s\none-shot: %s", a, b)
+	}
+	if !strings.Contains(warm, `"overall_severity": "healthy"`) {
+		t.Fatalf("the mesh is not healthy: %s", warm)
+	}
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	metrics, _ := io.ReadAll(resp.Body)
+	m := regexp.MustCompile(`(?m)^contractd_resident_sessions (\d+)$`).FindSubmatch(metrics)
+	if m == nil {
+		t.Fatalf("no contractd_resident_sessions in /metrics")
+	}
+	// Tanko (pct through ssh) and Agent Zero (docker) at least.
+	if n, _ := strconv.Atoi(string(m[1])); n < 2 {
+		t.Fatalf("%d resident sessions, want the remote chains' at least", n)
+	}
+}
+
+func TestRunNameFallsBackToOneShotWithoutADaemon(t *testing.T) {
+	_, inv := startMesh(t)
+	dir := t.TempDir()
+	src, _ := os.ReadFile(zulipHealth)
+	os.WriteFile(filepath.Join(dir, "zulip-health.md"), src, 0o644)
+	code, out, errs := runMain(t, "contractd", "run", "zulip-health", "--dir", dir, "--inventory", inv, "--state-dir", t.TempDir(), "--json", "--quiet")
+	if code != 0 || !strings.Contains(out, `"contract": "zulip-health"`) {
+		t.Fatalf("run NAME: exit %d\n%s\n%s", code, out, errs)
+	}
+	code, _, errs = runMain(t, "contractd", "run", "no-such-contract", "--dir", dir, "--state-dir", t.TempDir())
+	if code != 2 || !strings.Contains(errs, "neither a file nor a contract") {
+		t.Fatalf("unknown NAME: exit %d: %s", code, errs)
 	}
 }

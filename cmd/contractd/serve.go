@@ -24,6 +24,9 @@ func (m *Main) cmdServe(ctx context.Context, args []string) int {
 	parallel := fs.Int("parallel", 8, "stages in flight at once, per run")
 	stagger := fs.Duration("stagger", 30*time.Second, "largest random delay before a contract's first run")
 	grace := fs.Duration("shutdown-grace", 30*time.Second, "how long running runs may finish on SIGTERM")
+	resident := fs.Bool("resident", true, "keep a resident session per target chain, so later runs start no login shell (see docs/transports.md)")
+	perHost := fs.Int("resident-per-host", transports.DefaultResidentPerHost, "most resident sessions open at once per host")
+	socket := fs.String("socket", "", "Unix socket `PATH` for `contractd NAME` on this host (default STATE_DIR/"+serve.SocketName+"; \"none\" for no socket)")
 	var lf loadFlags
 	lf.register(fs)
 	if rest, err := parse(fs, args); err != nil || len(rest) != 0 {
@@ -39,9 +42,20 @@ func (m *Main) cmdServe(ctx context.Context, args []string) int {
 		fmt.Fprintf(m.Stderr, "%s "+format+"\n", append([]any{time.Now().UTC().Format(time.RFC3339)}, args...)...)
 	}
 	// One pool for the daemon's life: ssh connections are kept alive
-	// between runs.
-	pool := transports.NewPool(transports.PoolOptions{KeepAlive: 30 * time.Second, Logf: logf})
+	// between runs, and with resident sessions so is a shell per target.
+	popts := transports.PoolOptions{KeepAlive: 30 * time.Second, Logf: logf}
+	if *resident {
+		popts.Resident = &transports.ResidentOptions{MaxPerHost: *perHost}
+	}
+	pool := transports.NewPool(popts)
 	defer pool.Close()
+	sock := *socket
+	switch sock {
+	case "":
+		sock = serve.SocketPath(*stateDir)
+	case "none":
+		sock = ""
+	}
 	eng, err := engine.New(engine.Options{
 		StateDir: *stateDir, Parallel: *parallel, Opener: engine.PoolOpener{Pool: pool},
 		Getenv: m.Getenv, Logf: logf, NotifyDeps: notify.Deps{Log: m.Stderr, Getenv: m.Getenv},
@@ -65,7 +79,14 @@ func (m *Main) cmdServe(ctx context.Context, args []string) int {
 			return json.Marshal(st)
 		},
 		Logf: logf, Reload: hup, Systemd: serve.SystemdFromEnv(m.Getenv, os.Getpid()),
-		Stagger: *stagger, ShutdownGrace: *grace,
+		Stagger: *stagger, ShutdownGrace: *grace, Socket: sock,
+		ResidentSessions: func() int {
+			n := 0
+			for _, k := range pool.ResidentSessions() {
+				n += k
+			}
+			return n
+		},
 	})
 	if err != nil {
 		m.errorf("serve: %v", err)

@@ -108,6 +108,15 @@ type Config struct {
 	// DisableWatch turns off the fsnotify watch of Dir (e.g. on network
 	// file systems); reloads then happen only on Reload.
 	DisableWatch bool
+	// Socket is a Unix socket the HTTP API also answers on (SocketPath of
+	// the state dir, usually), so that `contractd NAME` and `contractd run
+	// NAME` on this host are answered by the daemon. It is created mode
+	// 0600 and admits POSTs without the token from a client running as the
+	// daemon's user or as root (SO_PEERCRED). "" means none.
+	Socket string
+	// ResidentSessions reports how many resident sessions the transport
+	// pool holds, for /metrics; nil leaves the gauge out.
+	ResidentSessions func() int
 
 	Stagger       time.Duration // max random phase per contract; 0 means none
 	ShutdownGrace time.Duration // how long running runs may finish after ctx is cancelled
@@ -136,6 +145,8 @@ type Daemon struct {
 	logf      func(string, ...any)
 	ln        net.Listener
 	srv       *http.Server
+	sock      net.Listener // nil without Config.Socket
+	sockSrv   *http.Server
 	metrics   *metrics
 
 	mu      sync.Mutex
@@ -235,11 +246,21 @@ func New(cfg Config) (*Daemon, error) {
 		reloadReq: make(chan struct{}, 1),
 		hb:        heartbeat{stuckAfter: cfg.StuckAfter},
 	}
-	d.metrics = newMetrics(d.tickAgeSeconds)
+	d.metrics = newMetrics(d.tickAgeSeconds, cfg.ResidentSessions)
 	if d.cfg.Notify == nil {
 		d.cfg.Notify = d.notifyRoutes
 	}
 	d.srv = &http.Server{Handler: d.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
+	if cfg.Socket != "" {
+		sock, err := listenSocket(cfg.Socket)
+		if err != nil {
+			// The TCP API still works; the CLI then runs one-shot.
+			cfg.Logf("serve: %v; `contractd NAME` will run without the daemon", err)
+		} else {
+			d.sock = sock
+			d.sockSrv = &http.Server{Handler: d.Handler(), ReadHeaderTimeout: 10 * time.Second, ConnContext: peerContext}
+		}
+	}
 	return d, nil
 }
 
@@ -351,8 +372,12 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 
 	d.reload()
-	srvErr := make(chan error, 1)
+	srvErr := make(chan error, 2)
 	go func() { srvErr <- d.srv.Serve(d.ln) }()
+	if d.sock != nil {
+		defer os.Remove(d.cfg.Socket)
+		go func() { srvErr <- d.sockSrv.Serve(d.sock) }()
+	}
 
 	loaded, rejected := d.counts()
 	d.logf("serve: %d contracts loaded, %d rejected; listening on %s", loaded, rejected, d.Addr())
@@ -463,6 +488,11 @@ func (d *Daemon) shutdown() error {
 		defer cancel()
 		if err := d.srv.Shutdown(sctx); err != nil {
 			d.srv.Close()
+		}
+		if d.sockSrv != nil {
+			if err := d.sockSrv.Shutdown(sctx); err != nil {
+				d.sockSrv.Close()
+			}
 		}
 		close(httpDone)
 	}()

@@ -82,6 +82,7 @@ type ContractList struct {
 
 // Handler returns the daemon's HTTP API: GET /healthz, GET /contracts,
 // GET /contracts/{name}, POST /contracts/{name}/run,
+// POST /commands/{command}/run (the contract declaring command),
 // POST /contracts/{name}/reset, POST /contracts/{name}/maintenance and
 // GET /metrics.
 func (d *Daemon) Handler() http.Handler {
@@ -90,6 +91,7 @@ func (d *Daemon) Handler() http.Handler {
 	mux.HandleFunc("GET /contracts", d.handleList)
 	mux.HandleFunc("GET /contracts/{name}", d.handleDetail)
 	mux.HandleFunc("POST /contracts/{name}/run", d.authorized(d.handleRun))
+	mux.HandleFunc("POST /commands/{command}/run", d.authorized(d.handleCommand))
 	mux.HandleFunc("POST /contracts/{name}/reset", d.authorized(d.handleReset))
 	mux.HandleFunc("POST /contracts/{name}/maintenance", d.authorized(d.handleMaintenance))
 	mux.Handle("GET /metrics", promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{}))
@@ -287,11 +289,16 @@ func (d *Daemon) handleMaintenance(w http.ResponseWriter, r *http.Request) {
 }
 
 // authorized admits a request that carries the token from TokenFile as
-// `Authorization: Bearer TOKEN`. The file is read on every request, so a
-// rotated token takes effect at once. Without a token file (or with an
-// empty one) the endpoint is disabled.
+// `Authorization: Bearer TOKEN`, or that came over Config.Socket from the
+// daemon's user or root. The file is read on every request, so a rotated
+// token takes effect at once. Without a token file (or with an empty one)
+// the endpoint is disabled on the TCP address.
 func (d *Daemon) authorized(next http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if localPeer(r.Context()) {
+			next(w, r)
+			return
+		}
 		if d.cfg.TokenFile == "" {
 			writeJSON(w, http.StatusForbidden, apiError{Error: "on-demand endpoints are disabled: the daemon has no --token-file"})
 			return
@@ -316,8 +323,37 @@ func (d *Daemon) authorized(next http.HandlerFunc) http.HandlerFunc {
 	}
 }
 
+// handleCommand runs the contract that declares the command now, as
+// handleRun does; 404 when no loaded contract declares it.
+func (d *Daemon) handleCommand(w http.ResponseWriter, r *http.Request) {
+	cmd := r.PathValue("command")
+	name := ""
+	d.mu.Lock()
+	for n, e := range d.entries {
+		e.mu.Lock()
+		for _, c := range e.c.Commands {
+			if c == cmd && (name == "" || n < name) {
+				name = n
+			}
+		}
+		e.mu.Unlock()
+	}
+	d.mu.Unlock()
+	if name == "" {
+		writeJSON(w, http.StatusNotFound, apiError{Error: "no contract declares the command " + cmd})
+		return
+	}
+	d.runAndAnswer(w, name)
+}
+
 func (d *Daemon) handleRun(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
+	d.runAndAnswer(w, r.PathValue("name"))
+}
+
+// runAndAnswer runs contract name now and answers with its report, or with
+// 404 (unknown), 409 (a run is going, or another process holds the lock),
+// 503 (stopping) or 500 (the engine failed; the report when there is one).
+func (d *Daemon) runAndAnswer(w http.ResponseWriter, name string) {
 	rep, err := d.RunNow(name)
 	switch {
 	case errors.Is(err, ErrUnknownContract):

@@ -37,7 +37,7 @@ func isRepair(a *engine.ActionReport) bool {
 	return a.Status != "merged"
 }
 
-func newMetrics(tickAge func() float64) *metrics {
+func newMetrics(tickAge func() float64, resident func() int) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -83,6 +83,12 @@ func newMetrics(tickAge func() float64) *metrics {
 		Help: "Seconds since the scheduler loop last ticked; /healthz fails when it exceeds the stuck threshold.",
 	}, tickAge)
 	m.reg.MustRegister(m.runs, m.duration, m.severity, m.overall, m.repairs, m.alerts, m.heldDown, m.overlap, m.contracts, m.tickAge)
+	if resident != nil {
+		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "contractd_resident_sessions",
+			Help: "Resident sessions open to targets (one long-lived session per target chain, reused by every run).",
+		}, func() float64 { return float64(resident()) }))
+	}
 	prometheus.WrapRegistererWithPrefix("contractd_", m.reg).MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
