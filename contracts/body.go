@@ -371,7 +371,7 @@ func (b *bodyParser) fenced(f *ast.FencedCodeBlock) {
 		if addr == "" || strings.Contains(addr, "\n") || !strings.Contains(addr, ":") {
 			b.d.errorf(infoPos, "tcp step: the block must hold one host:port line")
 		}
-		st.Script = b.expand(addr, tm, strings.Index(tm.text, addr))
+		st.Script = b.refs(addr, tm, strings.Index(tm.text, addr))
 	}
 	b.stepMeta[st] = meta
 	b.stage.Steps = append(b.stage.Steps, st)
@@ -407,7 +407,7 @@ func (b *bodyParser) httpRequest(tm textMap, at Pos) *HTTPRequest {
 		b.d.errorf(b.s.pos(tm.fileOff(off)), "http step: first line must be METHOD URL, got %q", first)
 		return req
 	}
-	req.URL = b.expand(urlText, tm, off+strings.Index(first, urlText))
+	req.URL = b.refs(urlText, tm, off+strings.Index(first, urlText))
 	if !strings.HasPrefix(req.URL, "http://") && !strings.HasPrefix(req.URL, "https://") && !strings.HasPrefix(req.URL, "${") {
 		b.d.errorf(b.s.pos(tm.fileOff(off+strings.Index(first, urlText))), "http step: URL must start with http:// or https://, got %q", urlText)
 	}
@@ -425,26 +425,48 @@ func (b *bodyParser) httpRequest(tm textMap, at Pos) *HTTPRequest {
 			b.d.errorf(b.s.pos(tm.fileOff(off)), "http step: expected a Header: value line, got %q", l)
 		} else {
 			v := strings.TrimSpace(val)
-			req.Headers[strings.TrimSpace(name)] = b.expand(v, tm, off+strings.Index(l, v))
+			req.Headers[strings.TrimSpace(name)] = b.refs(v, tm, off+strings.Index(l, v))
 		}
 		off += len(lines[i])
 	}
 	if i <= len(lines) {
 		body := strings.Join(lines[min(i, len(lines)):], "")
-		req.Body = b.expand(body, tm, off)
+		req.Body = b.refs(body, tm, off)
 	}
 	return req
 }
 
 var reDollarVar = regexp.MustCompile(`\$\{([^}]*)\}`)
 
-// expand substitutes ${name} from the contract's vars. Secrets and, in a
-// for_each stage, the item's keys are left for the engine to fill at run
-// time; any other name is an error at its column.
-func (b *bodyParser) expand(s string, tm textMap, base int) string {
-	return b.expandAt(s, func(off int) Pos { return b.s.pos(tm.fileOff(base + off)) })
+// refs checks the ${name} references in the text of a step or an action
+// and leaves them as written: the engine fills them at run time, as data
+// (see steps.Script and the steps fill functions), never by splicing text
+// here. A name must be a var, a secret or, in a for_each stage, an item
+// key; any other is an error at its column.
+func (b *bodyParser) refs(s string, tm textMap, base int) string {
+	return b.refsAt(s, func(off int) Pos { return b.s.pos(tm.fileOff(base + off)) })
 }
 
+func (b *bodyParser) refsAt(s string, posOf func(off int) Pos) string {
+	for _, m := range reDollarVar.FindAllStringSubmatchIndex(s, -1) {
+		if name := s[m[2]:m[3]]; !b.defined(name) {
+			b.d.errorf(posOf(m[0]), "undefined var %q (define it under vars, or pass --var %s=VALUE)", name, name)
+		}
+	}
+	return s
+}
+
+func (b *bodyParser) defined(name string) bool {
+	if _, ok := b.c.Vars[name]; ok {
+		return true
+	}
+	return contains(b.c.Secrets, name) || b.stage != nil && b.forEachKey(b.stage, strings.TrimPrefix(name, "item."))
+}
+
+// expandAt substitutes ${name} from the contract's vars in notifier
+// options (a site, a URL), so an inventory can point alerts at another
+// site along with everything else. Secrets and unknown names are left as
+// written; unknown ones are an error at their column.
 func (b *bodyParser) expandAt(s string, posOf func(off int) Pos) string {
 	if !strings.Contains(s, "${") {
 		return s
@@ -454,10 +476,9 @@ func (b *bodyParser) expandAt(s string, posOf func(off int) Pos) string {
 		if v, ok := b.c.Vars[name]; ok {
 			return v
 		}
-		if contains(b.c.Secrets, name) || b.stage != nil && b.forEachKey(b.stage, strings.TrimPrefix(name, "item.")) {
-			return s[m[0]:m[1]]
+		if !b.defined(name) {
+			b.d.errorf(posOf(m[0]), "undefined var %q (define it under vars, or pass --var %s=VALUE)", name, name)
 		}
-		b.d.errorf(posOf(m[0]), "undefined var %q (define it under vars, or pass --var %s=VALUE)", name, name)
 		return s[m[0]:m[1]]
 	})
 }
@@ -831,7 +852,11 @@ func (b *bodyParser) action(ar *ActionRow, c cell, prev *ActionRow) bool {
 	if cmd, ok := wholeTicks(text); ok {
 		cmd = strings.TrimSpace(cmd)
 		lead := strings.Index(c.text, cmd)
-		ar.Action = b.expandAt(cmd, func(off int) Pos { return offsetPos(c.pos, c.text, lead+off) })
+		posOf := func(off int) Pos { return offsetPos(c.pos, c.text, lead+off) }
+		ar.Action = b.refsAt(cmd, posOf)
+		for _, off := range singleQuotedRefs(cmd) {
+			b.d.warnf(posOf(off), "%s is inside single quotes, where the shell does not expand it (a var is passed as a shell variable); use double quotes", cmd[off:off+strings.IndexByte(cmd[off:], '}')+1])
+		}
 		return true
 	}
 	if w := firstWord(text); contains(actionKeywords, w) {

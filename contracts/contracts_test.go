@@ -317,7 +317,7 @@ func TestWriteExplainTextIsInOrder(t *testing.T) {
 	}
 	out := buf.String()
 	last := -1
-	for _, want := range []string{"1. stage server", "[gate", "GET https://chat.sysloggh.net/api/v1/server_settings",
+	for _, want := range []string{"zulip_site   \"https://chat.sysloggh.net\"", "1. stage server", "[gate", "GET ${zulip_site}/api/v1/server_settings",
 		"2. stage pi", "it >= 1800", "when response_pipeline == \"blocked\" → run `pm2 restart abiba-zulip` on local",
 		"3. stage tanko", "on tanko (ssh root@192.168.68.15 → pct 112)", "5. stage koby", "never executed: report-only agent",
 		"escalation:", "maintains:"} {
@@ -338,11 +338,15 @@ func TestInventoryAndVarOverrides(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := loadZulip(t, Options{Inventory: inv, Vars: map[string]string{"pi_url": "http://127.0.0.1:4999"}})
-	if got := c.Stages[0].Steps[0].HTTP.URL; got != "http://127.0.0.1:4001/api/v1/server_settings" {
-		t.Errorf("server URL %q", got)
+	if got := c.Vars["zulip_site"]; got != "http://127.0.0.1:4001" {
+		t.Errorf("zulip_site %q, want the inventory's", got)
 	}
-	if got := c.Stages[1].Steps[0].HTTP.URL; got != "http://127.0.0.1:4999/health" {
+	if got := c.Vars["pi_url"]; got != "http://127.0.0.1:4999" {
 		t.Errorf("--var must win over the inventory: %q", got)
+	}
+	// The URL keeps its reference: the engine fills it at run time, as data.
+	if got := c.Stages[1].Steps[0].HTTP.URL; got != "${pi_url}/health" {
+		t.Errorf("pi URL %q, want the reference as written", got)
 	}
 	if got := c.Chain("tanko"); got != "ssh root@127.0.0.1:2222 → pct 112" {
 		t.Errorf("tanko chain %q", got)
@@ -446,7 +450,7 @@ func TestForEachAndSecretsStayForRunTime(t *testing.T) {
 		t.Errorf("item keys must be left for run time: %q %q", workers.Steps[0].Script, workers.Actions[0].Action)
 	}
 	h := c.Stages[0].Steps[0].HTTP
-	if h.Method != "POST" || h.URL != "http://127.0.0.1:8080/check" || h.Headers["Authorization"] != "Bearer ${API_TOKEN}" || !strings.Contains(h.Body, `"probe": true`) {
+	if h.Method != "POST" || h.URL != "${base}/check" || h.Headers["Authorization"] != "Bearer ${API_TOKEN}" || !strings.Contains(h.Body, `"probe": true`) {
 		t.Errorf("http request: %+v", h)
 	}
 	if a := workers.Actions[1]; a.Action != workers.Actions[0].Action || a.Guard.EscalateAfter != 2 || a.Tier != 2 || a.Guard.RestartCountProgram == nil {

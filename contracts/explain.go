@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -20,6 +21,8 @@ type Plan struct {
 	Schedule         PlanSchedule     `json:"schedule"`
 	Guards           PlanGuards       `json:"guards"`
 	Targets          []PlanTarget     `json:"targets"`
+	Vars             []PlanVar        `json:"vars"`
+	Secrets          []string         `json:"secrets"`
 	Stages           []PlanStage      `json:"stages"`
 	Escalation       []PlanEscalation `json:"escalation"`
 	Maintains        []PlanKey        `json:"maintains"`
@@ -50,6 +53,15 @@ type PlanTarget struct {
 	Name  string `json:"name"`
 	Kind  string `json:"kind"`  // local, ssh, pct, docker
 	Chain string `json:"chain"` // e.g. "ssh root@192.168.68.15 → pct 112"
+}
+
+// PlanVar is one var with the value it has after the inventory and --var.
+// Commands, scripts, URLs and addresses show ${name} as written: the value
+// reaches them as data at run time (docs/contract-format.md, "Vars reach
+// commands as data").
+type PlanVar struct {
+	Name  string `json:"name"`
+	Value string `json:"value"`
 }
 
 // PlanStage is one stage: an agent or platform checked independently.
@@ -247,6 +259,8 @@ func Explain(c *Contract) *Plan {
 			Repeat: fmtDuration(g.Repeat),
 		},
 		Targets:    []PlanTarget{},
+		Vars:       []PlanVar{},
+		Secrets:    append([]string{}, c.Secrets...),
 		Stages:     []PlanStage{},
 		Escalation: []PlanEscalation{},
 		Maintains:  []PlanKey{},
@@ -259,6 +273,14 @@ func Explain(c *Contract) *Plan {
 	sort.Strings(names)
 	for _, n := range names {
 		p.Targets = append(p.Targets, PlanTarget{Name: n, Kind: c.Targets[n].Kind(), Chain: c.Chain(n)})
+	}
+	vars := make([]string, 0, len(c.Vars))
+	for n := range c.Vars {
+		vars = append(vars, n)
+	}
+	sort.Strings(vars)
+	for _, n := range vars {
+		p.Vars = append(p.Vars, PlanVar{Name: n, Value: c.Vars[n]})
 	}
 	for _, st := range c.Stages {
 		ps := PlanStage{
@@ -398,6 +420,15 @@ func WriteExplainText(w io.Writer, c *Contract) error {
 		for _, t := range p.Targets {
 			ew.printf("  %-12s %s\n", t.Name, t.Chain)
 		}
+	}
+	if len(p.Vars) > 0 {
+		ew.printf("vars (each reaches a command as a shell variable, never as command text):\n")
+		for _, v := range p.Vars {
+			ew.printf("  %-12s %s\n", v.Name, strconv.Quote(v.Value))
+		}
+	}
+	if len(p.Secrets) > 0 {
+		ew.printf("secrets (from the environment at run time, redacted): %s\n", strings.Join(p.Secrets, ", "))
 	}
 	for i, st := range p.Stages {
 		flags := ""

@@ -643,8 +643,8 @@ func validSSHAddr(s string) bool {
 func (y *yamlDec) decodeVars(n ast.Node, into map[string]string, at map[string]Pos) {
 	entries, _ := y.mapping(n, "vars")
 	for _, e := range entries {
-		if !reVarName.MatchString(e.key) {
-			y.d.errorf(y.pos(e.keyN), "vars: %q is not a valid variable name", e.key)
+		if why := CheckVarName(e.key); why != "" {
+			y.d.errorf(y.pos(e.keyN), "vars: %q is %s", e.key, why)
 			continue
 		}
 		if v, ok := y.scalarText(e.value, "vars."+e.key); ok {
@@ -674,8 +674,8 @@ func (y *yamlDec) decodeForEach(n ast.Node, into map[string][]map[string]any) {
 			}
 			item := make(map[string]any, len(fields))
 			for _, f := range fields {
-				if !reVarName.MatchString(f.key) {
-					y.d.errorf(y.pos(f.keyN), "%s: %q is not a valid key name", w, f.key)
+				if why := CheckVarName(f.key); why != "" {
+					y.d.errorf(y.pos(f.keyN), "%s: key %q is %s", w, f.key, why)
 					continue
 				}
 				switch x := f.value.(type) {

@@ -408,6 +408,13 @@ func (b *bodyParser) checkNotify() {
 		at := make(map[string]Pos, len(r.raw))
 		unexpanded := map[string]bool{}
 		for _, o := range r.raw {
+			if r.Kind == "command" && o.key == "run" && reDollarVar.MatchString(o.value) {
+				// A command line is shell text: a value spliced into it
+				// could run anything.
+				b.d.errorf(o.pos, "%s.run: ${…} is not filled into a command line (the command reads the message on stdin and in CONTRACTD_* variables)", r.what)
+				at[o.key], unexpanded[o.key], values[o.key] = o.pos, true, o.value
+				continue
+			}
 			before := len(b.d.list)
 			v := b.expandAt(o.value, func(int) Pos { return o.pos })
 			at[o.key] = o.pos

@@ -184,7 +184,9 @@ func (r *run) act(ctx context.Context, u *unitState, unit *guard.Unit, sr *stage
 	if row.On != "" {
 		target = steps.Expand(row.On, sr.vars)
 	}
-	cmd := steps.ExpandQuoted(row.Action, sr.vars)
+	// The command runs as declared; vars reach it as shell variables
+	// (steps.Script), and cmd is how reports and guards name it.
+	cmd := steps.ShowCommand(row.Action, sr.vars)
 	ar.Action = cmd
 	dupKey := target + "\x00" + cmd
 	if prev, dup := ran[dupKey]; dup {
@@ -253,7 +255,7 @@ func (r *run) act(ctx context.Context, u *unitState, unit *guard.Unit, sr *stage
 		return nil
 	}
 	r.fleet.Repairs++
-	res, err := r.execAction(ctx, c, target, cmd)
+	res, err := r.execAction(ctx, c, target, steps.Script(row.Action, sr.vars))
 	grace := r.chain.Grace(row.Guard)
 	if r.e.opts.GraceOverride > 0 {
 		grace = r.e.opts.GraceOverride
@@ -286,14 +288,14 @@ func (r *run) act(ctx context.Context, u *unitState, unit *guard.Unit, sr *stage
 	return &verifyJob{u: u, unit: unit, sr: sr, row: row, key: key, grace: grace, report: ar}
 }
 
-func (r *run) execAction(ctx context.Context, c *contracts.Contract, target, cmd string) (transports.Result, error) {
+func (r *run) execAction(ctx context.Context, c *contracts.Contract, target, script string) (transports.Result, error) {
 	tr, err := r.e.opts.Opener.Open(c, target)
 	if err != nil {
 		return transports.Result{}, err
 	}
 	actx, cancel := context.WithTimeout(ctx, r.e.opts.StepTimeout+10*time.Second)
 	defer cancel()
-	return tr.Exec(actx, transports.Command{Script: cmd + "\n", Shell: "sh", Timeout: r.e.opts.StepTimeout, Env: r.secrets})
+	return tr.Exec(actx, transports.Command{Script: script, Shell: "sh", Timeout: r.e.opts.StepTimeout, Env: r.secrets})
 }
 
 // describeHeld renders a row's condition with the values it read, e.g.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/contractd/contractd/contracts"
+	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -211,8 +212,14 @@ Expected: ` + "`ok`" + `
 `
 	var ran []string
 	tgt := &fakeTarget{name: "t", exec: func(ctx context.Context, cmd transports.Command) (transports.Result, error) {
-		if strings.HasPrefix(strings.TrimSpace(cmd.Script), "restart") {
-			ran = append(ran, strings.TrimSpace(cmd.Script))
+		if strings.Contains(cmd.Script, "restart ${name}") {
+			// The repair runs as declared and the item's value reaches it as
+			// a shell variable: run the script in a real shell to see which.
+			out, err := exec.CommandContext(ctx, "sh", "-c", "restart() { printf 'restart %s' \"$*\"; }\n"+cmd.Script).Output()
+			if err != nil {
+				t.Errorf("repair script: %v\n%s", err, cmd.Script)
+			}
+			ran = append(ran, string(out))
 			return transports.Result{}, nil
 		}
 		if strings.Contains(cmd.Script, "name=ace") {

@@ -107,7 +107,7 @@ func (e *Engine) runStage(ctx context.Context, c *contracts.Contract, sr *stageR
 		step := stepsList[i]
 		tgt := sr.targetName(step)
 		if !steps.IsExec(step.Kind) {
-			sr.record(e, c, step, e.probeNative(ctx, c, sr, step), shared)
+			sr.record(e, c, step, e.probeNative(ctx, c, sr, step, secrets), shared)
 			i++
 			continue
 		}
@@ -196,7 +196,7 @@ func (e *Engine) execBatch(ctx context.Context, c *contracts.Contract, sr *stage
 	return out
 }
 
-func (e *Engine) probeNative(ctx context.Context, c *contracts.Contract, sr *stageRun, step *contracts.Step) *steps.Observation {
+func (e *Engine) probeNative(ctx context.Context, c *contracts.Contract, sr *stageRun, step *contracts.Step, secrets map[string]string) *steps.Observation {
 	probe, ok := steps.Probers[step.Kind]
 	if !ok {
 		o := steps.FromResult(step, transports.Result{ExitCode: 1, Stderr: "unknown step kind " + step.Kind}, nil)
@@ -212,7 +212,7 @@ func (e *Engine) probeNative(ctx context.Context, c *contracts.Contract, sr *sta
 	}
 	sctx, cancel := context.WithTimeout(ctx, e.stepTimeout(step))
 	defer cancel()
-	return probe(sctx, step, sr.vars, d)
+	return probe(sctx, step, steps.WithSecrets(sr.vars, secrets), d)
 }
 
 // record evaluates a step's table in the environment of everything seen so

@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -32,7 +33,11 @@ func probeHTTP(ctx context.Context, step *contracts.Step, vars map[string]string
 		o.Values["duration"] = o.Duration.Seconds()
 	}()
 
-	req, err := buildRequest(ctx, step, vars)
+	spec, err := httpSpec(step)
+	var req *http.Request
+	if err == nil {
+		req, err = buildRequest(ctx, step.ID, spec, vars)
+	}
 	if err != nil {
 		o.Values["stderr"] = err.Error()
 		o.Values["exit_code"] = 1
@@ -49,6 +54,11 @@ func probeHTTP(ctx context.Context, step *contracts.Step, vars map[string]string
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
 	}
 	resp, err := client.Do(req)
+	if ue := (*url.Error)(nil); errors.As(err, &ue) {
+		// The filled URL may carry a secret (or its escaped form, which
+		// redaction would not recognise): errors name the URL as written.
+		ue.URL = spec.URL
+	}
 	if err != nil {
 		if errors.Is(err, transports.ErrUnreachable) {
 			o.Err = err
@@ -90,30 +100,48 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// buildRequest makes the request from the step's parsed http block (or its
-// raw text when the parser left it unparsed), with ${vars} expanded.
-func buildRequest(ctx context.Context, step *contracts.Step, vars map[string]string) (*http.Request, error) {
-	spec := step.HTTP
-	if spec == nil {
-		var err error
-		if spec, err = ParseHTTPBlock(step.Script); err != nil {
-			return nil, err
-		}
+// httpSpec is the step's parsed http block, or its raw text parsed when the
+// contract parser left it unparsed.
+func httpSpec(step *contracts.Step) (*contracts.HTTPRequest, error) {
+	if step.HTTP != nil {
+		return step.HTTP, nil
 	}
+	return ParseHTTPBlock(step.Script)
+}
+
+// buildRequest makes the request from an http block, with every ${name}
+// filled as data for the part it lands in (FillURL, FillHeader, FillBody).
+// Its errors name the URL as written, never as filled.
+func buildRequest(ctx context.Context, id string, spec *contracts.HTTPRequest, vars map[string]string) (*http.Request, error) {
 	method := spec.Method
 	if method == "" {
 		method = http.MethodGet
 	}
 	var body io.Reader
 	if spec.Body != "" {
-		body = strings.NewReader(Expand(spec.Body, vars))
+		b, err := FillBody(spec.Body, vars)
+		if err != nil {
+			return nil, fmt.Errorf("http step %s: body: %w", id, err)
+		}
+		body = strings.NewReader(b)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, Expand(spec.URL, vars), body)
+	u, err := FillURL(spec.URL, vars)
 	if err != nil {
-		return nil, fmt.Errorf("http step %s: %w", step.ID, err)
+		return nil, fmt.Errorf("http step %s: %w", id, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, u, body)
+	if ue := (*url.Error)(nil); errors.As(err, &ue) {
+		ue.URL = spec.URL
+	}
+	if err != nil {
+		return nil, fmt.Errorf("http step %s: %w", id, err)
 	}
 	for k, v := range spec.Headers {
-		req.Header.Set(k, Expand(v, vars))
+		hv, err := FillHeader(k, v, vars)
+		if err != nil {
+			return nil, fmt.Errorf("http step %s: %w", id, err)
+		}
+		req.Header.Set(k, hv)
 	}
 	if req.Header.Get("User-Agent") == "" {
 		req.Header.Set("User-Agent", "contractd")

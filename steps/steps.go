@@ -10,8 +10,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
-	"regexp"
-	"sort"
 	"strings"
 	"time"
 
@@ -53,68 +51,16 @@ var Probers = map[string]ProbeFn{
 // IsExec reports whether the step kind runs a script through a transport.
 func IsExec(kind string) bool { return kind == contracts.KindBash || kind == contracts.KindSh }
 
-var varRef = regexp.MustCompile(`\$\{([A-Za-z_][A-Za-z0-9_.]*)\}`)
-
-// Expand substitutes ${name} references from vars. Unknown names are left as
-// written (lint reports them at load time).
-func Expand(s string, vars map[string]string) string {
-	return varRef.ReplaceAllStringFunc(s, func(m string) string {
-		name := m[2 : len(m)-1]
-		if v, ok := vars[name]; ok {
-			return v
-		}
-		return m
-	})
-}
-
-// ExpandQuoted substitutes ${name} references with shell-quoted values; it is
-// used for action commands so a value can never become shell syntax.
-func ExpandQuoted(s string, vars map[string]string) string {
-	return varRef.ReplaceAllStringFunc(s, func(m string) string {
-		name := m[2 : len(m)-1]
-		if v, ok := vars[name]; ok {
-			return ShellQuote(v)
-		}
-		return m
-	})
-}
-
-// ShellQuote quotes s for POSIX sh as one word.
-func ShellQuote(s string) string {
-	if s != "" && !strings.ContainsFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=@,+%", r))
-	}) {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-var shellName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-
-// ExecCommand builds the transport command for an exec step: the contract's
-// vars are set as shell variables at the top of the script, the named
-// secrets travel in Env (exported and redacted by the transport).
+// ExecCommand builds the transport command for an exec step: the script
+// with the contract's vars (and the item's keys in a for_each stage) set as
+// shell variables at its top (see Script); the named secrets travel in Env,
+// exported and redacted by the transport.
 func ExecCommand(step *contracts.Step, vars map[string]string, secrets map[string]string, timeout time.Duration) transports.Command {
-	var b strings.Builder
-	names := make([]string, 0, len(vars))
-	for k := range vars {
-		if shellName.MatchString(k) {
-			names = append(names, k)
-		}
-	}
-	sort.Strings(names)
-	for _, k := range names {
-		fmt.Fprintf(&b, "%s=%s\n", k, ShellQuote(vars[k]))
-	}
-	b.WriteString(step.Script)
-	if !strings.HasSuffix(step.Script, "\n") {
-		b.WriteByte('\n')
-	}
 	shell := "bash"
 	if step.Kind == contracts.KindSh {
 		shell = "sh"
 	}
-	return transports.Command{Script: b.String(), Shell: shell, Timeout: timeout, Env: secrets}
+	return transports.Command{Script: Script(step.Script, vars), Shell: shell, Timeout: timeout, Env: secrets}
 }
 
 // FromResult builds the observation of an exec step that ran (or could not

@@ -3,8 +3,8 @@ package steps
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
-	"strings"
 	"time"
 
 	"github.com/contractd/contractd/contracts"
@@ -16,9 +16,15 @@ import (
 // observation (open=false), not an unreachable target.
 func probeTCP(ctx context.Context, step *contracts.Step, vars map[string]string, d Dialer) *Observation {
 	start := time.Now()
-	addr := strings.TrimSpace(Expand(step.Script, vars))
 	o := &Observation{StepID: step.ID, Kind: step.Kind}
-	o.Values = map[string]any{"open": false, "stdout": "", "stderr": "", "exit_code": 1, "timed_out": false, "unreachable": false}
+	o.Values = map[string]any{"open": false, "stdout": "", "stderr": "", "exit_code": 1, "timed_out": false, "unreachable": false, "duration": 0.0}
+	addr, err := FillAddr(step.Script, vars)
+	if err != nil {
+		msg := fmt.Sprintf("tcp step %s: %v", step.ID, err)
+		o.Values["stderr"] = msg
+		o.Findings = append(o.Findings, msg)
+		return o
+	}
 	var dial func(context.Context, string, string) (net.Conn, error)
 	if d != nil {
 		dial = d.DialContext

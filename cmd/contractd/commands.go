@@ -53,6 +53,9 @@ func (l *loadFlags) options() (contracts.Options, error) {
 		if !ok || k == "" {
 			return opts, fmt.Errorf("--var %q: want key=value", kv)
 		}
+		if why := contracts.CheckVarName(k); why != "" {
+			return opts, fmt.Errorf("--var %q: %s is %s", kv, k, why)
+		}
 		opts.Vars[k] = v
 	}
 	return opts, nil

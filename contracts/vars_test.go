@@ -1,0 +1,38 @@
+package contracts
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestVarLint(t *testing.T) {
+	const head = "---\nname: v\nruntime_contract: 2\n"
+	const stage = "---\n\n## Execution\n\n### S {#s}\n\n```sh {id=p}\necho ok\n```\n\nExpected: `ok`\n\n| Condition | Action |\n|---|---|\n"
+	for _, tc := range []struct{ name, src, want string }{
+		{"a reference in single quotes is never expanded",
+			head + "vars: {v: x}\n" + stage + "| `p.stdout != \"ok\"` | `echo '${v}' \"${v}\"` |\n",
+			`v.md:19:31: warning: ${v} is inside single quotes, where the shell does not expand it`},
+		{"a var named PATH could pick the program",
+			head + "vars: {PATH: /tmp}\n" + stage + "| `p.stdout != \"ok\"` | `true` |\n",
+			`v.md:4:8: error: vars: "PATH" is reserved`},
+		{"a for_each key named IFS",
+			head + "for_each: {l: [{IFS: x}]}\n" + stage + "| `p.stdout != \"ok\"` | `true` |\n",
+			`v.md:4:17: error: for_each.l[0]: key "IFS" is reserved`},
+		{"a command notifier does not take vars",
+			head + "vars: {v: x}\nnotify:\n  - {command: {run: \"logger ${v}\"}}\n" + stage + "| `p.stdout != \"ok\"` | `true` |\n",
+			`v.md:6:21: error: notify[0].command.run: ${…} is not filled into a command line`},
+		{"an undefined reference in a command",
+			head + stage + "| `p.stdout != \"ok\"` | `echo ${nosuch}` |\n",
+			`v.md:18:30: error: undefined var "nosuch"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ds := Parse("v.md", []byte(tc.src), Options{})
+			if !strings.Contains(ds.String(), tc.want) {
+				t.Fatalf("diagnostics:\n%s\nwant %s", ds, tc.want)
+			}
+		})
+	}
+	if _, ds := Parse("v.md", []byte(head+"vars: {v: x}\n"+stage+"| `p.stdout != \"ok\"` | `echo \"${v}\" it's` |\n"), Options{}); len(ds) != 0 {
+		t.Fatalf("a reference in double quotes (and a quote after it) is clean: %s", ds)
+	}
+}
