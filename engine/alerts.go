@@ -231,7 +231,9 @@ func (r *run) message(m notify.Message, ar *AlertReport) {
 		r.rep.Alerts = append(r.rep.Alerts, ar)
 		r.mu.Unlock()
 	}
-	m.Text = transports.Redact(m.Text, secretValues(r.secrets))
+	// The text quotes what targets said: redacted, and printable for the
+	// chat, the log and the terminal it lands in.
+	m.Text = transports.Printable(transports.Redact(m.Text, secretValues(r.secrets)))
 	r.logf("%s", "alert: "+m.Line())
 	r.mu.Lock()
 	r.outgoing = append(r.outgoing, outgoing{msg: m, report: ar})

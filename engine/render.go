@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/transports"
 )
 
 // Mark is the status mark a report shows for a severity.
@@ -121,7 +122,7 @@ func WriteTrace(w io.Writer, rep *Report) error {
 		ew.printf("no action table row held in run %s\n", rep.RunID)
 	}
 	for _, a := range rep.Actions {
-		ew.printf("%s/%s: %s %q when %s\n  → %s: %s\n", a.Agent, a.Stage, a.Status, a.Action, a.Condition, nonEmpty(a.Guard, "decided"), a.Reason)
+		ew.printf("%s/%s: %s `%s` when %s\n  → %s: %s\n", a.Agent, a.Stage, a.Status, a.Action, a.Condition, nonEmpty(a.Guard, "decided"), a.Reason)
 		for _, t := range a.Trace {
 			ew.printf("    %s\n", t)
 		}
@@ -186,8 +187,11 @@ type errWriter struct {
 	err error
 }
 
+// printf writes one piece of human output. Every string and error
+// argument is made Printable: stdout, findings and errors from a target
+// cannot move the cursor, clear the screen or start a line of their own.
 func (e *errWriter) printf(format string, args ...any) {
 	if e.err == nil {
-		_, e.err = fmt.Fprintf(e.w, format, args...)
+		_, e.err = fmt.Fprintf(e.w, format, transports.PrintableArgs(args)...)
 	}
 }

@@ -387,7 +387,8 @@ func (r *run) restarts(agent, window string) int {
 	return n
 }
 
-// logf writes one log line with the contract's secret values redacted.
+// logf writes one log line with the contract's secret values redacted and
+// control characters escaped: whatever a target said, it stays one line.
 func (r *run) logf(format string, args ...any) {
-	r.e.opts.Logf("%s", transports.Redact(fmt.Sprintf(format, args...), secretValues(r.secrets)))
+	r.e.opts.Logf("%s", transports.Printable(transports.Redact(fmt.Sprintf(format, args...), secretValues(r.secrets))))
 }

@@ -56,3 +56,23 @@ func Printable(s string) string {
 func isPrintable(r rune) bool {
 	return r == ' ' || (r != utf8.RuneError && unicode.IsPrint(r))
 }
+
+// PrintableArgs returns args for a Printf-style call whose output is for
+// people: every string and error is replaced by its Printable text, so a
+// format's own newlines stay and no argument can add one. Other values
+// pass unchanged (a verb such as %d must still fit them): render a
+// Stringer that carries outside text with String() first.
+func PrintableArgs(args []any) []any {
+	out := make([]any, len(args))
+	for i, a := range args {
+		switch x := a.(type) {
+		case string:
+			out[i] = Printable(x)
+		case error:
+			out[i] = Printable(x.Error())
+		default:
+			out[i] = a
+		}
+	}
+	return out
+}

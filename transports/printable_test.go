@@ -1,6 +1,10 @@
 package transports
 
-import "testing"
+import (
+	"errors"
+	"fmt"
+	"testing"
+)
 
 func TestPrintable(t *testing.T) {
 	t.Parallel()
@@ -23,5 +27,13 @@ func TestPrintable(t *testing.T) {
 				t.Fatalf("Printable(%q) = %q, want %q", tc.in, got, tc.want)
 			}
 		})
+	}
+}
+
+func TestPrintableArgs(t *testing.T) {
+	t.Parallel()
+	got := fmt.Sprintf("%s: %v (%d)\n", PrintableArgs([]any{"a\nb", errors.New("x\x1b[2J"), 3})...)
+	if want := "a\\nb: x\\x1b[2J (3)\n"; got != want {
+		t.Fatalf("got %q, want %q", got, want)
 	}
 }

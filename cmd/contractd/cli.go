@@ -95,7 +95,7 @@ func (m *Main) usage() {
 }
 
 func (m *Main) errorf(format string, args ...any) {
-	fmt.Fprintf(m.Stderr, "contractd: "+format+"\n", args...)
+	say(m.Stderr, "contractd: "+format+"\n", args...)
 }
 
 // flags returns a FlagSet that writes its errors to m.Stderr.

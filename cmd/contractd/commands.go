@@ -294,7 +294,7 @@ func (m *Main) runContracts(ctx context.Context, files []string, rf runFlags) in
 	logw := m.Stderr
 	logf := func(format string, args ...any) {
 		if !rf.quiet {
-			fmt.Fprintf(logw, "%s "+format+"\n", append([]any{time.Now().UTC().Format("15:04:05")}, args...)...)
+			say(logw, "%s "+format+"\n", append([]any{time.Now().UTC().Format("15:04:05")}, args...)...)
 		}
 	}
 	eopts := engine.Options{

@@ -179,6 +179,6 @@ func (m *Main) post(ctx context.Context, c *http.Client, u, token string) (ans d
 // logf writes a log line like a run's, unless --quiet.
 func (m *Main) logf(rf runFlags, format string, args ...any) {
 	if !rf.quiet {
-		fmt.Fprintf(m.Stderr, "%s "+format+"\n", append([]any{time.Now().UTC().Format("15:04:05")}, args...)...)
+		say(m.Stderr, "%s "+format+"\n", append([]any{time.Now().UTC().Format("15:04:05")}, args...)...)
 	}
 }

@@ -96,7 +96,7 @@ func (d *demo) run(ctx context.Context, dir, fixture string) error {
 	pool := transports.NewPool(transports.PoolOptions{})
 	defer pool.Close()
 	logf := func(format string, args ...any) {
-		fmt.Fprintf(d.w, "    log  "+format+"\n", args...)
+		say(d.w, "    log  "+format+"\n", args...)
 	}
 	d.eng, err = engine.New(engine.Options{
 		StateDir: filepath.Join(dir, "state"), Opener: engine.PoolOpener{Pool: pool},
@@ -180,7 +180,7 @@ func (d *demo) run(ctx context.Context, dir, fixture string) error {
 	}
 	d.say("what the Zulip stand-in received (%d messages):", len(msgs))
 	for _, msg := range msgs {
-		fmt.Fprintf(d.w, "    %s\n", firstLine(msg.Content))
+		say(d.w, "    %s\n", firstLine(msg.Content))
 	}
 	d.say("done in %.1fs: detected, repaired within the guards, verified, and koby left alone", time.Since(d.start).Seconds())
 	return nil

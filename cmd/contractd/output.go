@@ -11,7 +11,16 @@ import (
 	"golang.org/x/term"
 
 	"github.com/contractd/contractd/engine"
+	"github.com/contractd/contractd/transports"
 )
+
+// say writes human output: every string and error argument is made
+// Printable, so nothing a target said (probe output, a finding, a remote
+// error) can start a line of its own or reach the terminal as a control
+// sequence. JSON output does not go through here and keeps the exact data.
+func say(w io.Writer, format string, args ...any) {
+	fmt.Fprintf(w, format, transports.PrintableArgs(args)...)
+}
 
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
@@ -24,7 +33,7 @@ func progressPrinter(w io.Writer) func(engine.Event) {
 	return func(ev engine.Event) {
 		mu.Lock()
 		defer mu.Unlock()
-		fmt.Fprintf(w, "  %s %s/%s %s (%d ms)\n", engine.Mark(ev.Severity), ev.Stage, ev.Step, ev.Severity, ev.Duration.Milliseconds())
+		say(w, "  %s %s/%s %s (%d ms)\n", engine.Mark(ev.Severity), ev.Stage, ev.Step, ev.Severity, ev.Duration.Milliseconds())
 	}
 }
 
@@ -42,12 +51,12 @@ func writeTree(w io.Writer, v any, indent string) {
 	for _, k := range keys {
 		switch x := m[k].(type) {
 		case map[string]any:
-			fmt.Fprintf(w, "%s%s:\n", indent, k)
+			say(w, "%s%s:\n", indent, k)
 			writeTree(w, x, indent+"  ")
 		case nil:
-			fmt.Fprintf(w, "%s%s: null\n", indent, k)
+			say(w, "%s%s: null\n", indent, k)
 		default:
-			fmt.Fprintf(w, "%s%s: %v\n", indent, k, x)
+			say(w, "%s%s: %v\n", indent, k, x)
 		}
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -39,7 +38,7 @@ func (m *Main) cmdServe(ctx context.Context, args []string) int {
 		return exitUsage
 	}
 	logf := func(format string, args ...any) {
-		fmt.Fprintf(m.Stderr, "%s "+format+"\n", append([]any{time.Now().UTC().Format(time.RFC3339)}, args...)...)
+		say(m.Stderr, "%s "+format+"\n", append([]any{time.Now().UTC().Format(time.RFC3339)}, args...)...)
 	}
 	// One pool for the daemon's life: ssh connections are kept alive
 	// between runs, and with resident sessions so is a shell per target.

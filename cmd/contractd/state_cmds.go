@@ -33,7 +33,7 @@ func (m *Main) cmdStatus(ctx context.Context, args []string) int {
 	if *asJSON {
 		return m.writeJSON(st)
 	}
-	fmt.Fprintf(m.Stdout, "%s: snapshot written %s (%s ago)\n", st.Contract, st.WrittenAt.Format(time.RFC3339), time.Duration(st.AgeSec*float64(time.Second)).Round(time.Second))
+	say(m.Stdout, "%s: snapshot written %s (%s ago)\n", st.Contract, st.WrittenAt.Format(time.RFC3339), time.Duration(st.AgeSec*float64(time.Second)).Round(time.Second))
 	writeTree(m.Stdout, st.Snapshot, "  ")
 	return exitOK
 }
@@ -57,15 +57,15 @@ func (m *Main) cmdHistory(ctx context.Context, args []string) int {
 		return m.writeJSON(hist)
 	}
 	for _, h := range hist {
-		fmt.Fprintf(m.Stdout, "%s  %-9s %5d ms  %s\n", h.StartedAt.Format(time.RFC3339), h.OverallSeverity, h.DurationMS, summarizeAgents(h.Agents))
+		say(m.Stdout, "%s  %-9s %5d ms  %s\n", h.StartedAt.Format(time.RFC3339), h.OverallSeverity, h.DurationMS, summarizeAgents(h.Agents))
 		for _, a := range h.Actions {
 			if a.Status == "logged" || a.Status == "monitor" {
 				continue
 			}
-			fmt.Fprintf(m.Stdout, "    %s %s: %s (%s)\n", a.Agent, a.Status, a.Action, a.Condition)
+			say(m.Stdout, "    %s %s: %s (%s)\n", a.Agent, a.Status, a.Action, a.Condition)
 		}
 		for _, a := range h.Alerts {
-			fmt.Fprintf(m.Stdout, "    alert %s: %s\n", a.Kind, a.Text)
+			say(m.Stdout, "    alert %s: %s\n", a.Kind, a.Text)
 		}
 	}
 	return exitOK
@@ -85,10 +85,10 @@ func (m *Main) cmdWhy(ctx context.Context, args []string) int {
 		return exitFailed
 	}
 	h := hist[len(hist)-1]
-	fmt.Fprintf(m.Stdout, "%s run %s at %s: %s\n", names[0], h.RunID, h.StartedAt.Format(time.RFC3339), h.OverallSeverity)
+	say(m.Stdout, "%s run %s at %s: %s\n", names[0], h.RunID, h.StartedAt.Format(time.RFC3339), h.OverallSeverity)
 	for step, f := range h.Findings {
 		for _, line := range f {
-			fmt.Fprintf(m.Stdout, "  %s: %s\n", step, line)
+			say(m.Stdout, "  %s: %s\n", step, line)
 		}
 	}
 	engine.WriteTrace(m.Stdout, &engine.Report{RunID: h.RunID, Actions: h.Actions})
@@ -156,7 +156,7 @@ func (m *Main) cmdMaintenance(ctx context.Context, args []string) int {
 		if k != store.AllAgents {
 			who = "agent " + k
 		}
-		fmt.Fprintf(m.Stdout, "%s: %s: %s (%s left): repairs blocked, new alerts held\n", name, who, w, w.Until.Sub(now).Round(time.Second))
+		say(m.Stdout, "%s: %s: %s (%s left): repairs blocked, new alerts held\n", name, who, w.String(), w.Until.Sub(now).Round(time.Second))
 	}
 	return exitOK
 }
