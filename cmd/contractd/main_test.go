@@ -17,7 +17,7 @@ import (
 
 	"github.com/contractd/contractd/engine"
 	"github.com/contractd/contractd/fixtures/mesh"
-	"github.com/contractd/contractd/fixtures/sshd"
+	"github.com/contractd/contractd/fixtures/need"
 )
 
 const zulipHealth = "../../fixtures/contracts/zulip-health.md"
@@ -310,15 +310,13 @@ func TestMaintenanceCommandStartsListsAndEndsWindows(t *testing.T) {
 
 // startSSHMesh starts an ssh-mode fixture mesh (Tanko through a loopback
 // sshd and the pct stand-in, Agent Zero in a container through docker exec
-// when Docker answers), or skips without sshd.
+// when Docker answers), or stops the test naming sshd (fixtures/need).
 func startSSHMesh(t *testing.T) (*mesh.Mesh, string) {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts the fixture mesh")
 	}
-	if _, err := sshd.Available(); err != nil {
-		t.Skipf("skipping: %v", err)
-	}
+	need.SSHD(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	m, err := mesh.Start(ctx, mesh.Options{Dir: t.TempDir(), Transport: "ssh", QuietLogin: true})

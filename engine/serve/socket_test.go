@@ -15,6 +15,7 @@ import (
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine"
+	"github.com/contractd/contractd/fixtures/need"
 )
 
 // socketPost POSTs path over the Unix socket and returns the status and the
@@ -115,10 +116,10 @@ func TestSocketReplacesAStaleOneAndNeverAFile(t *testing.T) {
 // out; if an operator loosens it, the peer check still does.
 func TestSocketAsksOtherUsersForTheToken(t *testing.T) {
 	t.Parallel()
-	curl, err := exec.LookPath("curl")
-	if os.Geteuid() != 0 || err != nil {
-		t.Skip("needs root (to connect as another user) and curl")
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, to connect as another user")
 	}
+	curl := need.Command(t, "curl", "curl")
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
 	writeContract(t, dir, "a", "1", "1h", false)
