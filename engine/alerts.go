@@ -220,20 +220,24 @@ func (r *run) deliver(ctx context.Context, act guard.Action, agent, condition, t
 	r.message(notify.Message{Contract: r.c.Name, Agent: agent, Condition: condition, Kind: act.Send, Severity: sev.String(), Text: text}, ar)
 }
 
-// message queues m for delivery at the end of the run.
+// message queues m for delivery at the end of the run. Every message is
+// reported in alerts[]: ar, or a new report when ar is nil.
 func (r *run) message(m notify.Message, ar *AlertReport) {
 	if m.Time.IsZero() {
 		m.Time = r.e.opts.Now()
 	}
-	if ar != nil && ar.Text == "" {
-		ar.Text = m.Text
+	if ar == nil {
+		ar = &AlertReport{Key: guard.IncidentKey(m.Contract, m.Agent, m.Condition), Agent: m.Agent, Condition: m.Condition, Kind: m.Kind}
+	}
+	// The text is what every route receives and the report shows: no
+	// secret, no control character from a target's output.
+	m.Text = transports.Printable(transports.Redact(m.Text, secretValues(r.secrets)))
+	if ar.Text == "" {
 		r.mu.Lock()
 		r.rep.Alerts = append(r.rep.Alerts, ar)
 		r.mu.Unlock()
 	}
-	// The text quotes what targets said: redacted, and printable for the
-	// chat, the log and the terminal it lands in.
-	m.Text = transports.Printable(transports.Redact(m.Text, secretValues(r.secrets)))
+	ar.Text = m.Text
 	r.logf("%s", "alert: "+m.Line())
 	r.mu.Lock()
 	r.outgoing = append(r.outgoing, outgoing{msg: m, report: ar})
@@ -260,8 +264,10 @@ func (r *run) buildNotifiers() []notify.Notifier {
 }
 
 // send retries the outbox, then delivers this run's messages to every
-// notifier. A failing notifier never fails the run: its messages stay in
-// the ledger's outbox for the next run.
+// route, and records per message and route what happened. A failing route
+// never fails the run nor stops another: its messages stay in the ledger's
+// outbox and are retried with backoff; its failure is a run error, a log
+// line, and an outcome in alerts[].
 func (r *run) send(ctx context.Context) {
 	if r.e.opts.DryRun || (len(r.outgoing) == 0 && len(r.ledger.Outbox.Queue) == 0) {
 		return
@@ -274,26 +280,79 @@ func (r *run) send(ctx context.Context) {
 	defer cancel()
 	sender := notify.Sender{Notifiers: r.notifiers, Clock: clockFunc(r.e.opts.Now)}
 	deliveries := sender.Send(sctx, &r.ledger.Outbox, msgs...)
-	failed := map[notify.Message]string{}
+
+	type routeTrouble struct {
+		queued, dropped int
+		err             string // the first error of an attempt, else the first error
+		tried           bool   // err is an attempt's
+		next            time.Time
+	}
+	trouble := map[string]*routeTrouble{}
+	var troubled []string
+	retried := map[notify.Message]*AlertReport{}
 	for _, d := range deliveries {
-		if d.Err != nil && !d.Retry() {
-			failed[d.Message] = d.Route + ": " + d.Err.Error()
+		rd := RouteDelivery{Route: d.Route, Outcome: d.Outcome, Tried: d.Tried, Attempts: d.Attempts, NextAttempt: d.Next}
+		if d.Err != nil {
+			rd.Error = transports.Redact(d.Err.Error(), secretValues(r.secrets))
+		}
+		var ar *AlertReport
+		if d.Retry() {
+			if ar = retried[d.Message]; ar == nil {
+				m := d.Message
+				ar = &AlertReport{Key: guard.IncidentKey(m.Contract, m.Agent, m.Condition), Agent: m.Agent, Condition: m.Condition,
+					Kind: m.Kind, Text: m.Text, Retry: true, Time: m.Time, ReachedBefore: d.ReachedBefore}
+				retried[d.Message] = ar
+				r.rep.Alerts = append(r.rep.Alerts, ar)
+			}
+		} else {
+			ar = r.outgoing[d.Index].report
+		}
+		ar.Sent = (len(ar.Routes) == 0 || ar.Sent) && d.Outcome == notify.OutcomeDelivered
+		ar.Routes = append(ar.Routes, rd)
+		if d.Outcome == notify.OutcomeDelivered {
+			continue
+		}
+		t := trouble[d.Route]
+		if t == nil {
+			t = &routeTrouble{}
+			trouble[d.Route] = t
+			troubled = append(troubled, d.Route)
+		}
+		if t.err == "" || (d.Tried && !t.tried) {
+			t.err, t.tried = rd.Error, d.Tried
 		}
 		if d.Outcome == notify.OutcomeDropped {
-			r.logf("%s: dropped undeliverable %s message: %s", r.c.Name, d.Route, d.Message.Line())
+			t.dropped++
+			r.logf("%s: notify %s: dropped undeliverable message: %s", r.c.Name, d.Route, d.Message.Line())
+		} else {
+			t.queued++
+			t.next = d.Next
 		}
 	}
 	for _, o := range r.outgoing {
-		if o.report == nil {
-			continue
+		if ar := o.report; !ar.Sent && ar.Error == "" {
+			if len(ar.Routes) == 0 {
+				ar.Error = "no notify routes"
+			} else {
+				ar.Error = "not delivered: " + ar.Summary()
+			}
 		}
-		if e, bad := failed[o.msg]; bad {
-			o.report.Error = e
-			continue
+	}
+	for _, name := range troubled {
+		t := trouble[name]
+		var what []string
+		if t.queued > 0 {
+			w := fmt.Sprintf("%d message(s) queued for retry", t.queued)
+			if t.next.After(r.e.opts.Now()) {
+				w += " after " + t.next.UTC().Format(time.RFC3339)
+			}
+			what = append(what, w)
 		}
-		o.report.Sent = len(r.notifiers) > 0
-		if !o.report.Sent {
-			o.report.Error = "no notifier configured"
+		if t.dropped > 0 {
+			what = append(what, fmt.Sprintf("%d message(s) dropped", t.dropped))
 		}
+		line := fmt.Sprintf("notify %s: %s: %s", name, strings.Join(what, ", "), t.err)
+		r.rep.Errors = append(r.rep.Errors, line)
+		r.logf("%s: %s", r.c.Name, line)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/transports"
@@ -98,14 +99,11 @@ func WriteText(w io.Writer, rep *Report) error {
 	if len(rep.Alerts) > 0 {
 		ew.printf("\nalerts:\n")
 		for _, a := range rep.Alerts {
-			state := "sent"
-			if !a.Sent {
-				state = "not sent"
-				if a.Error != "" {
-					state += ": " + a.Error
-				}
+			retry := ""
+			if a.Retry {
+				retry = " [retry from " + a.Time.UTC().Format(time.RFC3339) + "]"
 			}
-			ew.printf("  %-9s %s (%s)\n", a.Kind, a.Text, state)
+			ew.printf("  %-9s %s%s (%s)\n", a.Kind, a.Text, retry, a.Summary())
 		}
 	}
 	for _, e := range rep.Errors {

@@ -1,10 +1,12 @@
 package engine
 
 import (
+	"strings"
 	"time"
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine/guard"
+	"github.com/contractd/contractd/engine/notify"
 )
 
 // Report is the outcome of one run of one contract. Its JSON form is the
@@ -96,13 +98,86 @@ type ActionReport struct {
 	Verify    string   `json:"verify,omitempty"` // remediated | remediation failed
 }
 
-// AlertReport is one alert decision of the run.
+// AlertReport is one message of the run (an incident's open, reminder or
+// resolve, a repair, an escalation) or one retried from the outbox, and
+// what became of it at each notify route.
 type AlertReport struct {
 	Key       string `json:"key"`
 	Agent     string `json:"agent,omitempty"`
 	Condition string `json:"condition"`
-	Kind      string `json:"kind"` // open, reminder, resolved, escalate, holddown
+	Kind      string `json:"kind"` // open, reminder, resolved, repair, escalate, holddown
 	Text      string `json:"text"`
-	Sent      bool   `json:"sent"`
-	Error     string `json:"error,omitempty"`
+	// Retry marks a message of an earlier run that this run retried from
+	// the outbox; Time is when it was composed.
+	Retry bool      `json:"retry,omitempty"`
+	Time  time.Time `json:"time,omitzero"`
+	// Sent is true when every route of the message delivered it in this
+	// run; Routes says what happened at each.
+	Sent bool `json:"sent"`
+	// ReachedBefore marks a retried message that another route had
+	// already delivered in an earlier run.
+	ReachedBefore bool `json:"reached_before,omitempty"`
+	// Error says why nothing was sent (dry run, alert_on: repair, no
+	// routes) or which routes did not deliver.
+	Error  string          `json:"error,omitempty"`
+	Routes []RouteDelivery `json:"routes"`
+}
+
+// RouteDelivery is what became of one message at one notify route.
+type RouteDelivery struct {
+	Route   string         `json:"route"`   // the route's name
+	Outcome notify.Outcome `json:"outcome"` // delivered, queued (retried later) or dropped
+	Error   string         `json:"error,omitempty"`
+	// Tried is false when the route did not attempt the message this run:
+	// it waited behind an earlier failure or for the route's backoff.
+	Tried       bool      `json:"tried"`
+	Attempts    int       `json:"attempts"`
+	NextAttempt time.Time `json:"next_attempt,omitzero"` // queued: not before this
+}
+
+// FirstSent reports whether this run is the first to deliver the message
+// to anyone: a route delivered it, and it is not a retry another route had
+// already delivered.
+func (a *AlertReport) FirstSent() bool {
+	if a.ReachedBefore {
+		return false
+	}
+	for _, rd := range a.Routes {
+		if rd.Outcome == notify.OutcomeDelivered {
+			return true
+		}
+	}
+	return false
+}
+
+// Summary renders the alert's outcome on one line, e.g. "delivered: log,
+// pages; queued: webhook (post http://127.0.0.1:9: connection refused)" or
+// "not sent: dry-run".
+func (a *AlertReport) Summary() string {
+	if len(a.Routes) == 0 {
+		return "not sent: " + a.Error
+	}
+	var parts []string
+	for _, o := range []notify.Outcome{notify.OutcomeDelivered, notify.OutcomeQueued, notify.OutcomeDropped} {
+		var names []string
+		var why string
+		for _, rd := range a.Routes {
+			if rd.Outcome != o {
+				continue
+			}
+			names = append(names, rd.Route)
+			if why == "" && rd.Error != "" {
+				why = rd.Error
+			}
+		}
+		if len(names) == 0 {
+			continue
+		}
+		part := string(o) + ": " + strings.Join(names, ", ")
+		if why != "" {
+			part += " (" + why + ")"
+		}
+		parts = append(parts, part)
+	}
+	return strings.Join(parts, "; ")
 }

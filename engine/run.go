@@ -133,6 +133,7 @@ func (e *Engine) Run(ctx context.Context, c *contracts.Contract) (*Report, error
 	if e.opts.DryRun {
 		return rep, nil
 	}
+	r.writeRunLog()
 	snap := r.snapshot(prevSnap)
 	if err := st.WriteSnapshot(c.Name, snap); err != nil {
 		return e.fail(rep, err)

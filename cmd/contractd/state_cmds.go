@@ -65,7 +65,11 @@ func (m *Main) cmdHistory(ctx context.Context, args []string) int {
 			say(m.Stdout, "    %s %s: %s (%s)\n", a.Agent, a.Status, a.Action, a.Condition)
 		}
 		for _, a := range h.Alerts {
-			say(m.Stdout, "    alert %s: %s\n", a.Kind, a.Text)
+			retry := ""
+			if a.Retry {
+				retry = " (retry)"
+			}
+			say(m.Stdout, "    alert %s%s: %s — %s\n", a.Kind, retry, a.Text, a.Summary())
 		}
 	}
 	return exitOK

@@ -75,15 +75,15 @@ func (c *Command) Notify(ctx context.Context, m Message) error {
 	case err == nil:
 		return nil
 	case errors.Is(ctx.Err(), context.DeadlineExceeded):
-		return fmt.Errorf("notify %s: timed out after %s: %w", c.name, c.timeout, ctx.Err())
+		return fmt.Errorf("timed out after %s: %w", c.timeout, ctx.Err())
 	case ctx.Err() != nil:
-		return fmt.Errorf("notify %s: %w", c.name, ctx.Err())
+		return ctx.Err()
 	}
 	var exit *exec.ExitError
 	if errors.As(err, &exit) {
-		return fmt.Errorf("notify %s: exit %d: %s", c.name, exit.ExitCode(), strings.TrimSpace(stderr.String()))
+		return fmt.Errorf("exit %d: %s", exit.ExitCode(), strings.TrimSpace(stderr.String()))
 	}
-	return fmt.Errorf("notify %s: %w", c.name, err)
+	return err
 }
 
 // capped keeps the first max bytes written and discards the rest.

@@ -60,12 +60,12 @@ func (l *Log) Notify(_ context.Context, m Message) error {
 	defer l.mu.Unlock()
 	if l.path == "" {
 		if _, err := io.WriteString(l.w, line); err != nil {
-			return fmt.Errorf("notify %s: write log line: %w", l.name, err)
+			return fmt.Errorf("write log line: %w", err)
 		}
 		return nil
 	}
 	if err := AppendLine(l.path, line); err != nil {
-		return fmt.Errorf("notify %s: %w", l.name, err)
+		return err
 	}
 	return nil
 }

@@ -65,8 +65,9 @@ func (m Message) Line() string {
 
 // Notifier delivers messages to one destination.
 type Notifier interface {
-	// Notify delivers m. It returns an error (never containing a secret)
-	// when the message was not delivered; the context bounds it.
+	// Notify delivers m. It returns an error when the message was not
+	// delivered, never containing a secret and not naming the route (the
+	// caller does); the context bounds it.
 	Notify(ctx context.Context, m Message) error
 	// Name identifies the notifier in the outbox and in reports: the
 	// route's `name` option, else its kind.

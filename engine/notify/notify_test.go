@@ -299,7 +299,7 @@ func TestCommand(t *testing.T) {
 		{name: "fields in the environment", opts: map[string]string{"run": `printf '%s|%s|%s|%s\n' "$CONTRACTD_KIND" "$CONTRACTD_AGENT" "$CONTRACTD_CONDITION" "$CONTRACTD_SEVERITY" > ` + out},
 			want: "repair|abiba|response_pipeline=blocked|critical\n"},
 		{name: "failure shows exit code and stderr", opts: map[string]string{"run": "echo 'relay refused' >&2; exit 3"},
-			wantErr: "notify command: exit 3: relay refused"},
+			wantErr: "exit 3: relay refused"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -507,7 +507,7 @@ func TestCredentialsAreReadAtSendTime(t *testing.T) {
 		t.Fatalf("a missing credential must not break the contract: %v", err)
 	}
 	err = z.Notify(t.Context(), testMessage())
-	if !errors.Is(err, ErrMissingSecret) || err.Error() != "notify zulip: api_key_env: environment variable ZULIP_API_KEY is empty: credential not set" {
+	if !errors.Is(err, ErrMissingSecret) || err.Error() != "api_key_env: environment variable ZULIP_API_KEY is empty: credential not set" {
 		t.Fatalf("err = %v", err)
 	}
 	if n := len(rec.requests()); n != 0 {

@@ -17,6 +17,8 @@ type Queued struct {
 	LastError string    `json:"last_error,omitempty"`
 	Since     time.Time `json:"since"`                 // first failed attempt
 	Next      time.Time `json:"next_attempt,omitzero"` // not tried again before this
+	// Reached says another route has delivered the message.
+	Reached bool `json:"reached,omitempty"`
 }
 
 // Outbox holds undelivered messages. It is plain data persisted in the
@@ -56,6 +58,9 @@ type Delivery struct {
 	Tried    bool
 	Attempts int       // attempts so far, this Send's included
 	Next     time.Time // OutcomeQueued: the earliest time of the next attempt
+	// ReachedBefore: a message from the outbox that another route had
+	// already delivered in an earlier Send.
+	ReachedBefore bool
 }
 
 // Retry reports whether the message came from the outbox.
@@ -63,9 +68,8 @@ func (d Delivery) Retry() bool { return d.Index < 0 }
 
 // Defaults for Sender.
 const (
-	DefaultMaxAge    = 24 * time.Hour
-	DefaultRetryBase = time.Minute
-	DefaultRetryMax  = 30 * time.Minute
+	DefaultMaxAge   = 24 * time.Hour
+	DefaultRetryMax = 30 * time.Minute
 )
 
 // Sender delivers messages to every route and keeps what failed in an
@@ -73,11 +77,14 @@ const (
 // others, and each route's failure is its own. Within one route messages
 // go in order; after its first failure in a call the rest of its messages
 // are queued without being tried, so one dead destination costs at most one
-// timeout per run.
+// attempt per run.
 //
-// Retries back off per route: a route whose message failed once is tried
-// again on the next Send; after its Nth failure in a row it waits
-// RetryBase·2^(N-2), at most RetryMax, and its messages queue behind.
+// Retries back off per route, in proportion to how long the route has been
+// failing: after a failed attempt it waits a quarter of the time since its
+// oldest undelivered message first failed, at most RetryMax. A route that
+// just failed is tried again on the next run; one down for an hour, every
+// 15 minutes; one down for longer, every RetryMax. Its new messages queue
+// behind, in order.
 type Sender struct {
 	Notifiers []Notifier
 	Clock     guard.Clock // nil means guard.RealClock
@@ -86,27 +93,18 @@ type Sender struct {
 	// after that many attempts.
 	MaxAge      time.Duration
 	MaxAttempts int
-	// RetryBase and RetryMax shape the backoff (defaults 1m and 30m).
-	RetryBase, RetryMax time.Duration
+	// RetryMax caps the wait between two attempts of a route (default 30m).
+	RetryMax time.Duration
 }
 
-// backoff returns how long a route waits after its attempts-th failure.
-func (s Sender) backoff(attempts int) time.Duration {
-	if attempts <= 1 {
-		return 0
-	}
-	base, max := s.RetryBase, s.RetryMax
-	if base <= 0 {
-		base = DefaultRetryBase
-	}
+// backoff returns how long a route whose oldest undelivered message first
+// failed at since waits after failing again at now.
+func (s Sender) backoff(since, now time.Time) time.Duration {
+	max := s.RetryMax
 	if max <= 0 {
 		max = DefaultRetryMax
 	}
-	d := base
-	for i := 2; i < attempts && d < max; i++ {
-		d *= 2
-	}
-	return min(d, max)
+	return min(now.Sub(since)/4, max)
 }
 
 // Send retries the outbox's messages, then delivers msgs to every route,
@@ -162,12 +160,12 @@ func (s Sender) Send(ctx context.Context, out *Outbox, msgs ...Message) []Delive
 			if len(work[i]) > 0 && work[i][0].index < 0 && work[i][0].q.Next.After(now) {
 				head := work[i][0].q
 				next = head.Next
-				blocked = fmt.Errorf("not tried: %s is backing off until %s after %d failed attempts: %s",
-					n.Name(), head.Next.UTC().Format(time.RFC3339), head.Attempts, head.LastError)
+				blocked = fmt.Errorf("not tried: %s is backing off until %s (failing since %s): %s",
+					n.Name(), head.Next.UTC().Format(time.RFC3339), head.Since.UTC().Format(time.RFC3339), head.LastError)
 			}
 			for j := range work[i] {
 				q := &work[i][j].q
-				d := Delivery{Route: n.Name(), Message: q.Message, Index: work[i][j].index, Outcome: OutcomeDelivered}
+				d := Delivery{Route: n.Name(), Message: q.Message, Index: work[i][j].index, Outcome: OutcomeDelivered, ReachedBefore: q.Reached}
 				if blocked == nil && ctx.Err() != nil {
 					blocked = fmt.Errorf("not tried: %w", ctx.Err())
 				}
@@ -176,7 +174,11 @@ func (s Sender) Send(ctx context.Context, out *Outbox, msgs ...Message) []Delive
 					d.Tried = true
 					if err := n.Notify(ctx, q.Message); err != nil {
 						d.Err = err
-						next = now.Add(s.backoff(q.Attempts))
+						since := work[i][0].q.Since // the route's oldest undelivered message
+						if since.IsZero() {
+							since = now
+						}
+						next = now.Add(s.backoff(since, now))
 						blocked = fmt.Errorf("not tried: %s failed earlier in this run: %w", n.Name(), err)
 					}
 				} else {
@@ -203,11 +205,21 @@ func (s Sender) Send(ctx context.Context, out *Outbox, msgs ...Message) []Delive
 	}
 	wg.Wait()
 
+	delivered := map[Message]bool{}
+	for i := range per {
+		for _, d := range per[i] {
+			if d.Outcome == OutcomeDelivered {
+				delivered[d.Message] = true
+			}
+		}
+	}
 	out.Queue = out.Queue[:0]
 	for i := range s.Notifiers {
 		for j, d := range per[i] {
 			if d.Outcome == OutcomeQueued {
-				out.Queue = append(out.Queue, work[i][j].q)
+				q := work[i][j].q
+				q.Reached = q.Reached || delivered[q.Message]
+				out.Queue = append(out.Queue, q)
 			}
 		}
 		results = append(results, per[i]...)

@@ -108,9 +108,10 @@ func TestSenderDropsAfterMaxAttemptsAndAge(t *testing.T) {
 	}
 }
 
-// A route that keeps failing backs off: it is tried on the next run after
-// its first failure, then waits 1m, 2m, 4m … at most RetryMax, while the
-// other routes deliver every run and its new messages queue behind.
+// A route that keeps failing backs off in proportion to its outage: it is
+// tried on the next run after its first failure, then waits a quarter of
+// the time it has been failing, at most RetryMax, while the other routes
+// deliver every run and its new messages queue behind, in order.
 func TestSenderBacksOffPerRoute(t *testing.T) {
 	rec := newRecorder(t, "", 503)
 	hook, err := build("webhook", map[string]string{"url": rec.srv.URL, "retries": "0"}, Deps{})
@@ -119,26 +120,25 @@ func TestSenderBacksOffPerRoute(t *testing.T) {
 	}
 	var logBuf bytes.Buffer
 	clock := guard.NewFakeClock(msgTime)
-	s := Sender{Notifiers: []Notifier{NewLog(&logBuf), hook}, Clock: clock, RetryBase: time.Minute, RetryMax: 4 * time.Minute}
+	s := Sender{Notifiers: []Notifier{NewLog(&logBuf), hook}, Clock: clock, RetryMax: 20 * time.Minute}
 	var out Outbox
-	m := testMessage()
 	tries := func() int { return len(rec.requests()) }
 
 	steps := []struct {
-		advance   time.Duration
-		wantTries int    // webhook requests so far
-		wantNext  string // the queued head's next attempt, as an offset from msgTime
+		at        time.Duration // since the first failure
+		wantTries int           // webhook requests so far
+		wantNext  time.Duration // the route's next attempt, since the first failure
 	}{
-		{0, 1, "0s"},                  // first failure: retry on the next run
-		{time.Second, 2, "1m1s"},      // second failure: wait 1m
-		{30 * time.Second, 2, "1m1s"}, // inside the backoff: not tried
-		{30 * time.Second, 3, "3m1s"}, // 1m1s: tried, third failure: wait 2m
-		{2 * time.Minute, 4, "7m1s"},  // 3m1s: tried, wait 4m
-		{4 * time.Minute, 5, "11m1s"}, // 7m1s: tried, capped at 4m
+		{0, 1, 0},                             // first failure: retry on the next run
+		{4 * time.Minute, 2, 5 * time.Minute}, // failing 4m: wait 1m
+		{4*time.Minute + 30*time.Second, 2, 5 * time.Minute}, // inside the wait: not tried
+		{8 * time.Minute, 3, 10 * time.Minute},               // failing 8m: wait 2m
+		{60 * time.Minute, 4, 75 * time.Minute},              // failing 1h: wait 15m
+		{120 * time.Minute, 5, 140 * time.Minute},            // failing 2h: capped at 20m
 	}
 	for i, st := range steps {
-		clock.Advance(st.advance)
-		ds := s.Send(t.Context(), &out, m)
+		clock.Set(msgTime.Add(st.at))
+		ds := s.Send(t.Context(), &out, testMessage())
 		if got := tries(); got != st.wantTries {
 			t.Fatalf("step %d: webhook tried %d times in all, want %d", i, got, st.wantTries)
 		}
@@ -148,26 +148,34 @@ func TestSenderBacksOffPerRoute(t *testing.T) {
 		if len(out.Queue) != i+1 {
 			t.Fatalf("step %d: %d queued, want %d (every run's message waits in order)", i, len(out.Queue), i+1)
 		}
-		if got := out.Queue[0].Next.Sub(msgTime).String(); got != st.wantNext {
+		if got := out.Queue[0].Next.Sub(msgTime); got != st.wantNext {
 			t.Errorf("step %d: next attempt at +%s, want +%s", i, got, st.wantNext)
 		}
+		for _, d := range ds[1:] {
+			if d.Outcome != OutcomeQueued || d.Next != out.Queue[0].Next {
+				t.Errorf("step %d: %+v, want queued until the route's next attempt", i, d)
+			}
+		}
 	}
-	// Inside the backoff every message is queued untried, and says why.
-	clock.Advance(time.Minute)
-	ds := s.Send(t.Context(), &out)
-	for _, d := range ds {
+	// Inside the wait every message is queued untried, and says why.
+	clock.Set(msgTime.Add(130 * time.Minute))
+	for _, d := range s.Send(t.Context(), &out) {
 		if d.Tried || d.Outcome != OutcomeQueued || !strings.Contains(d.Err.Error(), "backing off until") {
 			t.Fatalf("inside the backoff: %+v", d)
 		}
 	}
-}
-
-func TestBackoffSchedule(t *testing.T) {
-	s := Sender{}
-	want := []time.Duration{0, 0, time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 16 * time.Minute, 30 * time.Minute, 30 * time.Minute}
-	for n, w := range want {
-		if got := s.backoff(n); got != w {
-			t.Errorf("after %d failures: wait %s, want %s", n, got, w)
+	// Once the route answers, its queue drains in order at the next attempt.
+	rec.mu.Lock()
+	rec.statuses = []int{200}
+	rec.mu.Unlock()
+	clock.Set(msgTime.Add(140 * time.Minute))
+	ds := s.Send(t.Context(), &out)
+	if len(ds) != 6 || len(out.Queue) != 0 {
+		t.Fatalf("after recovery: %d deliveries, %d still queued", len(ds), len(out.Queue))
+	}
+	for _, d := range ds {
+		if d.Outcome != OutcomeDelivered || !d.Retry() || !d.ReachedBefore {
+			t.Errorf("after recovery: %+v", d)
 		}
 	}
 }

@@ -61,7 +61,7 @@ func (w *Webhook) Notify(ctx context.Context, m Message) error {
 	var bearer string
 	if w.bearer.name != "" {
 		if bearer, err = w.bearer.get(); err != nil {
-			return fmt.Errorf("notify %s: %w", w.name, err)
+			return err
 		}
 	}
 	post := w.post
@@ -79,7 +79,7 @@ func (w *Webhook) Notify(ctx context.Context, m Message) error {
 		return req, nil
 	}, nil)
 	if err != nil {
-		return fmt.Errorf("notify %s: %w", w.name, err)
+		return err
 	}
 	return nil
 }

@@ -75,11 +75,11 @@ func (z *Zulip) Notify(ctx context.Context, m Message) error {
 	body := form.Encode()
 	email, err := z.email.get()
 	if err != nil {
-		return fmt.Errorf("notify %s: %w", z.name, err)
+		return err
 	}
 	key, err := z.key.get()
 	if err != nil {
-		return fmt.Errorf("notify %s: %w", z.name, err)
+		return err
 	}
 	post := z.post
 	post.secrets = []string{key}
@@ -106,7 +106,7 @@ func (z *Zulip) Notify(ctx context.Context, m Message) error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("notify %s: %w", z.name, err)
+		return err
 	}
 	return nil
 }

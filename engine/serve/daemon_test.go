@@ -19,6 +19,7 @@ import (
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine"
+	"github.com/contractd/contractd/engine/notify"
 	"github.com/contractd/contractd/engine/store"
 )
 
@@ -457,26 +458,42 @@ func TestMetricsScrape(t *testing.T) {
 			{Agent: "abiba", Action: "alert", Status: "alert"},
 			{Agent: "abiba", Action: "log", Status: "logged"},
 		}
-		r.Alerts = []*engine.AlertReport{{Key: "scraped/abiba/down", Kind: "open", Sent: true}}
+		// What the metrics count is what the routes really did.
+		delivered := func(route string) engine.RouteDelivery {
+			return engine.RouteDelivery{Route: route, Outcome: notify.OutcomeDelivered, Tried: true, Attempts: 1}
+		}
+		r.Alerts = []*engine.AlertReport{
+			{Key: "scraped/abiba/down", Kind: "open", Routes: []engine.RouteDelivery{
+				delivered("log"), {Route: "webhook", Outcome: notify.OutcomeQueued, Tried: true, Attempts: 1, Error: "connection refused"}}},
+			{Key: "scraped/koby/down", Kind: "open", Retry: true, Sent: true, ReachedBefore: true, Routes: []engine.RouteDelivery{delivered("webhook")}},
+			{Key: "scraped/abiba/repair", Kind: "repair", Routes: []engine.RouteDelivery{
+				delivered("log"), {Route: "webhook", Outcome: notify.OutcomeQueued, Error: "not tried: webhook failed earlier in this run"}}},
+			{Key: "scraped/ace/down", Kind: "open", Retry: true, Routes: []engine.RouteDelivery{
+				{Route: "webhook", Outcome: notify.OutcomeDropped, Tried: true, Attempts: 40, Error: "connection refused"}}},
+		}
 		ran.Store(true)
 		return r, nil
 	}}})
 	h.waitFor(5*time.Second, "the on_start run", func() bool { return ran.Load() && h.status("scraped").LastResult == ResultOK })
 
 	want := map[string]float64{
-		`contractd_runs_total{contract="scraped",result="ok"}`:       1,
-		`contractd_runs_total{contract="scraped",result="failed"}`:   0,
-		`contractd_run_duration_seconds_count{contract="scraped"}`:   1,
-		`contractd_severity{agent="abiba",contract="scraped"}`:       float64(contracts.SeverityCritical),
-		`contractd_severity{agent="koby",contract="scraped"}`:        float64(contracts.SeverityHealthy),
-		`contractd_overall_severity{contract="scraped"}`:             float64(contracts.SeverityCritical),
-		`contractd_repairs_total{contract="scraped",result="ran"}`:   1,
-		`contractd_repairs_total{contract="scraped",result="alert"}`: 1,
-		`contractd_alerts_sent_total{contract="scraped"}`:            1,
-		`contractd_held_down{contract="scraped"}`:                    0,
-		`contractd_skipped_overlap_total{contract="scraped"}`:        0,
-		`contractd_contracts{state="loaded"}`:                        1,
-		`contractd_contracts{state="rejected"}`:                      0,
+		`contractd_runs_total{contract="scraped",result="ok"}`:                    1,
+		`contractd_runs_total{contract="scraped",result="failed"}`:                0,
+		`contractd_run_duration_seconds_count{contract="scraped"}`:                1,
+		`contractd_severity{agent="abiba",contract="scraped"}`:                    float64(contracts.SeverityCritical),
+		`contractd_severity{agent="koby",contract="scraped"}`:                     float64(contracts.SeverityHealthy),
+		`contractd_overall_severity{contract="scraped"}`:                          float64(contracts.SeverityCritical),
+		`contractd_repairs_total{contract="scraped",result="ran"}`:                1,
+		`contractd_repairs_total{contract="scraped",result="alert"}`:              1,
+		`contractd_alerts_sent_total{contract="scraped"}`:                         2,
+		`contractd_notify_delivered_total{contract="scraped",notifier="log"}`:     2,
+		`contractd_notify_delivered_total{contract="scraped",notifier="webhook"}`: 1,
+		`contractd_notify_failures_total{contract="scraped",notifier="webhook"}`:  2,
+		`contractd_notify_dropped_total{contract="scraped",notifier="webhook"}`:   1,
+		`contractd_held_down{contract="scraped"}`:                                 0,
+		`contractd_skipped_overlap_total{contract="scraped"}`:                     0,
+		`contractd_contracts{state="loaded"}`:                                     1,
+		`contractd_contracts{state="rejected"}`:                                   0,
 	}
 	for series, v := range want {
 		t.Run(series, func(t *testing.T) {

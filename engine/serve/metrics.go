@@ -3,6 +3,7 @@ package serve
 import (
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine"
+	"github.com/contractd/contractd/engine/notify"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
@@ -19,6 +20,9 @@ type metrics struct {
 	overall   *prometheus.GaugeVec
 	repairs   *prometheus.CounterVec
 	alerts    *prometheus.CounterVec
+	delivered *prometheus.CounterVec
+	failures  *prometheus.CounterVec
+	dropped   *prometheus.CounterVec
 	heldDown  *prometheus.GaugeVec
 	overlap   *prometheus.CounterVec
 	contracts *prometheus.GaugeVec
@@ -63,8 +67,20 @@ func newMetrics(tickAge func() float64, resident func() int) *metrics {
 		}, []string{"contract", "result"}),
 		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "contractd_alerts_sent_total",
-			Help: "Alerts delivered to a notifier, hold-down alerts included.",
+			Help: "Messages delivered to at least one notify route, each counted once (when the first route delivers it), hold-down alerts included.",
 		}, []string{"contract"}),
+		delivered: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "contractd_notify_delivered_total",
+			Help: "Messages a notify route delivered, retries from the outbox included.",
+		}, []string{"contract", "notifier"}),
+		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "contractd_notify_failures_total",
+			Help: "Delivery attempts a notify route failed; the message stays in the outbox and is retried with backoff.",
+		}, []string{"contract", "notifier"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "contractd_notify_dropped_total",
+			Help: "Messages a notify route never delivered and gave up on (24h in the outbox, or the route was removed).",
+		}, []string{"contract", "notifier"}),
 		heldDown: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "contractd_held_down",
 			Help: "1 while the contract is held down after consecutive failed runs; `contractd reset NAME` releases it.",
@@ -82,7 +98,8 @@ func newMetrics(tickAge func() float64, resident func() int) *metrics {
 		Name: "contractd_scheduler_tick_age_seconds",
 		Help: "Seconds since the scheduler loop last ticked; /healthz fails when it exceeds the stuck threshold.",
 	}, tickAge)
-	m.reg.MustRegister(m.runs, m.duration, m.severity, m.overall, m.repairs, m.alerts, m.heldDown, m.overlap, m.contracts, m.tickAge)
+	m.reg.MustRegister(m.runs, m.duration, m.severity, m.overall, m.repairs, m.alerts, m.delivered, m.failures, m.dropped,
+		m.heldDown, m.overlap, m.contracts, m.tickAge)
 	if resident != nil {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "contractd_resident_sessions",
@@ -117,6 +134,9 @@ func (m *metrics) forget(name string) {
 	m.overall.DeletePartialMatch(l)
 	m.repairs.DeletePartialMatch(l)
 	m.alerts.DeletePartialMatch(l)
+	m.delivered.DeletePartialMatch(l)
+	m.failures.DeletePartialMatch(l)
+	m.dropped.DeletePartialMatch(l)
 	m.heldDown.DeletePartialMatch(l)
 	m.overlap.DeletePartialMatch(l)
 }
@@ -145,8 +165,22 @@ func (m *metrics) record(name, result string, seconds float64, rep *engine.Repor
 		}
 	}
 	for _, a := range rep.Alerts {
-		if a != nil && a.Sent {
+		if a == nil {
+			continue
+		}
+		if a.FirstSent() {
 			m.alerts.WithLabelValues(name).Inc()
+		}
+		for _, rd := range a.Routes {
+			switch {
+			case rd.Outcome == notify.OutcomeDelivered:
+				m.delivered.WithLabelValues(name, rd.Route).Inc()
+			case rd.Outcome == notify.OutcomeDropped:
+				m.dropped.WithLabelValues(name, rd.Route).Inc()
+			}
+			if rd.Tried && rd.Outcome != notify.OutcomeDelivered {
+				m.failures.WithLabelValues(name, rd.Route).Inc()
+			}
 		}
 	}
 }

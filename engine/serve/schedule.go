@@ -374,8 +374,11 @@ func (d *Daemon) notifyRoutes(ctx context.Context, c *contracts.Contract, text s
 	var errs []error
 	for _, n := range ns {
 		if err := n.Notify(ctx, msg); err != nil {
+			d.metrics.failures.WithLabelValues(c.Name, n.Name()).Inc()
 			errs = append(errs, fmt.Errorf("%s: %w", n.Name(), err))
+			continue
 		}
+		d.metrics.delivered.WithLabelValues(c.Name, n.Name()).Inc()
 	}
 	if len(errs) == len(ns) {
 		return errors.Join(errs...)
