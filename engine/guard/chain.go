@@ -396,6 +396,9 @@ func (c *Chain) RecordRestartCounter(u *Unit, value int64) {
 func Reset(u *Unit) {
 	u.GraceUntil = time.Time{}
 	for _, k := range u.Conditions {
+		if k == nil {
+			continue
+		}
 		k.Escalated = false
 		k.FailedRepairs = 0
 		k.Attempts = 0

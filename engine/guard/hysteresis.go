@@ -150,6 +150,11 @@ func (h Hysteresis) conditions(u *Unit, held []string, now time.Time, recoverAft
 			continue
 		}
 		c := u.Conditions[k]
+		if c == nil {
+			// A null entry tracks nothing: it is gone, not cleared.
+			delete(u.Conditions, k)
+			continue
+		}
 		c.Held = 0
 		c.PendingSince = time.Time{}
 		c.Clear++

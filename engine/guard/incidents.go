@@ -110,19 +110,20 @@ func (p Incidents) Observe(key string, active bool, hold string) Action {
 func (p Incidents) Open() []string {
 	var keys []string
 	for k, inc := range p.State {
-		if !inc.Resolved {
+		if inc != nil && !inc.Resolved {
 			keys = append(keys, k)
 		}
 	}
 	return keys
 }
 
-// Prune deletes incidents resolved more than age ago and returns how many.
+// Prune deletes incidents resolved more than age ago (and null entries,
+// which say nothing) and returns how many.
 func (p Incidents) Prune(age time.Duration) int {
 	cut := p.Clock.Now().Add(-age)
 	n := 0
 	for k, inc := range p.State {
-		if inc.Resolved && inc.ResolvedAt.Before(cut) {
+		if inc == nil || inc.Resolved && inc.ResolvedAt.Before(cut) {
 			delete(p.State, k)
 			n++
 		}
