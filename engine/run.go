@@ -100,7 +100,13 @@ func (e *Engine) Run(ctx context.Context, c *contracts.Contract) (*Report, error
 			rep.Maintenance[agent] = w
 		}
 	}
-	prevSnap, _, _ := st.ReadSnapshot(c.Name)
+	prevSnap, _, err := st.ReadSnapshot(c.Name)
+	if err != nil {
+		// A snapshot is rebuilt by this run; a corrupt one is moved aside
+		// and said so, never dropped in silence.
+		rep.Errors = append(rep.Errors, "snapshot: "+err.Error())
+		r.logf("%s: snapshot: %v", c.Name, err)
+	}
 
 	rctx, cancel := context.WithTimeout(ctx, e.opts.RunTimeout)
 	defer cancel()

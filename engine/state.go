@@ -16,7 +16,7 @@ func (e *Engine) openStore() (*store.Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open state dir: %w", err)
 	}
-	return s.WithClock(clockFunc(e.opts.Now)), nil
+	return s.WithClock(clockFunc(e.opts.Now)).WithRecordCheck(checkHistoryRecord), nil
 }
 
 // lastRepair is the time of the newest repair of any unit: the seed's
@@ -24,6 +24,9 @@ func (e *Engine) openStore() (*store.Store, error) {
 func lastRepair(l *store.Ledger) time.Time {
 	var t time.Time
 	for _, u := range l.Units {
+		if u == nil {
+			continue
+		}
 		for _, r := range u.Repairs {
 			if r.After(t) {
 				t = r
@@ -45,6 +48,9 @@ func cloneUnit(u *guard.Unit) *guard.Unit {
 func cloneIncidents(m map[string]*guard.Incident) map[string]*guard.Incident {
 	out := make(map[string]*guard.Incident, len(m))
 	for k, v := range m {
+		if v == nil {
+			continue
+		}
 		c := *v
 		out[k] = &c
 	}
@@ -112,25 +118,57 @@ func ReadStatus(stateDir, name string, now time.Time) (*Status, error) {
 	return &Status{Contract: name, Snapshot: snap, WrittenAt: at, AgeSec: now.Sub(at).Seconds()}, nil
 }
 
-// ReadHistory returns up to n of the contract's most recent runs, oldest first.
+// checkHistoryRecord is the store's check of a history line: it must
+// decode as a HistoryRecord with a run id and a start time, and no null
+// action or alert.
+func checkHistoryRecord(b json.RawMessage) error {
+	var h HistoryRecord
+	if err := json.Unmarshal(b, &h); err != nil {
+		return fmt.Errorf("not a run record: %v", err)
+	}
+	switch {
+	case h.RunID == "":
+		return errors.New("not a run record: run_id missing")
+	case h.StartedAt.IsZero():
+		return errors.New("not a run record: started_at missing")
+	}
+	for i, a := range h.Actions {
+		if a == nil {
+			return fmt.Errorf("actions[%d] is null", i)
+		}
+	}
+	for i, a := range h.Alerts {
+		if a == nil {
+			return fmt.Errorf("alerts[%d] is null", i)
+		}
+	}
+	return nil
+}
+
+// ReadHistory returns up to n of the contract's most recent runs, oldest
+// first. Lines that are not run records are skipped: the records come back
+// with an error wrapping store.ErrCorrupt (a *store.SkippedError) that names
+// them. It fails without records when the state dir or the file cannot be
+// read.
 func ReadHistory(stateDir, name string, n int) ([]HistoryRecord, error) {
 	s, err := store.Open(stateDir)
 	if err != nil {
 		return nil, err
 	}
-	raw, err := s.History(name, n)
-	if err != nil {
-		return nil, err
+	raw, skipped := s.WithRecordCheck(checkHistoryRecord).History(name, n)
+	if skipped != nil && !errors.Is(skipped, store.ErrCorrupt) {
+		return nil, skipped
 	}
 	out := make([]HistoryRecord, 0, len(raw))
 	for _, r := range raw {
 		var h HistoryRecord
 		if err := json.Unmarshal(r, &h); err != nil {
+			// checkHistoryRecord decoded it already.
 			return nil, fmt.Errorf("history of %s: %w", name, err)
 		}
 		out = append(out, h)
 	}
-	return out, nil
+	return out, skipped
 }
 
 // SetMaintenance starts (d > 0: from now for d, replacing the current one)

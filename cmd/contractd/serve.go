@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/signal"
 	"syscall"
@@ -72,8 +73,11 @@ func (m *Main) cmdServe(ctx context.Context, args []string) int {
 		NotifyDeps: notify.Deps{Log: m.Stderr, Getenv: m.Getenv},
 		Snapshot: func(name string) (json.RawMessage, error) {
 			st, err := engine.ReadStatus(*stateDir, name, time.Now())
-			if err != nil {
+			if errors.Is(err, engine.ErrNeverRan) {
 				return nil, nil
+			}
+			if err != nil {
+				return nil, err // logged by the daemon: a corrupt snapshot was moved aside
 			}
 			return json.Marshal(st)
 		},

@@ -51,7 +51,10 @@ func (m *Main) cmdHistory(ctx context.Context, args []string) int {
 	hist, err := engine.ReadHistory(*stateDir, names[0], *n)
 	if err != nil {
 		m.errorf("history %s: %v", names[0], err)
-		return exitFailed
+		if !errors.Is(err, store.ErrCorrupt) {
+			return exitFailed
+		}
+		// Bad lines were skipped and named; the good runs still show.
 	}
 	if *asJSON {
 		return m.writeJSON(hist)
@@ -84,7 +87,9 @@ func (m *Main) cmdWhy(ctx context.Context, args []string) int {
 		return exitUsage
 	}
 	hist, err := engine.ReadHistory(*stateDir, names[0], 1)
-	if err != nil || len(hist) == 0 {
+	if err != nil && errors.Is(err, store.ErrCorrupt) && len(hist) > 0 {
+		m.errorf("why %s: %v", names[0], err)
+	} else if err != nil || len(hist) == 0 {
 		m.errorf("why %s: no run recorded (%v)", names[0], err)
 		return exitFailed
 	}

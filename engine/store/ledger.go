@@ -83,7 +83,8 @@ func (l *Ledger) Unit(key string) *guard.Unit {
 
 // ReadLedger returns the contract's ledger; a contract that never wrote one
 // gets an empty ledger. When the file is corrupt (bad JSON, a version this
-// build does not read, another contract's ledger) it is moved aside and
+// build does not read, another contract's ledger, an entry that fails
+// Validate) it is moved aside and
 // ReadLedger returns an empty ledger together with an error wrapping
 // ErrCorrupt: the caller decides, and the engine repairs nothing in that run
 // and alerts. Other read errors return a nil ledger.
@@ -109,6 +110,9 @@ func (s *Store) ReadLedger(name string) (*Ledger, error) {
 	case l.Contract != name:
 		return NewLedger(name), s.moveAside(path, fmt.Errorf("ledger of contract %q", l.Contract))
 	}
+	if err := l.Validate(); err != nil {
+		return NewLedger(name), s.moveAside(path, err)
+	}
 	if l.Units == nil {
 		l.Units = map[string]*guard.Unit{}
 	}
@@ -116,6 +120,46 @@ func (s *Store) ReadLedger(name string) (*Ledger, error) {
 		l.Incidents = map[string]*guard.Incident{}
 	}
 	return &l, nil
+}
+
+// Validate checks a ledger read back from storage: every unit, condition,
+// incident and maintenance window is present (not null) and well formed
+// (see guard.Unit.Validate), and queued messages have a non-negative
+// attempt count. It returns the first problem, naming the entry, or nil.
+// The guards trust what it accepts.
+func (l *Ledger) Validate() error {
+	for _, k := range sortedKeys(l.Units) {
+		if err := l.Units[k].Validate(); err != nil {
+			return fmt.Errorf("units[%q]: %w", k, err)
+		}
+	}
+	for _, k := range sortedKeys(l.Incidents) {
+		if err := l.Incidents[k].Validate(); err != nil {
+			return fmt.Errorf("incidents[%q]: %w", k, err)
+		}
+	}
+	for _, k := range sortedKeys(l.Maintenance) {
+		if err := l.Maintenance[k].Validate(); err != nil {
+			return fmt.Errorf("maintenance[%q]: %w", k, err)
+		}
+	}
+	for i, q := range l.Outbox.Queue {
+		if q.Attempts < 0 {
+			return fmt.Errorf("outbox.queue[%d].attempts: negative count %d", i, q.Attempts)
+		}
+	}
+	return nil
+}
+
+// sortedKeys returns a map's keys in order, so Validate reports the same
+// problem first every time.
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }
 
 // WriteLedger atomically replaces the contract's ledger. It fails when the

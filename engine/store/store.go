@@ -6,9 +6,11 @@
 // Every write is atomic: a temp file in the same directory, fsync, rename,
 // fsync of the directory, so a crash leaves the old file or the new one,
 // never half of either. A file that cannot be read back (bad JSON, a version
-// this build does not know) is moved aside as NAME.ledger.json.corrupt-TIME
-// and reported with an error wrapping ErrCorrupt; it is never silently reset,
-// so guards and incidents are not zeroed behind the operator's back.
+// this build does not know, a null or impossible entry) is moved aside as
+// NAME.ledger.json.corrupt-TIME and reported with an error wrapping
+// ErrCorrupt; it is never silently reset, so guards and incidents are not
+// zeroed behind the operator's back. History is read line by line: a line
+// that is not a run record is skipped and reported (SkippedError).
 //
 // One run per contract at a time: Lock takes an flock(2) on NAME.lock, which
 // the kernel releases when the holding process dies, so a crash leaves no
@@ -64,6 +66,8 @@ type Store struct {
 	clock guard.Clock
 	// HistoryLimit bounds NAME.history.jsonl (DefaultHistory when zero).
 	HistoryLimit int
+	// checkRecord, when set, vets each history record (WithRecordCheck).
+	checkRecord func(json.RawMessage) error
 }
 
 // DefaultDir returns $XDG_STATE_HOME/contractd, falling back to
@@ -185,7 +189,8 @@ const snapshotVersion = 1
 
 // ReadSnapshot returns the contract's Maintains snapshot and when it was
 // written. A contract that never wrote one gets a nil map, the zero time and
-// no error. A corrupt file is moved aside and the error wraps ErrCorrupt.
+// no error. A corrupt file (bad JSON, another version or contract, no data
+// or time) is moved aside and the error wraps ErrCorrupt.
 func (s *Store) ReadSnapshot(name string) (map[string]any, time.Time, error) {
 	path, err := s.path(name, ".snapshot.json")
 	if err != nil {
@@ -202,8 +207,15 @@ func (s *Store) ReadSnapshot(name string) (map[string]any, time.Time, error) {
 	if err := json.Unmarshal(b, &f); err != nil {
 		return nil, time.Time{}, s.moveAside(path, fmt.Errorf("bad JSON: %w", err))
 	}
-	if f.Version != snapshotVersion {
+	switch {
+	case f.Version != snapshotVersion:
 		return nil, time.Time{}, s.moveAside(path, fmt.Errorf("snapshot version %d, this build reads %d", f.Version, snapshotVersion))
+	case f.Contract != name:
+		return nil, time.Time{}, s.moveAside(path, fmt.Errorf("snapshot of contract %q", f.Contract))
+	case f.Data == nil:
+		return nil, time.Time{}, s.moveAside(path, errors.New("data: missing or null"))
+	case f.WrittenAt.IsZero():
+		return nil, time.Time{}, s.moveAside(path, errors.New("written_at: missing"))
 	}
 	return f.Data, f.WrittenAt, nil
 }
@@ -214,6 +226,9 @@ func (s *Store) WriteSnapshot(name string, data map[string]any) error {
 	path, err := s.path(name, ".snapshot.json")
 	if err != nil {
 		return err
+	}
+	if data == nil {
+		data = map[string]any{} // null reads back as corrupt
 	}
 	b, err := json.MarshalIndent(snapshotFile{Version: snapshotVersion, Contract: name, WrittenAt: s.clock.Now().UTC(), Data: data}, "", "  ")
 	if err != nil {

@@ -114,6 +114,18 @@ func TestCorruptLedgerIsMovedAside(t *testing.T) {
 		{name: "wrong version", content: `{"version": 7, "contract": "zulip-health"}`, wantErr: "ledger version 7, this build reads 1"},
 		{name: "another contract's ledger", content: `{"version": 1, "contract": "a2a-selfheal"}`, wantErr: `ledger of contract "a2a-selfheal"`},
 		{name: "empty file", content: ``, wantErr: "bad JSON"},
+		{name: "null incident", content: `{"version":1,"contract":"zulip-health","incidents":{"zulip-health/zzz/critical":null}}`, wantErr: `incidents["zulip-health/zzz/critical"]: is null`},
+		{name: "null unit", content: `{"version":1,"contract":"zulip-health","units":{"abiba":null}}`, wantErr: `units["abiba"]: is null`},
+		{name: "null condition", content: `{"version":1,"contract":"zulip-health","units":{"abiba":{"severity":"critical","conditions":{"stuck":null}}}}`, wantErr: `units["abiba"]: conditions["stuck"]: is null`},
+		{name: "null maintenance window", content: `{"version":1,"contract":"zulip-health","maintenance":{"*":null}}`, wantErr: `maintenance["*"]: is null`},
+		{name: "negative count", content: `{"version":1,"contract":"zulip-health","units":{"abiba":{"severity":"critical","consecutive_failing":-3}}}`, wantErr: `units["abiba"]: consecutive_failing: negative count -3`},
+		{name: "negative restart increment", content: `{"version":1,"contract":"zulip-health","units":{"abiba":{"severity":"critical","restart_counter":{"last":9,"increments":[{"n":-50}]}}}}`, wantErr: `restart_counter.increments[0]: negative increment -50`},
+		{name: "unknown unit state", content: `{"version":1,"contract":"zulip-health","units":{"abiba":{"state":"dozing","severity":"critical"}}}`, wantErr: `units["abiba"]: state: unknown state "dozing"`},
+		{name: "repairs out of order", content: `{"version":1,"contract":"zulip-health","units":{"abiba":{"severity":"critical","repairs":["2026-11-29T19:30:00Z","2026-11-29T18:00:00Z"]}}}`, wantErr: `units["abiba"]: repairs: times are not oldest first`},
+		{name: "incident without open time", content: `{"version":1,"contract":"zulip-health","incidents":{"k":{"reminders":1}}}`, wantErr: `incidents["k"]: opened_at: missing`},
+		{name: "unknown severity", content: `{"version":1,"contract":"zulip-health","units":{"abiba":{"severity":"purple"}}}`, wantErr: `unknown severity "purple"`},
+		{name: "wrong type", content: `{"version":1,"contract":"zulip-health","units":["abiba"]}`, wantErr: "bad JSON"},
+		{name: "null version", content: `{"version":null,"contract":"zulip-health"}`, wantErr: "ledger version 0, this build reads 1"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -185,9 +197,49 @@ func TestSnapshot(t *testing.T) {
 		t.Errorf("read back %v at %s", data, at)
 	}
 
-	os.WriteFile(filepath.Join(dir, "zulip-health.snapshot.json"), []byte(`{"version":2,"data":{}}`), 0o600)
-	if _, _, err := s.ReadSnapshot("zulip-health"); !errors.Is(err, ErrCorrupt) {
-		t.Errorf("wrong version: err = %v", err)
+}
+
+func TestCorruptSnapshotIsMovedAside(t *testing.T) {
+	tests := []struct {
+		name    string
+		content string
+		wantErr string
+	}{
+		{name: "wrong version", content: `{"version":2,"contract":"zulip-health","written_at":"2026-11-29T19:30:00Z","data":{}}`, wantErr: "snapshot version 2, this build reads 1"},
+		{name: "bad JSON", content: `{"version":1,`, wantErr: "bad JSON"},
+		{name: "null data", content: `{"version":1,"contract":"zulip-health","written_at":"2026-11-29T19:30:00Z","data":null}`, wantErr: "data: missing or null"},
+		{name: "data not a mapping", content: `{"version":1,"contract":"zulip-health","written_at":"2026-11-29T19:30:00Z","data":[1]}`, wantErr: "bad JSON"},
+		{name: "another contract's snapshot", content: `{"version":1,"contract":"a2a-selfheal","written_at":"2026-11-29T19:30:00Z","data":{}}`, wantErr: `snapshot of contract "a2a-selfheal"`},
+		{name: "no time", content: `{"version":1,"contract":"zulip-health","data":{"x":1}}`, wantErr: "written_at: missing"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := openAt(t, dir, guard.NewFakeClock(t0))
+			path := filepath.Join(dir, "zulip-health.snapshot.json")
+			os.WriteFile(path, []byte(tt.content), 0o600)
+			data, _, err := s.ReadSnapshot("zulip-health")
+			if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), "moved aside to zulip-health.snapshot.json.corrupt-20261129T193000Z") {
+				t.Fatalf("err = %v, want ErrCorrupt with %q and where it went", err, tt.wantErr)
+			}
+			if data != nil {
+				t.Errorf("data = %v", data)
+			}
+			if moved, _ := os.ReadFile(path + ".corrupt-20261129T193000Z"); string(moved) != tt.content {
+				t.Errorf("moved file holds %q, want the original", moved)
+			}
+		})
+	}
+}
+
+func TestNilSnapshotReadsBackEmpty(t *testing.T) {
+	s := openAt(t, t.TempDir(), guard.NewFakeClock(t0))
+	if err := s.WriteSnapshot("c", nil); err != nil {
+		t.Fatal(err)
+	}
+	data, at, err := s.ReadSnapshot("c")
+	if err != nil || data == nil || len(data) != 0 || !at.Equal(t0) {
+		t.Errorf("read back %v at %s: %v", data, at, err)
 	}
 }
 
@@ -243,21 +295,63 @@ func TestHistoryIsBounded(t *testing.T) {
 	}
 }
 
-func TestCorruptHistory(t *testing.T) {
+func TestHistorySkipsAndReportsBadLines(t *testing.T) {
 	dir := t.TempDir()
-	s := openAt(t, dir, guard.NewFakeClock(t0))
-	path := filepath.Join(dir, "c.history.jsonl")
-	os.WriteFile(path, []byte("{\"run\":1}\n{\"run\":2\n"), 0o600)
-	if _, err := s.History("c", 0); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "line 2 is not JSON") {
-		t.Fatalf("err = %v", err)
+	check := func(b json.RawMessage) error {
+		var r struct {
+			Run int `json:"run"`
+		}
+		if err := json.Unmarshal(b, &r); err != nil {
+			return fmt.Errorf("not a run record: %v", err)
+		}
+		return nil
 	}
-	os.WriteFile(path, []byte("not json\n"), 0o600)
-	if err := s.AppendHistory("c", map[string]int{"run": 3}); !errors.Is(err, ErrCorrupt) {
-		t.Fatalf("append over corrupt history: err = %v", err)
+	s := openAt(t, dir, guard.NewFakeClock(t0)).WithRecordCheck(check)
+	path := filepath.Join(dir, "c.history.jsonl")
+	content := "{\"run\":1}\n{\"run\":2\n[3]\n{\"run\":\"four\"}\nnull\n{\"run\":6}\n"
+	os.WriteFile(path, []byte(content), 0o600)
+	for range 2 { // reading changes nothing: the second read says the same
+		recs, err := s.History("c", 0)
+		var se *SkippedError
+		if !errors.As(err, &se) || !errors.Is(err, ErrCorrupt) {
+			t.Fatalf("err = %v, want a SkippedError", err)
+		}
+		for _, want := range []string{"skipped 4 bad lines", "line 2: not JSON", "line 3: not a JSON object", "line 4: not a run record", "and 1 more"} {
+			if !strings.Contains(err.Error(), want) {
+				t.Errorf("error %q lacks %q", err, want)
+			}
+		}
+		if len(recs) != 2 || string(recs[0]) != `{"run":1}` || string(recs[1]) != `{"run":6}` {
+			t.Errorf("records %s, want runs 1 and 6", recs)
+		}
+		if b, _ := os.ReadFile(path); string(b) != content {
+			t.Fatalf("History changed the file: %q", b)
+		}
+	}
+	last, _ := s.History("c", 1)
+	if len(last) != 1 || string(last[0]) != `{"run":6}` {
+		t.Errorf("last good record = %s", last)
+	}
+
+	// The next append keeps the good records and moves the old file aside.
+	err := s.AppendHistory("c", map[string]int{"run": 7})
+	var se *SkippedError
+	if !errors.As(err, &se) || se.MovedTo != path+".corrupt-20261129T193000Z" || !strings.Contains(err.Error(), "kept as c.history.jsonl.corrupt-20261129T193000Z") {
+		t.Fatalf("append over bad lines: err = %v", err)
+	}
+	if moved, _ := os.ReadFile(se.MovedTo); string(moved) != content {
+		t.Errorf("moved file holds %q", moved)
 	}
 	recs, err := s.History("c", 0)
-	if err != nil || len(recs) != 1 || string(recs[0]) != `{"run":3}` {
+	if err != nil || len(recs) != 3 || string(recs[2]) != `{"run":7}` {
 		t.Errorf("after append: %s %v", recs, err)
+	}
+}
+
+func TestAppendRefusesARecordThatIsNotAnObject(t *testing.T) {
+	s := openAt(t, t.TempDir(), guard.NewFakeClock(t0))
+	if err := s.AppendHistory("c", []int{1}); err == nil || !strings.Contains(err.Error(), "not a JSON object") {
+		t.Errorf("err = %v", err)
 	}
 }
 
