@@ -52,7 +52,8 @@ func StatePath(stateDir, name string) string {
 }
 
 // ReadState reads a contract's scheduler state. A missing file is a fresh
-// state and no error. A file that does not decode is moved aside to
+// state and no error. A file that does not decode or validate (another
+// version or contract, a negative count, an unknown result) is moved aside to
 // NAME.scheduler.json.corrupt-TIMESTAMP and the error (wrapping
 // ErrCorruptState) says where it went; the caller starts from a fresh state.
 // Other read errors are returned wrapped.
@@ -67,9 +68,9 @@ func ReadState(stateDir, name string) (SchedulerState, error) {
 		return fresh, fmt.Errorf("read scheduler state %s: %w", path, err)
 	}
 	var st SchedulerState
-	if err := json.Unmarshal(b, &st); err != nil || st.Version != stateVersion {
+	if err := json.Unmarshal(b, &st); err != nil || st.validate(name) != nil {
 		if err == nil {
-			err = fmt.Errorf("unknown version %d", st.Version)
+			err = st.validate(name)
 		}
 		aside := fmt.Sprintf("%s.corrupt-%s", path, time.Now().UTC().Format("20060102T150405.000000000"))
 		if rerr := os.Rename(path, aside); rerr != nil {
@@ -81,7 +82,29 @@ func ReadState(stateDir, name string) (SchedulerState, error) {
 	return st, nil
 }
 
-// ErrCorruptState is wrapped when a scheduler state file did not decode.
+// validate checks a state read back for contract name: this build's
+// version, the contract's own file, no negative count, a known result.
+func (st *SchedulerState) validate(name string) error {
+	switch {
+	case st.Version != stateVersion:
+		return fmt.Errorf("unknown version %d", st.Version)
+	case st.Contract != "" && st.Contract != name:
+		return fmt.Errorf("scheduler state of contract %q", st.Contract)
+	case st.ConsecutiveFailed < 0:
+		return fmt.Errorf("consecutive_failed: negative count %d", st.ConsecutiveFailed)
+	case st.SkippedOverlap < 0:
+		return fmt.Errorf("skipped_overlap: negative count %d", st.SkippedOverlap)
+	}
+	switch st.LastResult {
+	case "", ResultOK, ResultFailed, ResultSkippedOverlap, ResultCancelled:
+	default:
+		return fmt.Errorf("last_result: unknown result %q", st.LastResult)
+	}
+	return nil
+}
+
+// ErrCorruptState is wrapped when a scheduler state file did not decode or
+// failed validation.
 var ErrCorruptState = errors.New("corrupt scheduler state")
 
 // writeState writes the state atomically (store.WriteAtomic: temp file,
