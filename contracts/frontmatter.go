@@ -627,7 +627,8 @@ func (y *yamlDec) decodeTargets(n ast.Node, into map[string]*Target) {
 
 func validSSHAddr(s string) bool {
 	user, host, ok := strings.Cut(s, "@")
-	if !ok || user == "" || host == "" || strings.ContainsAny(s, " \t") {
+	if !ok || user == "" || host == "" || strings.ContainsAny(host, "@/") ||
+		strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
 		return false
 	}
 	if h, port, ok := strings.Cut(host, ":"); ok && !strings.HasPrefix(host, "[") {

@@ -36,3 +36,17 @@ func TestVarLint(t *testing.T) {
 		t.Fatalf("a reference in double quotes (and a quote after it) is clean: %s", ds)
 	}
 }
+
+// An inventory's ssh address is data: one user, one host, no control
+// characters.
+func TestSSHAddressIsOneUserAndHost(t *testing.T) {
+	for _, addr := range []string{`"root@h\nx"`, `"root@a@b"`, `"root@h/x"`, `"root@h\u0000"`} {
+		src := "---\nname: v\nruntime_contract: 2\ntargets:\n  t: {ssh: " + addr + "}\n---\n"
+		if _, ds := Parse("v.md", []byte(src), Options{}); !strings.Contains(ds.String(), "targets.t.ssh: expected user@host") {
+			t.Errorf("ssh: %s accepted: %s", addr, ds)
+		}
+	}
+	if _, ds := Parse("v.md", []byte("---\nname: v\nruntime_contract: 2\ntargets:\n  t: {ssh: \"root@[::1]:2222\"}\n---\n"), Options{}); strings.Contains(ds.String(), "targets.t.ssh") {
+		t.Errorf("an IPv6 address was refused: %s", ds)
+	}
+}
