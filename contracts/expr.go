@@ -91,6 +91,16 @@ type compiled struct {
 	idents []ident
 }
 
+// calls reports whether the expression calls the named function.
+func (c *compiled) calls(name string) bool {
+	for _, id := range c.idents {
+		if id.Name == name && id.Call {
+			return true
+		}
+	}
+	return false
+}
+
 type cacheKey struct {
 	text  string
 	value bool

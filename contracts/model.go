@@ -136,6 +136,29 @@ type BlastRadius struct {
 	MinUnits   int
 }
 
+// AlertOn values.
+const (
+	AlertOnChange   = "change"   // every incident message and every repair (the default)
+	AlertOnRepair   = "repair"   // repairs and escalations only
+	AlertOnCritical = "critical" // incidents below critical are recorded, not sent
+)
+
+// CrashLoop.Then values.
+const (
+	CrashLoopAlert    = "alert"
+	CrashLoopEscalate = "escalate"
+)
+
+// Escalation-table actions: the first word of the Action cell.
+const (
+	EscalateLog      = "log"      // record only
+	EscalateRelay    = "relay"    // one incident per critical agent (per degraded agent when none is critical)
+	EscalateAlert    = "alert"    // one incident for the row
+	EscalatePage     = "page"     // as alert
+	EscalateEscalate = "escalate" // as alert
+	EscalateRecover  = "recover"  // record only: the run's repairs are the answer
+)
+
 // CrashLoop turns repairs into alerts when a unit restarts too often.
 type CrashLoop struct {
 	MaxRestarts int
@@ -295,7 +318,11 @@ type ActionRow struct {
 	On        string // target the command runs on (defaults to the stage's)
 	Guard     ActionGuard
 	Tier      int // 0 = no tier; rows of one condition key ordered by occurrence
-	Pos       Pos
+	// CallsRestarts is set when the condition calls restarts(): the row
+	// watches for a crash loop itself, so the crash-loop guard's own alert
+	// would say the same thing twice.
+	CallsRestarts bool
+	Pos           Pos
 }
 
 // ActionGuard overrides contract guards for one action row. Zero means inherit.

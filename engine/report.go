@@ -41,8 +41,11 @@ type AgentReport struct {
 	ReportOnly bool               `json:"report_only,omitempty"`
 	// Failing is set once hysteresis counts the agent as failing: an
 	// unreachable agent past unreachable_after counts as critical.
-	Failing bool     `json:"failing,omitempty"`
-	Stages  []string `json:"stages"`
+	Failing bool `json:"failing,omitempty"`
+	// BeforeRepair is the agent's severity before this run's repairs, when
+	// a verified repair changed it (Severity is the state after).
+	BeforeRepair contracts.Severity `json:"before_repair,omitzero"`
+	Stages       []string           `json:"stages"`
 }
 
 // Stage statuses.
@@ -65,6 +68,8 @@ type StageReport struct {
 	Status   string             `json:"status"` // ok, failed, skipped (gate: ID), unreachable
 	Reason   string             `json:"reason,omitempty"`
 	Steps    []*StepReport      `json:"steps"`
+	// Verify is the stage probed again after a repair, when it was.
+	Verify *StageReport `json:"verify,omitempty"`
 }
 
 // StepReport is what one step saw and how it was judged.
@@ -89,13 +94,16 @@ type ActionReport struct {
 	Agent     string   `json:"agent"`
 	Stage     string   `json:"stage"`
 	Condition string   `json:"condition"`
+	Kind      string   `json:"kind"` // the row's kind: repair, log, monitor, alert, escalate
 	Action    string   `json:"action"`
-	Status    string   `json:"status"` // ran, failed, pending, blocked, report-only, dry-run, alert, escalate, logged, monitor, remediated, remediation-failed
+	Status    string   `json:"status"` // ran, failed, merged, pending, blocked, report-only, dry-run, alert, escalate, logged, monitor
 	Reason    string   `json:"reason"`
 	Guard     string   `json:"guard,omitempty"`
 	Trace     []string `json:"trace,omitempty"`
 	ExitCode  *int     `json:"exit_code,omitempty"`
 	Verify    string   `json:"verify,omitempty"` // remediated | remediation failed
+	// PendingSince is when a pending repair was first held back.
+	PendingSince time.Time `json:"pending_since,omitzero"`
 }
 
 // AlertReport is one message of the run (an incident's open, reminder or
@@ -105,7 +113,8 @@ type AlertReport struct {
 	Key       string `json:"key"`
 	Agent     string `json:"agent,omitempty"`
 	Condition string `json:"condition"`
-	Kind      string `json:"kind"` // open, reminder, resolved, repair, escalate, holddown
+	Kind      string `json:"kind"`               // open, reminder, resolved, repair, escalate, holddown
+	Severity  string `json:"severity,omitempty"` // the unit's severity the message carries
 	Text      string `json:"text"`
 	// Retry marks a message of an earlier run that this run retried from
 	// the outbox; Time is when it was composed.

@@ -57,11 +57,12 @@ func (r *run) snapshot(prev map[string]any) map[string]any {
 }
 
 func (r *run) gateStatus(k *contracts.MaintainedKey) any {
-	for _, sr := range r.runs {
+	for _, sr := range r.stages {
 		if !sr.stage.Gate || sr.report.Status == StatusSkipped {
 			continue
 		}
-		ok := sr.report.Severity == contracts.SeverityHealthy || sr.report.Severity == contracts.SeverityDegraded
+		sev := sr.current().report.Severity
+		ok := sev == contracts.SeverityHealthy || sev == contracts.SeverityDegraded
 		if ok && slices.Contains(k.Enum, "healthy") {
 			return "healthy"
 		}
@@ -99,10 +100,11 @@ func (r *run) agentSnapshots(prev map[string]any) map[string]any {
 	for agent, ar := range r.rep.Agents {
 		var runs []*stageRun
 		env := map[string]any{}
-		for _, sr := range r.runs {
+		for _, sr := range r.stages {
 			if sr.agent == agent {
-				runs = append(runs, sr)
-				for k, v := range sr.env {
+				cur := sr.current()
+				runs = append(runs, cur)
+				for k, v := range cur.env {
 					env[k] = v
 				}
 			}

@@ -349,6 +349,15 @@ func (c *Chain) RecordVerify(u *Unit, cond string, remediated bool) {
 	k.FailedRepairs++
 }
 
+// SettleHealthy records that a repair was verified to leave the unit
+// healthy: the unit counts healthy again at once, without waiting for
+// RecoverAfter healthy runs, because the repair is why it changed.
+func (c *Chain) SettleHealthy(u *Unit) {
+	u.State, u.Severity = StateOK, contracts.SeverityHealthy
+	u.Failing, u.Unreachable = 0, 0
+	u.Healthy = max(u.Healthy, 1)
+}
+
 // RecordEscalated marks cond as escalated: repairs stop until it clears or
 // Reset. It reports whether the mark is new, so the engine pages once.
 func (c *Chain) RecordEscalated(u *Unit, cond string) bool {

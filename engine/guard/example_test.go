@@ -35,7 +35,7 @@ func Example() {
 		case guard.StatusPending:
 			chain.RecordPending(unit, "response_pipeline=blocked")
 		}
-		a := incidents.Observe(guard.IncidentKey("zulip-health", "abiba", "response_pipeline=blocked"), settled.Failing, "")
+		a := incidents.Observe(guard.IncidentKey("zulip-health", "abiba", "response_pipeline=blocked"), settled.Failing, "", guard.Incident{Agent: "abiba", Condition: "response_pipeline=blocked"})
 		fmt.Printf("alert: %q\n", a.Send)
 		clock.Advance(3 * time.Minute)
 	}

@@ -14,8 +14,29 @@ const (
 	SendResolved = "resolved"
 )
 
+// Incident sources: what raised an incident, which decides when it may
+// resolve (see the engine's alert phase).
+const (
+	SourceRelay    = "relay"    // a unit relayed by the escalation table (or by default)
+	SourceRow      = "row"      // an alert or escalate row of an action table
+	SourceGuard    = "guard"    // a guard: crash loop, repairs exhausted, circuit open
+	SourceGate     = "gate"     // a gate stage that is down
+	SourceContract = "contract" // a contract-wide row of the escalation table
+)
+
+// AllUnits is the agent part of an incident that belongs to the whole
+// contract (an escalation-table alert, the circuit breaker).
+const AllUnits = "*"
+
 // Incident is one alert incident, keyed by (contract, agent, condition).
 type Incident struct {
+	// Agent and Condition are the key's parts, kept so nothing has to
+	// split a key to know whose incident it is ("*" is the whole contract).
+	Agent     string `json:"agent"`
+	Condition string `json:"condition"`
+	// Source says what raised it (Source*); Severity what it was raised at.
+	Source     string    `json:"source,omitempty"`
+	Severity   string    `json:"severity,omitempty"`
 	OpenedAt   time.Time `json:"opened_at"`
 	LastSent   time.Time `json:"last_sent"`
 	Reminders  int       `json:"reminders,omitempty"`
@@ -69,25 +90,28 @@ func (p Incidents) interval(n int) time.Duration {
 }
 
 // Observe records whether the condition behind key is active this run and
-// returns what to send. hold, when not empty, says why nothing is sent for
-// an active condition (the unit's gate is down, it is inside a maintenance
-// window): no incident opens and an open one sends no reminder, but it
-// still resolves when the condition clears. The engine must not call
+// returns what to send; a new incident starts as a copy of open (its
+// agent, condition, source and severity). hold, when not empty, says why
+// nothing is sent for an active condition (the unit's gate is down, it is
+// inside a maintenance window, another incident of the unit speaks for it):
+// no incident opens and an open one sends no reminder, but it still
+// resolves when the condition clears. The engine must not call
 // Observe for a unit whose settled severity is unknown: unknown neither
 // opens nor resolves.
-func (p Incidents) Observe(key string, active bool, hold string) Action {
+func (p Incidents) Observe(key string, active bool, hold string, open Incident) Action {
 	now := p.Clock.Now()
 	inc := p.State[key]
-	open := inc != nil && !inc.Resolved
+	isOpen := inc != nil && !inc.Resolved
 	switch {
-	case active && !open:
+	case active && !isOpen:
 		if hold != "" {
 			return Action{Key: key, Reason: "not opened: " + hold}
 		}
-		inc = &Incident{OpenedAt: now, LastSent: now}
+		inc = &open
+		inc.OpenedAt, inc.LastSent = now, now
 		p.State[key] = inc
 		return Action{Send: SendOpen, Key: key, Incident: *inc, Reason: "opened"}
-	case active && open:
+	case active && isOpen:
 		if hold != "" {
 			return Action{Key: key, Incident: *inc, Reason: fmt.Sprintf("open since %s; no reminder: %s", stamp(inc.OpenedAt), hold)}
 		}
@@ -98,7 +122,7 @@ func (p Incidents) Observe(key string, active bool, hold string) Action {
 		inc.Reminders++
 		inc.LastSent = now
 		return Action{Send: SendReminder, Key: key, Incident: *inc, Reason: fmt.Sprintf("still open since %s (reminder %d)", stamp(inc.OpenedAt), inc.Reminders)}
-	case !active && open:
+	case !active && isOpen:
 		inc.Resolved, inc.ResolvedAt, inc.LastSent = true, now, now
 		return Action{Send: SendResolved, Key: key, Incident: *inc, Reason: fmt.Sprintf("resolved after %s", now.Sub(inc.OpenedAt).Round(time.Second))}
 	}

@@ -67,7 +67,7 @@ func TestIncidents(t *testing.T) {
 				if o.held {
 					hold = "its gate is down"
 				}
-				if a := p.Observe(key, o.active, hold); a.Send != o.want {
+				if a := p.Observe(key, o.active, hold, Incident{}); a.Send != o.want {
 					t.Fatalf("run %d at +%s: send %q, want %q (%s)", i, o.at, a.Send, o.want, a.Reason)
 				}
 			}
@@ -79,16 +79,16 @@ func TestIncidentActionsCarryTheStory(t *testing.T) {
 	clock := NewFakeClock(t0)
 	p := Incidents{State: map[string]*Incident{}, Clock: clock}
 	key := IncidentKey("zulip-health", "koby", "")
-	p.Observe(key, true, "")
+	p.Observe(key, true, "", Incident{})
 	clock.Advance(4 * time.Hour)
-	if a := p.Observe(key, true, ""); a.Incident.Reminders != 1 || !strings.Contains(a.Reason, "still open since 2026-11-29T19:00:00Z (reminder 1)") {
+	if a := p.Observe(key, true, "", Incident{}); a.Incident.Reminders != 1 || !strings.Contains(a.Reason, "still open since 2026-11-29T19:00:00Z (reminder 1)") {
 		t.Errorf("reminder: %+v", a)
 	}
 	if got := p.Open(); len(got) != 1 || got[0] != "zulip-health/koby/" {
 		t.Errorf("open = %v", got)
 	}
 	clock.Advance(90 * time.Minute)
-	a := p.Observe(key, false, "")
+	a := p.Observe(key, false, "", Incident{})
 	if a.Reason != "resolved after 5h30m0s" || !a.Incident.Resolved {
 		t.Errorf("resolve: %+v", a)
 	}

@@ -207,6 +207,7 @@ func TestPickTier(t *testing.T) {
 		{name: "second attempt takes tier 2", tiers: []int{1, 2, 3}, attempts: 1, want: 1},
 		{name: "past the last tier stays on it", tiers: []int{1, 2, 3}, attempts: 7, want: 2},
 		{name: "order of rows does not matter", tiers: []int{3, 1, 2}, attempts: 1, want: 2},
+		{name: "a gap in the numbering is only an order", tiers: []int{1, 3}, attempts: 1, want: 1},
 		{name: "untiered single row", tiers: []int{0}, attempts: 4, want: 0},
 		{name: "no rows", tiers: nil, attempts: 0, want: -1},
 	}

@@ -162,21 +162,18 @@ func (u *Unit) sortedConditions() []string {
 
 // PickTier returns the index into tiers (the Tier numbers of the action rows
 // that share one condition, in any order) of the row to run after attempts
-// earlier repairs: the row whose tier is attempts+1, else the highest tier
-// not above it, else the lowest. It returns -1 when tiers is empty.
+// earlier repairs. Tiers order the rows: the first attempt runs the lowest
+// tier, the next attempt the next one, and the highest tier repeats; gaps in
+// the numbering do not matter (tiers 1 and 3 are a first and a second row).
+// Rows with the same tier keep their order. It returns -1 when tiers is empty.
 func PickTier(tiers []int, attempts int) int {
-	best, lowest := -1, -1
-	want := attempts + 1
-	for i, t := range tiers {
-		if lowest < 0 || t < tiers[lowest] {
-			lowest = i
-		}
-		if t <= want && (best < 0 || t > tiers[best]) {
-			best = i
-		}
+	if len(tiers) == 0 {
+		return -1
 	}
-	if best < 0 {
-		return lowest
+	order := make([]int, len(tiers))
+	for i := range order {
+		order[i] = i
 	}
-	return best
+	sort.SliceStable(order, func(a, b int) bool { return tiers[order[a]] < tiers[order[b]] })
+	return order[min(max(attempts, 0), len(order)-1)]
 }

@@ -74,7 +74,7 @@ func TestGuardsSurviveRestart(t *testing.T) {
 			t.Fatalf("first run: %s", v)
 		}
 		chain.RecordRepair(u, cond, 0)
-		if a := chain.Incidents(l.Incidents).Observe(key, set.Failing, ""); a.Send != guard.SendOpen {
+		if a := chain.Incidents(l.Incidents).Observe(key, set.Failing, "", guard.Incident{}); a.Send != guard.SendOpen {
 			t.Fatalf("incident: %+v", a)
 		}
 		l.Outbox.Queue = append(l.Outbox.Queue, notify.Queued{Notifier: "zulip", Message: notify.Message{Contract: "zulip-health", Kind: notify.KindOpen, Text: "abiba critical"}, Attempts: 1, Since: t0})
@@ -96,7 +96,7 @@ func TestGuardsSurviveRestart(t *testing.T) {
 	if v.Status != guard.StatusPending || v.Guard != guard.GuardDebounce {
 		t.Errorf("after restart the debounce was forgotten: %s", v)
 	}
-	if a := chain.Incidents(l.Incidents).Observe(key, set.Failing, ""); a.Send != guard.SendNothing {
+	if a := chain.Incidents(l.Incidents).Observe(key, set.Failing, "", guard.Incident{}); a.Send != guard.SendNothing {
 		t.Errorf("after restart the incident alerted again: %+v", a)
 	}
 	if len(l.Outbox.Queue) != 1 || l.Outbox.Queue[0].Message.Text != "abiba critical" {

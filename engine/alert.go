@@ -1,0 +1,376 @@
+package engine
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine/guard"
+	"github.com/contractd/contractd/engine/notify"
+)
+
+// intent is an incident the run raises: a unit's relay, an alert or
+// escalate row, a guard (crash loop, repairs exhausted, circuit open), a
+// gate that is down, or a contract-wide escalation row.
+type intent struct {
+	unit      *unit     // nil for a gate or the whole contract
+	stage     *stageRun // the stage whose row or guard raised it
+	row       *contracts.ActionRow
+	source    string // guard.Source*
+	agent     string // the incident's owner: unit name, gate id, or "*"
+	condition string
+	severity  contracts.Severity
+	text      string
+	// pages is set for escalations (an escalate row, repairs exhausted, a
+	// crash loop with `then: escalate`): they page even under
+	// `alert_on: repair`.
+	pages bool
+}
+
+// raise records an incident intent for this run; the first intent for a key
+// wins.
+func (r *run) raise(in *intent) {
+	if in.agent == "" {
+		in.agent = guard.AllUnits
+		if in.unit != nil {
+			in.agent = in.unit.name()
+		}
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	key := guard.IncidentKey(r.c.Name, in.agent, in.condition)
+	if _, ok := r.intents[key]; !ok {
+		r.intents[key] = in
+	}
+}
+
+// alert is the fourth phase. It decides every incident of the run from the
+// units' state after their repairs:
+//
+//   - an incident opens once (one message), reminds after the repeat
+//     interval, and resolves exactly once;
+//   - a unit's relay is held while another incident of the same unit speaks
+//     for it (its alert row, the crash-loop guard, an escalation), so a
+//     more specific message replaces it instead of resolving it;
+//   - an incident whose condition is gone resolves only when its unit is
+//     observed and no longer failing: never because a different row or
+//     guard took over, and never for a unit the run could not see;
+//   - a unit repaired and verified healthy in this run opens nothing: one
+//     message says what was repaired (a resolve, when an incident was open).
+func (r *run) alert() {
+	for _, sr := range r.stages {
+		if sr.stage.Gate && sr.report.Status != StatusSkipped && !r.gateOK && sr.id == r.downGate {
+			r.raise(&intent{source: guard.SourceGate, agent: sr.id, condition: "down", severity: contracts.SeverityCritical,
+				text: fmt.Sprintf("gate %s is down (%s); the stages after it are skipped", sr.id, stageSummary(sr))})
+		}
+	}
+	if r.gateOK {
+		r.escalate()
+	}
+	for key, in := range r.intents {
+		// A row's alert is judged on the unit as it is now: a repair that
+		// cleared the row's condition leaves nothing to say about it.
+		if in.source == guard.SourceRow && in.stage != nil && in.stage.verified != nil && !in.stage.holds(in.row) {
+			delete(r.intents, key)
+		}
+	}
+
+	inc := r.chain.Incidents(r.ledger.Incidents)
+	if r.e.opts.DryRun {
+		inc.State = cloneIncidents(r.ledger.Incidents)
+	}
+	speaks := map[string]string{} // unit → the non-relay incident that speaks for it
+	for _, key := range sortedKeys(r.intents) {
+		if in := r.intents[key]; in.unit != nil && in.source != guard.SourceRelay {
+			if _, ok := speaks[in.agent]; !ok {
+				speaks[in.agent] = in.condition
+			}
+		}
+	}
+	for _, key := range sortedKeys(r.intents) {
+		in := r.intents[key]
+		hold := ""
+		switch {
+		case !r.gateOK && in.agent != r.downGate:
+			hold = "its gate is down"
+		case r.ledger.Window(in.agent, r.e.opts.Now()) != nil:
+			hold = r.ledger.Window(in.agent, r.e.opts.Now()).String()
+		case in.source == guard.SourceRelay && speaks[in.agent] != "":
+			hold = "covered by " + speaks[in.agent]
+		}
+		act := inc.Observe(key, true, hold, guard.Incident{Agent: in.agent, Condition: in.condition, Source: in.source, Severity: in.severity.String()})
+		r.announce(act, in, in.severity)
+	}
+	for _, key := range sortedKeys(openSet(inc)) {
+		if _, active := r.intents[key]; active {
+			continue
+		}
+		i := inc.State[key]
+		in := &intent{agent: i.Agent, condition: i.Condition, source: i.Source}
+		_ = in.severity.UnmarshalText([]byte(i.Severity))
+		ok, why := r.mayResolve(in)
+		if !ok {
+			continue
+		}
+		act := inc.Observe(key, false, "", *i)
+		in.text = why
+		r.announce(act, in, r.severityNow(in))
+	}
+	for _, u := range r.units {
+		if len(u.repairs) > 0 && !u.told {
+			// No incident message told this repair: it gets its own.
+			cond := u.repairs[0].row.Condition
+			r.queue(notify.Message{Contract: r.c.Name, Agent: u.name(), Condition: cond, Kind: notify.KindRepair, Severity: u.final.String(), Text: r.repairText(u)},
+				&AlertReport{Key: guard.IncidentKey(r.c.Name, u.name(), cond), Agent: u.name(), Condition: cond, Kind: notify.KindRepair, Severity: u.final.String()})
+		}
+	}
+	if !r.e.opts.DryRun {
+		inc.Prune(30 * 24 * time.Hour)
+	}
+}
+
+// mayResolve decides whether an open incident whose condition is not active
+// this run resolves now, and the message that says so.
+func (r *run) mayResolve(in *intent) (bool, string) {
+	if in.agent == guard.AllUnits {
+		return r.gateOK, fmt.Sprintf("%s cleared", in.condition)
+	}
+	for _, sr := range r.stages {
+		if sr.stage.Gate && sr.id == in.agent {
+			return sr.report.Status != StatusSkipped && sr.id != r.downGate, fmt.Sprintf("gate %s is up again", sr.id)
+		}
+	}
+	u := r.unitOf(in.agent)
+	if u == nil {
+		return true, fmt.Sprintf("%s is no longer in the contract: %s closed", in.agent, in.condition)
+	}
+	in.unit = u
+	if !u.observed() || u.failing() {
+		return false, "" // unseen, or still failing: another row or guard speaks for it now
+	}
+	if in.source == guard.SourceRelay {
+		return true, fmt.Sprintf("%s is %s again (was %s)", u.name(), u.final, in.condition)
+	}
+	return true, fmt.Sprintf("%s: %s cleared (now %s)", u.name(), in.condition, u.final)
+}
+
+// severityNow is the severity a resolve message carries: the unit's.
+func (r *run) severityNow(in *intent) contracts.Severity {
+	if in.unit != nil {
+		return in.unit.final
+	}
+	return contracts.SeverityHealthy
+}
+
+func (r *run) unitOf(name string) *unit {
+	for _, u := range r.units {
+		if u.name() == name {
+			return u
+		}
+	}
+	return nil
+}
+
+// announce turns an incident decision into a message, unless nothing is to
+// be sent.
+func (r *run) announce(act guard.Action, in *intent, sev contracts.Severity) {
+	if act.Send == guard.SendNothing {
+		return
+	}
+	send := r.sendable(act.Send, in, sev)
+	text := in.text
+	if u := in.unit; u != nil && len(u.repairs) > 0 && send {
+		// The unit's repair is told once, in this message.
+		u.told = true
+		if act.Send == guard.SendResolved {
+			text = r.repairText(u)
+		} else {
+			text += "; " + r.repairText(u)
+		}
+	}
+	if in.agent == guard.AllUnits && act.Send != guard.SendResolved && send {
+		// A contract-wide message (the network is down, say) speaks for the
+		// units whose repairs no message has told yet.
+		var notes []string
+		for _, u := range r.units {
+			if len(u.repairs) > 0 && !u.told {
+				u.told = true
+				notes = append(notes, r.repairText(u))
+			}
+		}
+		if len(notes) > 0 {
+			text += "; " + strings.Join(notes, "; ")
+		}
+	}
+	if act.Send == guard.SendReminder {
+		text = fmt.Sprintf("%s (still open since %s)", text, act.Incident.OpenedAt.UTC().Format(time.RFC3339))
+	}
+	m := notify.Message{Contract: r.c.Name, Agent: in.agent, Condition: in.condition, Kind: act.Send, Severity: sev.String(), Text: text}
+	ar := &AlertReport{Key: act.Key, Agent: in.agent, Condition: in.condition, Kind: act.Send, Severity: sev.String()}
+	if !send {
+		r.record(m, ar, "alert_on: "+r.c.AlertOn+": recorded, not sent")
+		return
+	}
+	r.queue(m, ar)
+}
+
+// sendable reports whether alert_on lets a message reach the notifiers:
+// `change` sends every incident message and every repair; `repair` sends
+// repairs and escalations only; `critical` keeps incidents below critical
+// out (their resolves included).
+func (r *run) sendable(kind string, in *intent, sev contracts.Severity) bool {
+	if kind == notify.KindRepair || in != nil && in.pages {
+		return true
+	}
+	switch r.c.AlertOn {
+	case contracts.AlertOnRepair:
+		return false
+	case contracts.AlertOnCritical:
+		if kind == guard.SendResolved {
+			return in.severity == contracts.SeverityCritical || in.severity == contracts.SeverityUnreachable
+		}
+		return sev == contracts.SeverityCritical || sev == contracts.SeverityUnreachable
+	}
+	return true
+}
+
+// repairText says what the unit's repairs this run did, e.g. "repaired
+// abiba: response_pipeline=blocked → `pm2 restart abiba-zulip`, verified
+// healthy after 30s".
+func (r *run) repairText(u *unit) string {
+	var parts []string
+	for _, j := range u.repairs {
+		switch {
+		case j.report.Status == ActionFailed:
+			parts = append(parts, fmt.Sprintf("repair of %s failed: %s → `%s`: %s", u.name(), j.seen, j.command, j.report.Reason))
+		case j.report.Verify == guard.Remediated && u.final == contracts.SeverityHealthy:
+			parts = append(parts, fmt.Sprintf("repaired %s: %s → `%s`, verified healthy after %s", u.name(), j.seen, j.command, j.grace))
+		case j.report.Verify == guard.Remediated:
+			parts = append(parts, fmt.Sprintf("repaired %s: %s → `%s`, cleared after %s; still %s", u.name(), j.seen, j.command, j.grace, u.final))
+		default:
+			parts = append(parts, fmt.Sprintf("repair of %s did not help: %s → `%s`, still failing after %s", u.name(), j.seen, j.command, j.grace))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// escalate evaluates the escalation table over the run's aggregates; the
+// first matching row decides (docs/contract-format.md, "Escalation table").
+// Without a table, each critical agent is relayed.
+func (r *run) escalate() {
+	agg := r.aggregates()
+	env := r.env(scope{aggregates: agg})
+	action, message, cond := contracts.EscalateRelay, "", "critical"
+	matched := len(r.c.Escalation) == 0
+	for _, rule := range r.c.Escalation {
+		if ok, _ := evalBool(rule.Program, env); ok {
+			action, message, cond, matched = rule.Action, rule.Message, rule.Condition, true
+			break
+		}
+	}
+	if !matched {
+		return
+	}
+	switch action {
+	case contracts.EscalateLog, contracts.EscalateRecover:
+		r.logf("%s: escalation: %s", r.c.Name, nonEmpty(message, cond))
+	case contracts.EscalateRelay:
+		// Relay the critical agents; a row that matched with no agent
+		// critical (seed: "more than two degraded") relays the degraded.
+		relay := (*unit).critical
+		if agg["critical_count"] == 0 && len(r.c.Escalation) > 0 {
+			relay = func(u *unit) bool { return u.final == contracts.SeverityDegraded }
+		}
+		for _, u := range r.units {
+			if u.agent == "" || u.skipped || !relay(u) {
+				continue
+			}
+			r.raise(&intent{unit: u, source: guard.SourceRelay, condition: u.final.String(), severity: u.final,
+				text: fmt.Sprintf("%s is %s: %s", u.agent, u.final, unitSummary(u))})
+		}
+	default: // alert, page, escalate: one incident for the row
+		r.raise(&intent{source: guard.SourceContract, condition: cond, severity: contracts.SeverityCritical, text: nonEmpty(message, cond)})
+	}
+}
+
+// aggregates are the escalation table's names, from the units' final state.
+func (r *run) aggregates() map[string]any {
+	counts := map[contracts.Severity]int{}
+	critical := []any{}
+	agents := 0
+	for _, u := range r.units {
+		if u.agent == "" || u.skipped {
+			continue
+		}
+		agents++
+		sev := u.final
+		if u.critical() {
+			sev = contracts.SeverityCritical // unreachable past unreachable_after counts as critical
+			critical = append(critical, u.agent)
+		}
+		counts[sev]++
+	}
+	return map[string]any{
+		"critical_count":    counts[contracts.SeverityCritical],
+		"degraded_count":    counts[contracts.SeverityDegraded],
+		"unreachable_count": counts[contracts.SeverityUnreachable],
+		"healthy_count":     counts[contracts.SeverityHealthy],
+		"unknown_count":     counts[contracts.SeverityUnknown],
+		"agents":            agents,
+		"gate_ok":           r.gateOK,
+		"critical_agents":   critical,
+	}
+}
+
+func stageSummary(sr *stageRun) string {
+	var f []string
+	for _, st := range sr.report.Steps {
+		f = append(f, st.Findings...)
+	}
+	if len(f) == 0 {
+		return sr.report.Severity.String()
+	}
+	return strings.Join(f, "; ")
+}
+
+// unitSummary lists what the unit's stages found, as they are now.
+func unitSummary(u *unit) string {
+	var f []string
+	seen := map[string]bool{}
+	for _, sr := range u.stages {
+		for _, st := range sr.current().report.Steps {
+			for _, x := range st.Findings {
+				if !seen[x] {
+					seen[x] = true
+					f = append(f, x)
+				}
+			}
+		}
+	}
+	if len(f) > 4 {
+		f = append(f[:4], fmt.Sprintf("and %d more", len(f)-4))
+	}
+	if len(f) == 0 {
+		return u.final.String()
+	}
+	return strings.Join(f, "; ")
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+func openSet(inc guard.Incidents) map[string]bool {
+	out := map[string]bool{}
+	for _, k := range inc.Open() {
+		out[k] = true
+	}
+	return out
+}

@@ -1,0 +1,156 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/contractd/contractd/engine/guard"
+	"github.com/contractd/contractd/engine/notify"
+	"github.com/contractd/contractd/transports"
+)
+
+// outgoing is a message of this run and the alert it reports.
+type outgoing struct {
+	msg    notify.Message
+	report *AlertReport
+}
+
+// record adds an alert decision that is not sent (a dry run, or alert_on
+// keeps it back) to the report, saying why.
+func (r *run) record(m notify.Message, ar *AlertReport, why string) {
+	ar.Text = transports.Printable(transports.Redact(m.Text, r.redact))
+	ar.Error = why
+	r.mu.Lock()
+	r.rep.Alerts = append(r.rep.Alerts, ar)
+	r.mu.Unlock()
+}
+
+// queue adds m to the report and to the messages delivered at the end of
+// the run (nothing is sent in a dry run).
+func (r *run) queue(m notify.Message, ar *AlertReport) {
+	if m.Time.IsZero() {
+		m.Time = r.e.opts.Now()
+	}
+	// The text quotes what targets said: redacted, and printable for the
+	// chat, the log and the terminal it lands in.
+	m.Text = transports.Printable(transports.Redact(m.Text, r.redact))
+	if r.e.opts.DryRun {
+		r.record(m, ar, "dry-run: not sent")
+		return
+	}
+	ar.Text = m.Text
+	r.logf("%s", "alert: "+m.Line())
+	r.mu.Lock()
+	r.rep.Alerts = append(r.rep.Alerts, ar)
+	r.outgoing = append(r.outgoing, outgoing{msg: m, report: ar})
+	r.mu.Unlock()
+}
+
+// buildNotifiers builds one notifier per notify route, plus the engine's
+// own. A route that cannot be built stays in the list as a notifier whose
+// deliveries fail, so its messages are queued and retried like any other;
+// the reason is a run error and a log line.
+func (r *run) buildNotifiers() []notify.Notifier {
+	own, errs := notify.NewAll(r.c.Notify, r.e.opts.NotifyDeps)
+	for _, err := range errs {
+		r.rep.Errors = append(r.rep.Errors, "notify: "+err.Error())
+		r.logf("%s: notify: %v", r.c.Name, err)
+	}
+	return append(own, r.e.opts.Notifiers...)
+}
+
+// deliver is the fifth phase: it retries the outbox, then delivers this
+// run's messages to every route, and records per message and route what
+// happened. A failing route never fails the run nor stops another: its
+// messages stay in the ledger's outbox and are retried with backoff; its
+// failure is a run error, a log line, and an outcome in alerts[].
+func (r *run) deliver(ctx context.Context) {
+	if r.e.opts.DryRun || (len(r.outgoing) == 0 && len(r.ledger.Outbox.Queue) == 0) {
+		return
+	}
+	msgs := make([]notify.Message, len(r.outgoing))
+	for i, o := range r.outgoing {
+		msgs[i] = o.msg
+	}
+	sctx, cancel := context.WithTimeout(ctx, deliverTimeout)
+	defer cancel()
+	sender := notify.Sender{Notifiers: r.notifiers, Clock: clockFunc(r.e.opts.Now)}
+	deliveries := sender.Send(sctx, &r.ledger.Outbox, msgs...)
+
+	type routeTrouble struct {
+		queued, dropped int
+		err             string // the first error of an attempt, else the first error
+		tried           bool   // err is an attempt's
+		next            time.Time
+	}
+	trouble := map[string]*routeTrouble{}
+	var troubled []string
+	retried := map[notify.Message]*AlertReport{}
+	for _, d := range deliveries {
+		rd := RouteDelivery{Route: d.Route, Outcome: d.Outcome, Tried: d.Tried, Attempts: d.Attempts, NextAttempt: d.Next}
+		if d.Err != nil {
+			rd.Error = transports.Redact(d.Err.Error(), r.redact)
+		}
+		var ar *AlertReport
+		if d.Retry() {
+			if ar = retried[d.Message]; ar == nil {
+				m := d.Message
+				ar = &AlertReport{Key: guard.IncidentKey(m.Contract, m.Agent, m.Condition), Agent: m.Agent, Condition: m.Condition,
+					Kind: m.Kind, Text: m.Text, Retry: true, Time: m.Time, ReachedBefore: d.ReachedBefore}
+				retried[d.Message] = ar
+				r.rep.Alerts = append(r.rep.Alerts, ar)
+			}
+		} else {
+			ar = r.outgoing[d.Index].report
+		}
+		ar.Sent = (len(ar.Routes) == 0 || ar.Sent) && d.Outcome == notify.OutcomeDelivered
+		ar.Routes = append(ar.Routes, rd)
+		if d.Outcome == notify.OutcomeDelivered {
+			continue
+		}
+		t := trouble[d.Route]
+		if t == nil {
+			t = &routeTrouble{}
+			trouble[d.Route] = t
+			troubled = append(troubled, d.Route)
+		}
+		if t.err == "" || (d.Tried && !t.tried) {
+			t.err, t.tried = rd.Error, d.Tried
+		}
+		if d.Outcome == notify.OutcomeDropped {
+			t.dropped++
+			r.logf("%s: notify %s: dropped undeliverable message: %s", r.c.Name, d.Route, d.Message.Line())
+		} else {
+			t.queued++
+			t.next = d.Next
+		}
+	}
+	for _, o := range r.outgoing {
+		if ar := o.report; !ar.Sent && ar.Error == "" {
+			if len(ar.Routes) == 0 {
+				ar.Error = "no notify routes"
+			} else {
+				ar.Error = "not delivered: " + ar.Summary()
+			}
+		}
+	}
+	for _, name := range troubled {
+		t := trouble[name]
+		var what []string
+		if t.queued > 0 {
+			w := fmt.Sprintf("%d message(s) queued for retry", t.queued)
+			if t.next.After(r.e.opts.Now()) {
+				w += " after " + t.next.UTC().Format(time.RFC3339)
+			}
+			what = append(what, w)
+		}
+		if t.dropped > 0 {
+			what = append(what, fmt.Sprintf("%d message(s) dropped", t.dropped))
+		}
+		line := fmt.Sprintf("notify %s: %s: %s", name, strings.Join(what, ", "), t.err)
+		r.rep.Errors = append(r.rep.Errors, line)
+		r.logf("%s: %s", r.c.Name, line)
+	}
+}

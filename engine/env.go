@@ -1,0 +1,78 @@
+package engine
+
+import (
+	"github.com/contractd/contractd/steps"
+)
+
+// scope says what one evaluation sees. env builds the map for it; it is the
+// only place an expression environment is assembled, so a health cell, an
+// action condition, a verification and the escalation table read the same
+// names the same way (docs/contract-format.md, "The expression
+// environment").
+type scope struct {
+	// stage is the stage being judged; nil for the escalation table.
+	stage *stageRun
+	// steps are the stage's observations so far, visible by step id.
+	steps []*steps.Observation
+	// own is the step being judged (health cells): its fields are at the
+	// top level and win over every other name, so a row over a field
+	// called `restarts` reads the field.
+	own *steps.Observation
+	// merged puts every step's fields at the top level (later steps win)
+	// and the stage's severity beside them (action conditions); the
+	// engine's functions win over fields of the same name there, and a
+	// field stays reachable by its step id (`pm2.restarts`).
+	merged   bool
+	severity string
+	// aggregates are the escalation table's counts.
+	aggregates map[string]any
+}
+
+// env builds the environment for sc. Lowest to highest precedence: the
+// previous snapshot (`state`), the gates' steps by id, the stage's steps by
+// id, merged fields, the engine's functions (action conditions), the step's
+// own fields (health cells), then `vars`, `item`, `severity` and the
+// aggregates, which nothing shadows.
+func (r *run) env(sc scope) map[string]any {
+	n := 4 + len(r.gateValues) + len(sc.steps) + len(sc.aggregates)
+	if sc.own != nil {
+		n += len(sc.own.Values)
+	}
+	env := make(map[string]any, n)
+	env["state"] = r.state
+	env["restarts"] = r.restarts
+	for id, v := range r.gateValues {
+		env[id] = v
+	}
+	if sc.merged {
+		for _, o := range sc.steps {
+			for k, v := range o.Values {
+				env[k] = v
+			}
+		}
+	}
+	for _, o := range sc.steps {
+		env[o.StepID] = o.Values
+	}
+	if sc.merged {
+		env["restarts"] = r.restarts
+	}
+	if sc.own != nil {
+		for k, v := range sc.own.Values {
+			env[k] = v
+		}
+	}
+	if sr := sc.stage; sr != nil {
+		env["vars"] = sr.varsEnv
+		if sr.item != nil {
+			env["item"] = sr.item
+		}
+	}
+	if sc.severity != "" {
+		env["severity"] = sc.severity
+	}
+	for k, v := range sc.aggregates {
+		env[k] = v
+	}
+	return env
+}

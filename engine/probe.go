@@ -1,0 +1,367 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/steps"
+	"github.com/contractd/contractd/transports"
+)
+
+// probe is the first phase of a run: gate stages first, in order, then
+// every other stage concurrently (at most Parallel at once). A gate that is
+// not healthy or degraded skips every stage after it in the contract; one
+// stage failing, hanging or unreachable never blocks another.
+func (r *run) probe(ctx context.Context) {
+	r.gateOK = true
+	gateIndex := -1
+	for i, sr := range r.stages {
+		if !sr.stage.Gate {
+			continue
+		}
+		if !r.gateOK {
+			sr.skip("gate: " + r.downGate)
+			continue
+		}
+		r.probeStage(ctx, sr)
+		for _, o := range sr.obs {
+			r.gateValues[o.StepID] = o.Values
+		}
+		if s := sr.report.Severity; s != contracts.SeverityHealthy && s != contracts.SeverityDegraded {
+			r.gateOK, r.downGate, gateIndex = false, sr.id, i
+		}
+	}
+	release := r.releaser()
+	sem := make(chan struct{}, r.e.opts.Parallel)
+	var wg sync.WaitGroup
+	for i, sr := range r.stages {
+		if sr.stage.Gate {
+			continue
+		}
+		if !r.gateOK && i > gateIndex {
+			sr.skip("gate: " + r.downGate)
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case sem <- struct{}{}:
+			case <-ctx.Done():
+				sr.skip("run deadline")
+				return
+			}
+			defer func() { <-sem }()
+			r.probeStage(ctx, sr)
+			release(sr)
+		}()
+	}
+	wg.Wait()
+	for _, sr := range r.stages {
+		r.rep.Stages = append(r.rep.Stages, sr.report)
+	}
+	r.rep.GateOK = r.gateOK
+}
+
+// probeStage runs a stage's steps in order. Consecutive exec steps on one
+// target travel as one batch; once a target is unreachable, later steps on
+// it are unreachable too without another attempt.
+func (r *run) probeStage(ctx context.Context, sr *stageRun) {
+	sr.report.Target = describeTarget(r.c, sr.target)
+	unreachable := map[string]error{}
+	list := sr.stage.Steps
+	for i := 0; i < len(list); {
+		step := list[i]
+		if !steps.IsExec(step.Kind) {
+			sr.record(r, step, r.probeNative(ctx, sr, step))
+			i++
+			continue
+		}
+		tgt := sr.targetName(step)
+		j := i + 1
+		for j < len(list) && steps.IsExec(list[j].Kind) && sr.targetName(list[j]) == tgt {
+			j++
+		}
+		batch := list[i:j]
+		for k, o := range r.execBatch(ctx, sr, tgt, batch, unreachable) {
+			sr.record(r, batch[k], o)
+		}
+		i = j
+	}
+	sr.finish(r)
+}
+
+// execBatch runs consecutive exec steps on one target as one batch. A
+// transport error makes every step that did not finish unreachable, however
+// many steps the batch holds; steps that finished before a session died
+// keep their results.
+func (r *run) execBatch(ctx context.Context, sr *stageRun, tgt string, batch []*contracts.Step, unreachable map[string]error) []*steps.Observation {
+	out := make([]*steps.Observation, len(batch))
+	fail := func(err error) []*steps.Observation {
+		for k, st := range batch {
+			out[k] = steps.FromResult(st, transports.Result{}, err)
+		}
+		return out
+	}
+	if err, ok := unreachable[tgt]; ok {
+		return fail(err)
+	}
+	tr, err := r.e.opts.Opener.Open(r.c, tgt)
+	if err != nil {
+		unreachable[tgt] = fmt.Errorf("%w: %v", transports.ErrUnreachable, err)
+		return fail(unreachable[tgt])
+	}
+	cmds := make([]transports.Command, len(batch))
+	for k, st := range batch {
+		cmds[k] = steps.ExecCommand(st, sr.vars, r.secrets, r.e.stepTimeout(st))
+	}
+	bctx, cancel := context.WithTimeout(ctx, batchDeadline(cmds))
+	defer cancel()
+	start := time.Now()
+	var results []transports.Result
+	if len(cmds) == 1 {
+		var res transports.Result
+		if res, err = tr.Exec(bctx, cmds[0]); err != nil {
+			res.NotRun = true // one step: a transport error means it did not run
+		}
+		results = []transports.Result{res}
+	} else {
+		results, err = tr.ExecBatch(bctx, cmds)
+	}
+	if err != nil {
+		if !errors.Is(err, transports.ErrUnreachable) {
+			err = fmt.Errorf("%w: %v", transports.ErrUnreachable, err)
+		}
+		unreachable[tgt] = err
+		if len(results) != len(batch) {
+			return fail(err)
+		}
+		for k, st := range batch {
+			if results[k].NotRun {
+				out[k] = steps.FromResult(st, transports.Result{}, err)
+			} else {
+				out[k] = steps.FromResult(st, results[k], nil)
+			}
+		}
+		return out
+	}
+	for k, st := range batch {
+		var res transports.Result
+		if k < len(results) {
+			res = results[k]
+		}
+		if res.Duration == 0 && len(batch) == 1 {
+			res.Duration = time.Since(start)
+		}
+		out[k] = steps.FromResult(st, res, nil)
+	}
+	return out
+}
+
+// probeNative runs an http or tcp step, from an ssh target's vantage point
+// when it has via=.
+func (r *run) probeNative(ctx context.Context, sr *stageRun, step *contracts.Step) *steps.Observation {
+	probe, ok := steps.Probers[step.Kind]
+	if !ok {
+		return steps.FromResult(step, transports.Result{ExitCode: 1, Stderr: "unknown step kind " + step.Kind}, nil)
+	}
+	var d steps.Dialer
+	if step.Via != "" {
+		var err error
+		if d, err = r.e.opts.Opener.Dialer(r.c, expandAttr(step.Via, sr.vars)); err != nil {
+			return steps.FromResult(step, transports.Result{}, fmt.Errorf("%w: %v", transports.ErrUnreachable, err))
+		}
+	}
+	sctx, cancel := context.WithTimeout(ctx, r.e.stepTimeout(step))
+	defer cancel()
+	return probe(sctx, step, steps.WithSecrets(sr.vars, r.secrets), d)
+}
+
+// record judges a step with its table, in the environment of everything
+// seen so far, and adds it to the stage report.
+func (sr *stageRun) record(r *run, step *contracts.Step, o *steps.Observation) {
+	redactObservation(o, r.redact)
+	steps.Evaluate(step, o, r.env(scope{stage: sr, steps: sr.obs, own: o}))
+	sr.obs = append(sr.obs, o)
+	rep := &StepReport{
+		ID: step.ID, Kind: step.Kind, Severity: o.Severity,
+		DurationMS: o.Duration.Milliseconds(),
+		Findings:   append([]string{}, o.Findings...),
+		HTTPStatus: o.HTTPStatus,
+		Values:     tableValues(step, o),
+	}
+	if code, ok := o.Values["exit_code"].(int); ok {
+		rep.ExitCode = code
+	}
+	if to, ok := o.Values["timed_out"].(bool); ok {
+		rep.TimedOut = to
+	}
+	if o.Err != nil {
+		rep.Error = o.Err.Error()
+	}
+	rep.Note = o.Result.Note
+	rep.Stdout = truncate(o.Result.Stdout, 2048)
+	rep.Stderr = truncate(o.Result.Stderr, 2048)
+	sr.report.Steps = append(sr.report.Steps, rep)
+	if r.e.opts.Progress != nil {
+		r.e.opts.Progress(Event{Stage: sr.id, Step: step.ID, Severity: o.Severity, Duration: o.Duration})
+	}
+}
+
+// finish settles the stage's severity and status and builds the environment
+// its action conditions are evaluated in.
+func (sr *stageRun) finish(r *run) {
+	sev := contracts.SeverityHealthy
+	allUnreachable := len(sr.obs) > 0
+	for _, o := range sr.obs {
+		sev = steps.Worst(sev, o.Severity)
+		if o.Err == nil {
+			allUnreachable = false
+		}
+	}
+	if len(sr.obs) == 0 {
+		sev = contracts.SeverityUnknown
+	}
+	sr.report.Severity = sev
+	switch {
+	case allUnreachable:
+		sr.report.Status = StatusUnreachable
+		sr.report.Reason = sr.obs[0].Err.Error()
+	case sev == contracts.SeverityHealthy:
+		sr.report.Status = StatusOK
+	default:
+		sr.report.Status = StatusFailed
+	}
+	sr.env = r.env(scope{stage: sr, steps: sr.obs, merged: true, severity: sev.String()})
+}
+
+// skip records a stage that did not run.
+func (sr *stageRun) skip(reason string) {
+	sr.report.Severity = contracts.SeveritySkipped
+	sr.report.Status = StatusSkipped
+	sr.report.Reason = reason
+	sr.env = map[string]any{"severity": "skipped"}
+}
+
+// tableValues keeps the values the step's table read, for the report and `why`.
+func tableValues(step *contracts.Step, o *steps.Observation) map[string]any {
+	if len(step.Health) == 0 {
+		return nil
+	}
+	m := map[string]any{}
+	for _, row := range step.Health {
+		if v, ok := steps.Lookup(o.Values, row.Field); ok {
+			m[row.Field] = v
+		}
+	}
+	return m
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + fmt.Sprintf("… [%d bytes]", len(s))
+}
+
+// releaser returns what to call when a stage is done: with ReleaseTargets
+// and an opener that can, it closes each target's connection after the
+// last stage that uses it.
+func (r *run) releaser() func(*stageRun) {
+	rel, ok := r.e.opts.Opener.(Releaser)
+	if !r.e.opts.ReleaseTargets || !ok {
+		return func(*stageRun) {}
+	}
+	var mu sync.Mutex
+	uses := map[string]int{}
+	for _, sr := range r.stages {
+		if sr.stage.Gate {
+			continue
+		}
+		for _, t := range sr.targets() {
+			uses[t]++
+		}
+	}
+	return func(sr *stageRun) {
+		mu.Lock()
+		var done []string
+		for _, t := range sr.targets() {
+			if uses[t]--; uses[t] == 0 {
+				done = append(done, t)
+			}
+		}
+		mu.Unlock()
+		for _, t := range done {
+			rel.Release(r.c, t)
+		}
+	}
+}
+
+// describeTarget renders a target's chain, e.g. "ssh root@h → pct 112".
+func describeTarget(c *contracts.Contract, name string) string {
+	var parts []string
+	seen := map[string]bool{}
+	for name != "" && name != "local" && !seen[name] {
+		seen[name] = true
+		t, ok := c.Targets[name]
+		if !ok {
+			parts = append(parts, name+"?")
+			break
+		}
+		switch t.Kind() {
+		case "ssh":
+			parts = append(parts, "ssh "+t.SSH)
+		case "pct":
+			parts = append(parts, fmt.Sprintf("pct %d", t.PCT))
+		case "docker":
+			parts = append(parts, "docker "+t.Docker)
+		default:
+			parts = append(parts, "local")
+		}
+		name = t.Via
+	}
+	if len(parts) == 0 {
+		return "local"
+	}
+	for i, j := 0, len(parts)-1; i < j; i, j = i+1, j-1 {
+		parts[i], parts[j] = parts[j], parts[i]
+	}
+	return strings.Join(parts, " → ")
+}
+
+// redactObservation replaces secret values in everything a step kept:
+// output, findings and every string the tables read.
+func redactObservation(o *steps.Observation, secrets []string) {
+	if len(secrets) == 0 {
+		return
+	}
+	o.Result.Stdout = transports.Redact(o.Result.Stdout, secrets)
+	o.Result.Stderr = transports.Redact(o.Result.Stderr, secrets)
+	for i, f := range o.Findings {
+		o.Findings[i] = transports.Redact(f, secrets)
+	}
+	for k, v := range o.Values {
+		o.Values[k] = redactValue(v, secrets)
+	}
+}
+
+func redactValue(v any, secrets []string) any {
+	switch x := v.(type) {
+	case string:
+		return transports.Redact(x, secrets)
+	case map[string]any:
+		for k, e := range x {
+			x[k] = redactValue(e, secrets)
+		}
+	case []any:
+		for i, e := range x {
+			x[i] = redactValue(e, secrets)
+		}
+	}
+	return v
+}

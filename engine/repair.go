@@ -1,0 +1,363 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine/guard"
+	"github.com/contractd/contractd/steps"
+	"github.com/contractd/contractd/transports"
+)
+
+// Action kinds: what an action-table row is, from the table itself.
+const (
+	KindRepair   = "repair"   // a literal command
+	KindLog      = "log"      // record the message
+	KindMonitor  = "monitor"  // no action, keep watching
+	KindAlert    = "alert"    // open an incident for the row
+	KindEscalate = "escalate" // page a person
+)
+
+// Action statuses besides the guard chain's (guard.Status*).
+const (
+	ActionRan     = "ran"     // the repair ran and exited 0
+	ActionFailed  = "failed"  // the repair ran and failed, or its target was unreachable
+	ActionMerged  = "merged"  // the same command already ran for another condition this run
+	ActionLogged  = "logged"  // a log row
+	ActionMonitor = "monitor" // a monitor row
+	ActionAlert   = "alert"   // an alert row
+)
+
+// rowKind is the kind of an action row, from its Action cell.
+func rowKind(row *contracts.ActionRow) string {
+	switch row.Builtin {
+	case contracts.ActionLog:
+		return KindLog
+	case contracts.ActionMonitor:
+		return KindMonitor
+	case contracts.ActionAlert:
+		return KindAlert
+	case contracts.ActionEscalate:
+		return KindEscalate
+	}
+	return KindRepair
+}
+
+// verifyJob is a repair that ran and must be verified after its grace.
+type verifyJob struct {
+	u       *unit
+	sr      *stageRun
+	row     *contracts.ActionRow
+	key     string
+	command string
+	seen    string
+	grace   time.Duration
+	report  *ActionReport
+}
+
+// repair is the third phase: every action table's rows that hold pass
+// through the guard chain; repairs the chain allows run, then are verified.
+// Only the literal commands of action rows ever run, on the stage's target
+// (or the row's on=); probe output never reaches a command line.
+func (r *run) repair(ctx context.Context) {
+	for _, u := range r.units {
+		if u.agent == "" || u.skipped || u.settled.Severity == contracts.SeverityUnknown && !u.settled.Failing {
+			continue // gates are not units of the fleet; unknown says nothing
+		}
+		r.fleet.Units++
+		if u.settled.Failing {
+			r.fleet.Failing++
+		}
+	}
+	var jobs []*verifyJob
+	for _, u := range r.units {
+		if u.skipped {
+			continue
+		}
+		ran := map[string]string{} // target+command → condition that ran it this run
+		for _, sr := range u.stages {
+			if sr.report.Status == StatusSkipped {
+				continue
+			}
+			r.readRestartCounter(u, sr)
+			for _, row := range r.selectRows(sr, u.state) {
+				if job := r.act(ctx, u, sr, row, ran); job != nil {
+					jobs = append(jobs, job)
+					u.repairs = append(u.repairs, job)
+				}
+			}
+		}
+	}
+	r.verify(ctx, jobs)
+}
+
+// readRestartCounter feeds a restart count read from the target (pm2
+// `restarts`, systemd `NRestarts`) to the crash-loop guard, once per unit.
+func (r *run) readRestartCounter(u *unit, sr *stageRun) {
+	for _, row := range sr.stage.Actions {
+		if row.Guard.RestartCount == "" {
+			continue
+		}
+		v, ok := steps.Lookup(sr.env, row.Guard.RestartCount)
+		if !ok {
+			continue
+		}
+		n, ok := toInt(v)
+		if !ok {
+			continue
+		}
+		if !r.e.opts.DryRun {
+			r.chain.RecordRestartCounter(u.state, int64(n))
+		}
+		return
+	}
+}
+
+func toInt(v any) (int, bool) {
+	switch x := v.(type) {
+	case int:
+		return x, true
+	case int64:
+		return int(x), true
+	case float64:
+		return int(x), true
+	}
+	return 0, false
+}
+
+// selectRows returns the rows whose condition holds, in table order. Rows
+// of one condition with tiers are ordered by tier, and the row for the
+// next attempt is chosen (guard.PickTier: restart, then a heavier repair,
+// then escalate; the last tier repeats).
+func (r *run) selectRows(sr *stageRun, state *guard.Unit) []*contracts.ActionRow {
+	var out []*contracts.ActionRow
+	tiered := map[string][]*contracts.ActionRow{}
+	var tierOrder []string
+	for _, row := range sr.stage.Actions {
+		if !sr.holds(row) {
+			continue
+		}
+		if row.Tier > 0 {
+			k := conditionKey(row)
+			if _, seen := tiered[k]; !seen {
+				tierOrder = append(tierOrder, k)
+				out = append(out, nil) // placeholder keeps table order
+			}
+			tiered[k] = append(tiered[k], row)
+			continue
+		}
+		out = append(out, row)
+	}
+	ti := 0
+	for i, row := range out {
+		if row != nil {
+			continue
+		}
+		k := tierOrder[ti]
+		ti++
+		rows := tiered[k]
+		sort.SliceStable(rows, func(a, b int) bool { return rows[a].Tier < rows[b].Tier })
+		tiers := make([]int, len(rows))
+		for j, row := range rows {
+			tiers[j] = row.Tier
+		}
+		out[i] = rows[guard.PickTier(tiers, state.Attempts(k))]
+	}
+	return out
+}
+
+// act handles one row that holds. It returns a verify job when a repair ran.
+func (r *run) act(ctx context.Context, u *unit, sr *stageRun, row *contracts.ActionRow, ran map[string]string) *verifyJob {
+	key := conditionKey(row)
+	kind := rowKind(row)
+	ar := &ActionReport{Agent: u.agent, Stage: sr.id, Condition: row.Condition, Kind: kind}
+	defer r.addAction(ar)
+	seen := describeHeld(sr, row)
+	switch kind {
+	case KindLog:
+		ar.Action, ar.Status = "log", ActionLogged
+		ar.Reason = nonEmpty(row.Message, row.Condition)
+		r.logf("%s: %s: %s (%s)", r.c.Name, u.name(), ar.Reason, seen)
+		return nil
+	case KindMonitor:
+		ar.Action, ar.Status = "monitor", ActionMonitor
+		ar.Reason = nonEmpty(row.Message, "monitor: no action")
+		return nil
+	case KindAlert:
+		ar.Action, ar.Status = "alert", ActionAlert
+		ar.Reason = nonEmpty(row.Message, row.Condition)
+		r.raise(&intent{unit: u, stage: sr, row: row, source: guard.SourceRow, condition: "alert: " + row.Condition,
+			severity: steps.Worst(u.severity, contracts.SeverityDegraded), text: fmt.Sprintf("%s: %s (%s)", u.name(), ar.Reason, seen)})
+		return nil
+	case KindEscalate:
+		ar.Action, ar.Status = "escalate", guard.StatusEscalate
+		ar.Reason = nonEmpty(row.Message, row.Condition)
+		r.raise(&intent{unit: u, stage: sr, row: row, source: guard.SourceRow, condition: "escalate: " + row.Condition,
+			severity: contracts.SeverityCritical, pages: true, text: fmt.Sprintf("%s needs a person: %s (%s)", u.name(), ar.Reason, seen)})
+		return nil
+	}
+
+	target := sr.target
+	if row.On != "" {
+		target = sr.expandTarget(row.On)
+	}
+	// The command runs as declared; vars reach it as shell variables
+	// (steps.Script), and cmd is how reports and guards name it.
+	cmd := steps.ShowCommand(row.Action, sr.vars)
+	ar.Action = cmd
+	dupKey := target + "\x00" + cmd
+	if prev, dup := ran[dupKey]; dup {
+		ar.Status = ActionMerged
+		ar.Reason = "same repair as condition " + prev + " in this run"
+		return nil
+	}
+	ran[dupKey] = row.Condition
+
+	if r.noRepair != "" {
+		ar.Status, ar.Guard, ar.Reason = guard.StatusBlocked, "ledger", "no repairs this run: "+r.noRepair
+		return nil
+	}
+	sev := u.settled.Severity
+	if u.settled.Failing && sev == contracts.SeverityUnknown {
+		sev = u.raw
+	}
+	r.mu.Lock()
+	fleet := r.fleet
+	r.mu.Unlock()
+	v := r.chain.Decide(u.state, guard.Candidate{
+		Condition: key, Action: cmd, Severity: sev, Guard: row.Guard,
+		ReportOnly: u.reportOnly, DryRun: r.e.opts.DryRun, Fleet: fleet,
+		Maintenance: r.ledger.Window(u.agent, r.e.opts.Now()),
+	})
+	ar.Status, ar.Guard, ar.Reason, ar.Trace = v.Status, v.Guard, v.Reason, v.TraceLines()
+	if r.e.opts.DryRun {
+		return nil
+	}
+	switch v.Status {
+	case guard.StatusRun:
+		// handled below
+	case guard.StatusPending:
+		r.chain.RecordPending(u.state, key)
+		if k := u.state.Conditions[key]; k != nil {
+			ar.PendingSince = k.PendingSince
+		}
+		r.logf("%s: %s: pending %s (%s): %s", r.c.Name, u.name(), cmd, row.Condition, ar.Reason)
+		return nil
+	case guard.StatusEscalate:
+		r.chain.RecordEscalated(u.state, key)
+		r.raise(&intent{unit: u, stage: sr, row: row, source: guard.SourceGuard, condition: "escalated: " + row.Condition,
+			severity: contracts.SeverityCritical, pages: true, text: fmt.Sprintf("%s: repairs exhausted for %s; a person is needed (%s)", u.name(), row.Condition, v.Reason)})
+		r.logf("%s: %s: escalated %s: %s", r.c.Name, u.name(), row.Condition, v.Reason)
+		return nil
+	case guard.StatusAlert:
+		r.guardAlert(u, sr, row, v)
+		return nil
+	default:
+		r.logf("%s: %s: %s %s (%s): %s", r.c.Name, u.name(), v.Status, cmd, row.Condition, v.Reason)
+		return nil
+	}
+
+	// The only place a repair runs. Report-only agents never get here: the
+	// chain returns StatusReportOnly for them whatever else it says.
+	if u.reportOnly {
+		ar.Status, ar.Reason = guard.StatusReportOnly, "report-only agent: never repaired"
+		return nil
+	}
+	r.mu.Lock()
+	r.fleet.Repairs++
+	r.mu.Unlock()
+	res, err := r.execAction(ctx, target, steps.Script(row.Action, sr.vars))
+	grace := r.chain.Grace(row.Guard)
+	if r.e.opts.GraceOverride > 0 {
+		grace = r.e.opts.GraceOverride
+	}
+	r.mu.Lock()
+	r.chain.RecordRepair(u.state, key, grace)
+	r.mu.Unlock()
+	code := res.ExitCode
+	ar.ExitCode = &code
+	switch {
+	case err != nil:
+		ar.Status, ar.Reason = ActionFailed, "target unreachable: "+err.Error()
+		r.logf("%s: could not repair %s (%s): %v", r.c.Name, u.name(), seen, err)
+	case code != 0 || res.TimedOut:
+		ar.Status, ar.Reason = ActionFailed, fmt.Sprintf("exit code %d: %s", code, truncate(strings.TrimSpace(transports.Redact(res.Stderr, r.redact)), 200))
+		r.logf("%s: repair of %s failed (%s): `%s` exit %d", r.c.Name, u.name(), seen, cmd, code)
+	default:
+		ar.Status = ActionRan
+		r.logf("%s: repaired %s (%s): `%s`", r.c.Name, u.name(), seen, cmd)
+	}
+	return &verifyJob{u: u, sr: sr, row: row, key: key, command: cmd, seen: seen, grace: grace, report: ar}
+}
+
+// guardAlert handles a repair the chain turned into an alert: the circuit
+// breaker (one contract-wide alert) or the crash-loop guard (alert, or
+// escalate when the contract says `then: escalate`).
+func (r *run) guardAlert(u *unit, sr *stageRun, row *contracts.ActionRow, v guard.Verdict) {
+	if v.Guard == guard.GuardBlastRadius {
+		r.raise(&intent{source: guard.SourceGuard, condition: "circuit open", severity: contracts.SeverityCritical,
+			text: "circuit breaker open, no repairs this run: " + v.Reason})
+		r.logf("%s: %s: not repaired: %s", r.c.Name, u.name(), v.Reason)
+		return
+	}
+	if r.c.Guards.CrashLoop.Then == contracts.CrashLoopEscalate {
+		r.chain.RecordEscalated(u.state, conditionKey(row))
+		r.raise(&intent{unit: u, stage: sr, row: row, source: guard.SourceGuard, condition: "crash-loop",
+			severity: contracts.SeverityCritical, pages: true, text: fmt.Sprintf("%s is crash-looping and needs a person; not repairing: %s", u.name(), v.Reason)})
+		r.logf("%s: %s: escalated, crash loop: %s", r.c.Name, u.name(), v.Reason)
+		return
+	}
+	for _, other := range sr.stage.Actions {
+		if other.Builtin == contracts.ActionAlert && other.CallsRestarts && sr.holds(other) {
+			// The contract's own crash-loop row alerts this run: one
+			// fault, one message.
+			return
+		}
+	}
+	r.raise(&intent{unit: u, stage: sr, row: row, source: guard.SourceGuard, condition: "crash-loop",
+		severity: contracts.SeverityCritical, text: fmt.Sprintf("%s is crash-looping; not repairing: %s", u.name(), v.Reason)})
+	r.logf("%s: %s: not repaired, crash loop: %s", r.c.Name, u.name(), v.Reason)
+}
+
+// execAction runs one repair script on its target, with the secrets the
+// contract names in its environment.
+func (r *run) execAction(ctx context.Context, target, script string) (transports.Result, error) {
+	tr, err := r.e.opts.Opener.Open(r.c, target)
+	if err != nil {
+		return transports.Result{}, err
+	}
+	timeout, deadline := r.e.actionTimeouts()
+	actx, cancel := context.WithTimeout(ctx, deadline)
+	defer cancel()
+	return tr.Exec(actx, transports.Command{Script: script, Shell: "sh", Timeout: timeout, Env: r.secrets})
+}
+
+// describeHeld renders a row's condition with the values it read, e.g.
+// "response_pipeline=blocked".
+func describeHeld(sr *stageRun, row *contracts.ActionRow) string {
+	if f, v, ok := strings.Cut(row.Condition, ":"); ok && !strings.ContainsAny(f, " <>=!`()") {
+		f = strings.TrimSpace(f)
+		if actual, ok := steps.Lookup(sr.env, f); ok {
+			return f + "=" + steps.FormatValue(actual)
+		}
+		return f + "=" + strings.TrimSpace(v)
+	}
+	return row.Condition
+}
+
+func nonEmpty(a, b string) string {
+	if strings.TrimSpace(a) != "" {
+		return a
+	}
+	return b
+}
+
+func (r *run) addAction(a *ActionReport) {
+	r.mu.Lock()
+	r.rep.Actions = append(r.rep.Actions, a)
+	r.mu.Unlock()
+}

@@ -1,0 +1,158 @@
+package engine
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/steps"
+)
+
+// stageRun is one stage (or one for_each expansion of it) during a run: what
+// its steps saw, and the environment its action conditions are evaluated in.
+type stageRun struct {
+	stage   *contracts.Stage
+	id      string
+	agent   string
+	target  string
+	item    map[string]any
+	vars    map[string]string
+	varsEnv map[string]any // vars as expressions see them, built once per stage
+	report  *StageReport
+	obs     []*steps.Observation
+	env     map[string]any // action conditions' environment, set by finish
+	// verified is the stage probed again after a repair, when it was: from
+	// then on it is the stage's state (its severity, fields and env).
+	verified *stageRun
+}
+
+// expandStages turns the contract's stages into runs, one per for_each item.
+func expandStages(c *contracts.Contract) []*stageRun {
+	var out []*stageRun
+	for _, st := range c.Stages {
+		if st.ForEach == "" {
+			out = append(out, newStageRun(c, st, st.ID, nil))
+			continue
+		}
+		for i, item := range c.ForEach[st.ForEach] {
+			out = append(out, newStageRun(c, st, fmt.Sprintf("%s[%s]", st.ID, itemName(item, i)), item))
+		}
+	}
+	return out
+}
+
+func itemName(item map[string]any, i int) string {
+	for _, k := range []string{"name", "id", "unit", "agent"} {
+		if v, ok := item[k]; ok {
+			return fmt.Sprint(v)
+		}
+	}
+	return fmt.Sprint(i)
+}
+
+func newStageRun(c *contracts.Contract, st *contracts.Stage, id string, item map[string]any) *stageRun {
+	vars := make(map[string]string, len(c.Vars)+len(item))
+	for k, v := range c.Vars {
+		vars[k] = v
+	}
+	for k, v := range item {
+		vars[k] = fmt.Sprint(v)
+		vars["item."+k] = fmt.Sprint(v)
+	}
+	sr := &stageRun{stage: st, id: id, item: item, vars: vars, varsEnv: stringMap(vars)}
+	sr.target = sr.expandTarget(st.On)
+	sr.agent = expandAttr(st.Agent, vars)
+	sr.report = &StageReport{ID: id, Title: st.Title, Agent: sr.agent, Gate: st.Gate, Item: item, Steps: []*StepReport{}}
+	return sr
+}
+
+// again returns a fresh run of the same stage, for verification.
+func (sr *stageRun) again(c *contracts.Contract) *stageRun {
+	return newStageRun(c, sr.stage, sr.id, sr.item)
+}
+
+// current is the stage's latest state: the verification probe when there
+// was one, else the run's own probe.
+func (sr *stageRun) current() *stageRun {
+	if sr.verified != nil {
+		return sr.verified
+	}
+	return sr
+}
+
+// expandAttr expands a target or agent attribute: ${key}, or $key, which
+// heading attributes need because braces end them.
+func expandAttr(s string, vars map[string]string) string {
+	if rest, ok := strings.CutPrefix(s, "$"); ok && !strings.HasPrefix(rest, "{") {
+		if v, ok := vars[strings.TrimPrefix(rest, "item.")]; ok {
+			return v
+		}
+	}
+	return steps.Expand(s, vars)
+}
+
+// expandTarget names the target an `on=` (of a stage, step or action row)
+// means in this stage: `$key` and `${key}` expand from the item and vars,
+// and "" is the engine's host.
+func (sr *stageRun) expandTarget(on string) string {
+	if t := expandAttr(on, sr.vars); t != "" {
+		return t
+	}
+	return "local"
+}
+
+// targetName is the target a step runs on.
+func (sr *stageRun) targetName(step *contracts.Step) string {
+	if step.On != "" {
+		return sr.expandTarget(step.On)
+	}
+	return sr.target
+}
+
+// targets lists every target a stage reaches: its own, its steps' on= and
+// their via= vantage points.
+func (sr *stageRun) targets() []string {
+	set := map[string]bool{sr.target: true}
+	for _, st := range sr.stage.Steps {
+		set[sr.targetName(st)] = true
+		if st.Via != "" {
+			set[expandAttr(st.Via, sr.vars)] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for t := range set {
+		out = append(out, t)
+	}
+	return out
+}
+
+// unreachable reports whether any step of the stage could not reach its
+// target. Then no action condition holds: a condition over a step that never
+// ran (`service.stdout != "active"`) would read its absence as a fault.
+func (sr *stageRun) unreachable() bool {
+	for _, o := range sr.obs {
+		if o.Err != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// holds reports whether an action row's condition holds in the stage's
+// current state (after verification, when the stage was verified).
+func (sr *stageRun) holds(row *contracts.ActionRow) bool {
+	cur := sr.current()
+	if cur.report.Status == StatusSkipped || cur.unreachable() {
+		return false
+	}
+	ok, _ := evalBool(row.Program, cur.env)
+	return ok
+}
+
+func stringMap(m map[string]string) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}

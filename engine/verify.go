@@ -1,0 +1,94 @@
+package engine
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine/guard"
+	"github.com/contractd/contractd/steps"
+)
+
+// verify waits each repaired stage's grace, probes the stage again once,
+// and records remediated or remediation failed for every repair. Stages
+// verify concurrently. The probe after the repair becomes the stage's
+// state for the rest of the run: alerts, the report and the snapshot say
+// what the unit is after its repair, not before.
+func (r *run) verify(ctx context.Context, jobs []*verifyJob) {
+	byStage := map[*stageRun][]*verifyJob{}
+	var order []*stageRun
+	for _, j := range jobs {
+		if _, ok := byStage[j.sr]; !ok {
+			order = append(order, j.sr)
+		}
+		byStage[j.sr] = append(byStage[j.sr], j)
+	}
+	var wg sync.WaitGroup
+	for _, sr := range order {
+		js := byStage[sr]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			grace := time.Duration(0)
+			for _, j := range js {
+				grace = max(grace, j.grace)
+			}
+			if err := r.e.opts.Sleep(ctx, grace); err != nil {
+				return
+			}
+			again := sr.again(r.c)
+			r.probeStage(ctx, again)
+			sr.verified = again
+			sr.report.Verify = again.report
+			known := again.report.Status != StatusUnreachable && again.report.Severity != contracts.SeverityUnknown
+			for _, j := range js {
+				remediated := known && !sr.holds(j.row)
+				r.mu.Lock()
+				r.chain.RecordVerify(j.u.state, j.key, remediated)
+				r.mu.Unlock()
+				if remediated {
+					j.report.Verify = guard.Remediated
+					r.logf("%s: verified %s after %s: %s cleared (now %s)", r.c.Name, j.u.name(), grace, j.row.Condition, again.report.Severity)
+				} else {
+					j.report.Verify = guard.RemediationFailed
+					r.logf("%s: %s still failing after repair and %s grace: %s (now %s)", r.c.Name, j.u.name(), grace, j.row.Condition, again.report.Severity)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, u := range r.units {
+		if len(u.repairs) > 0 {
+			r.settleRepaired(u)
+		}
+	}
+}
+
+// settleRepaired sets a repaired unit's final severity from its stages as
+// probed after the repair. When every repair was verified remediated and
+// the unit is healthy now, the unit is healthy again at once: the repair is
+// why it changed, so recover_after does not hold it back and no incident
+// opens for the fault it fixed.
+func (r *run) settleRepaired(u *unit) {
+	now := contracts.SeveritySkipped
+	for _, sr := range u.stages {
+		if sr.report.Status != StatusSkipped {
+			now = steps.Worst(now, sr.current().report.Severity)
+		}
+	}
+	for _, j := range u.repairs {
+		if j.report.Verify != guard.Remediated {
+			return // still failing: the unit keeps its settled severity
+		}
+	}
+	switch now {
+	case contracts.SeverityHealthy:
+		r.mu.Lock()
+		r.chain.SettleHealthy(u.state)
+		r.mu.Unlock()
+		u.final = contracts.SeverityHealthy
+	case contracts.SeverityDegraded, contracts.SeverityCritical:
+		u.final = now
+	}
+}
