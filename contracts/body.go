@@ -763,15 +763,17 @@ func (b *bodyParser) actionTable(header []cell, rows [][]cell) {
 		b.d.errorf(header[0].pos, "action table outside a stage (put it under the stage's H3)")
 		return
 	}
-	guardCol, tierCol := -1, -1
+	guardCol, tierCol, msgCol := -1, -1, -1
 	for i := 2; i < len(header); i++ {
 		switch headerName(header[i].text) {
 		case "guards":
 			guardCol = i
 		case "tier":
 			tierCol = i
+		case "message":
+			msgCol = i
 		default:
-			b.d.errorf(header[i].pos, "unknown action-table column %q (want Guards or Tier)", strings.TrimSpace(header[i].text))
+			b.d.errorf(header[i].pos, "unknown action-table column %q (want Guards, Tier or Message)", strings.TrimSpace(header[i].text))
 		}
 	}
 	st := b.stage
@@ -802,6 +804,16 @@ func (b *bodyParser) actionTable(header []cell, rows [][]cell) {
 		}
 		if guardCol >= 0 && guardCol < len(row) {
 			b.actionGuards(ar, row[guardCol], st)
+		}
+		if msgCol >= 0 && msgCol < len(row) {
+			if text := unquoteTicks(strings.TrimSpace(row[msgCol].text)); text != "" {
+				t, err := parseMessage("message", text)
+				if err != nil {
+					b.d.errorf(row[msgCol].pos, "%v", err)
+					ok = false
+				}
+				ar.Template = t
+			}
 		}
 		if tierCol >= 0 && tierCol < len(row) {
 			if t := strings.TrimSpace(row[tierCol].text); t != "" {

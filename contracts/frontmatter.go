@@ -6,6 +6,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"text/template"
 	"time"
 
 	"github.com/goccy/go-yaml"
@@ -300,7 +301,7 @@ func parseBudget(s string) (*Budget, error) {
 
 var topKeys = []string{"kind", "name", "title", "description", "version", "runtime_contract", "agent",
 	"report_only_agents", "schedule", "commands", "guards", "targets", "notify", "vars", "secrets",
-	"for_each", "alert_on", "log"}
+	"for_each", "alert_on", "log", "messages"}
 
 // frontMatter is what the front matter decoder found besides the model.
 type frontMatter struct {
@@ -409,11 +410,36 @@ func (y *yamlDec) decodeFrontMatter(root ast.Node, c *Contract) frontMatter {
 			}
 		case "log":
 			c.Log, _ = y.str(e.value, e.key)
+		case "messages":
+			c.Messages = y.decodeMessages(e.value)
 		default:
 			y.unknownKey(e, "front matter", topKeys)
 		}
 	}
 	return fm
+}
+
+// decodeMessages reads `messages: {repair: "restarted {{.Unit}} ({{.Seen}})"}`.
+func (y *yamlDec) decodeMessages(n ast.Node) map[string]*template.Template {
+	out := map[string]*template.Template{}
+	entries, _ := y.mapping(n, "messages")
+	for _, e := range entries {
+		if !contains(messageKinds, e.key) {
+			y.unknownKey(e, "messages", messageKinds)
+			continue
+		}
+		text, ok := y.str(e.value, "messages."+e.key)
+		if !ok {
+			continue
+		}
+		t, err := parseMessage(e.key, text)
+		if err != nil {
+			y.d.errorf(y.pos(e.value), "messages.%s: %v", e.key, err)
+			continue
+		}
+		out[e.key] = t
+	}
+	return out
 }
 
 func (y *yamlDec) decodeSchedule(n ast.Node, s *Schedule) {

@@ -9,6 +9,7 @@ package contracts
 
 import (
 	"fmt"
+	"text/template"
 	"time"
 
 	"github.com/expr-lang/expr/vm"
@@ -95,6 +96,9 @@ type Contract struct {
 	Stages           []*Stage
 	Escalation       []*EscalationRule
 	Log              string // optional log file for one line per run and per action
+	// Messages shape the contract's messages by kind (open, reminder,
+	// resolved, repair); a kind without a template gets the engine's text.
+	Messages map[string]*template.Template
 }
 
 // IsReportOnly reports whether agent is listed in report_only_agents.
@@ -315,6 +319,9 @@ type ActionRow struct {
 	Action    string // literal command, or a built-in name
 	Builtin   string // "" for a command, else one of the Action* built-ins
 	Message   string // text for log/alert/escalate rows
+	// Template shapes the messages this row causes (its repairs, its
+	// alert's incident); nil means the contract's, else the engine's text.
+	Template *template.Template
 	On        string // target the command runs on (defaults to the stage's)
 	Guard     ActionGuard
 	Tier      int // 0 = no tier; rows of one condition key ordered by occurrence

@@ -181,11 +181,12 @@ func (r *run) announce(act guard.Action, in *intent, sev contracts.Severity) {
 	}
 	send := r.sendable(act.Send, in, sev)
 	text := in.text
-	if u := in.unit; u != nil && len(u.repairs) > 0 && send {
+	shaped := false // text is already in the author's words
+	if u := in.unit; u != nil && len(u.repairs) > 0 && !u.told && send {
 		// The unit's repair is told once, in this message.
 		u.told = true
 		if act.Send == guard.SendResolved {
-			text = r.repairText(u)
+			text, shaped = r.repairText(u), true
 		} else {
 			text += "; " + r.repairText(u)
 		}
@@ -206,6 +207,14 @@ func (r *run) announce(act guard.Action, in *intent, sev contracts.Severity) {
 	}
 	if act.Send == guard.SendReminder {
 		text = fmt.Sprintf("%s (still open since %s)", text, act.Incident.OpenedAt.UTC().Format(time.RFC3339))
+	}
+	if !shaped {
+		d := messageData(act.Send, in.unit, in.condition, text)
+		d.Unit, d.Severity = in.agent, sev.String()
+		if in.row != nil && in.stage != nil {
+			d.Seen = describeHeld(in.stage, in.row)
+		}
+		text = r.shape(in.row, d)
 	}
 	m := notify.Message{Contract: r.c.Name, Agent: in.agent, Condition: in.condition, Kind: act.Send, Severity: sev.String(), Text: text}
 	ar := &AlertReport{Key: act.Key, Agent: in.agent, Condition: in.condition, Kind: act.Send, Severity: sev.String()}
@@ -238,20 +247,22 @@ func (r *run) sendable(kind string, in *intent, sev contracts.Severity) bool {
 
 // repairText says what the unit's repairs this run did, e.g. "repaired
 // abiba: response_pipeline=blocked → `pm2 restart abiba-zulip`, verified
-// healthy after 30s".
+// healthy after 30s", each shaped by its row's template when it has one.
 func (r *run) repairText(u *unit) string {
 	var parts []string
 	for _, j := range u.repairs {
+		var text string
 		switch {
 		case j.report.Status == ActionFailed:
-			parts = append(parts, fmt.Sprintf("repair of %s failed: %s → `%s`: %s", u.name(), j.seen, j.command, j.report.Reason))
+			text = fmt.Sprintf("repair of %s failed: %s → `%s`: %s", u.name(), j.seen, j.command, j.report.Reason)
 		case j.report.Verify == guard.Remediated && u.final == contracts.SeverityHealthy:
-			parts = append(parts, fmt.Sprintf("repaired %s: %s → `%s`, verified healthy after %s", u.name(), j.seen, j.command, j.grace))
+			text = fmt.Sprintf("repaired %s: %s → `%s`, verified healthy after %s", u.name(), j.seen, j.command, j.grace)
 		case j.report.Verify == guard.Remediated:
-			parts = append(parts, fmt.Sprintf("repaired %s: %s → `%s`, cleared after %s; still %s", u.name(), j.seen, j.command, j.grace, u.final))
+			text = fmt.Sprintf("repaired %s: %s → `%s`, cleared after %s; still %s", u.name(), j.seen, j.command, j.grace, u.final)
 		default:
-			parts = append(parts, fmt.Sprintf("repair of %s did not help: %s → `%s`, still failing after %s", u.name(), j.seen, j.command, j.grace))
+			text = fmt.Sprintf("repair of %s did not help: %s → `%s`, still failing after %s", u.name(), j.seen, j.command, j.grace)
 		}
+		parts = append(parts, r.shape(j.row, repairData(j, text)))
 	}
 	return strings.Join(parts, "; ")
 }

@@ -289,9 +289,14 @@ func (r *run) act(ctx context.Context, u *unit, sr *stageRun, row *contracts.Act
 		r.logf("%s: repair of %s failed (%s): `%s` exit %d", r.c.Name, u.name(), seen, cmd, code)
 	default:
 		ar.Status = ActionRan
-		r.logf("%s: repaired %s (%s): `%s`", r.c.Name, u.name(), seen, cmd)
 	}
-	return &verifyJob{u: u, sr: sr, row: row, key: key, command: cmd, seen: seen, grace: grace, report: ar}
+	job := &verifyJob{u: u, sr: sr, row: row, key: key, command: cmd, seen: seen, grace: grace, report: ar}
+	if ar.Status == ActionRan {
+		// One log line per repair, in the author's words when the row or
+		// the contract shapes repair messages.
+		r.logf("%s: %s", r.c.Name, r.shape(row, repairData(job, fmt.Sprintf("repaired %s (%s): `%s`", u.name(), seen, cmd))))
+	}
+	return job
 }
 
 // guardAlert handles a repair the chain turned into an alert: the circuit
