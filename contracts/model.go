@@ -322,9 +322,9 @@ type ActionRow struct {
 	// Template shapes the messages this row causes (its repairs, its
 	// alert's incident); nil means the contract's, else the engine's text.
 	Template *template.Template
-	On        string // target the command runs on (defaults to the stage's)
-	Guard     ActionGuard
-	Tier      int // 0 = no tier; rows of one condition key ordered by occurrence
+	On       string // target the command runs on (defaults to the stage's)
+	Guard    ActionGuard
+	Tier     int // 0 = no tier; rows of one condition key ordered by occurrence
 	// CallsRestarts is set when the condition calls restarts(): the row
 	// watches for a crash loop itself, so the crash-loop guard's own alert
 	// would say the same thing twice.
