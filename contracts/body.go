@@ -795,6 +795,7 @@ func (b *bodyParser) actionTable(header []cell, rows [][]cell) {
 		} else if comp := b.compile(exprText, false, cond, row[0].pos); comp != nil {
 			ar.Expr, ar.Program = exprText, comp.prog
 			ar.CallsRestarts = comp.calls("restarts")
+			ar.Reads = comp.reads
 			b.uses = append(b.uses, exprUse{c: comp, pos: row[0].pos, scope: scopeAction})
 		} else {
 			ok = false

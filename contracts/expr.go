@@ -3,6 +3,7 @@ package contracts
 import (
 	"errors"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/expr-lang/expr"
@@ -89,6 +90,7 @@ type compiled struct {
 	prog   *vm.Program
 	err    error
 	idents []ident
+	reads  []string // readPaths of the expression
 }
 
 // calls reports whether the expression calls the named function.
@@ -167,6 +169,7 @@ func (c *exprCache) get(text string, value bool) *compiled {
 	}
 	if r.err == nil {
 		r.idents = collectIdents(r.prog.Node())
+		r.reads = readPaths(r.prog.Node())
 	}
 	if c != nil {
 		c.mu.Lock()
@@ -220,6 +223,71 @@ func (v *identCollector) add(name string, member, call bool) {
 	}
 	id.Member = id.Member || member
 	id.Call = id.Call || call
+}
+
+// memberPath renders an identifier or a chain of field accesses on one
+// (`probe.stdout`, `health.queue.depth`) as a dotted path.
+func memberPath(n ast.Node) (string, bool) {
+	switch x := n.(type) {
+	case *ast.IdentifierNode:
+		return x.Value, true
+	case *ast.MemberNode:
+		base, ok := memberPath(x.Node)
+		if !ok {
+			return "", false
+		}
+		if p, ok := x.Property.(*ast.StringNode); ok {
+			return base + "." + p.Value, true
+		}
+	}
+	return "", false
+}
+
+type pathCollector struct {
+	paths map[string]bool
+	calls map[string]bool
+}
+
+func (v *pathCollector) Visit(n *ast.Node) {
+	switch x := (*n).(type) {
+	case *ast.CallNode:
+		if id, ok := x.Callee.(*ast.IdentifierNode); ok {
+			v.calls[id.Value] = true
+		}
+	case *ast.IdentifierNode, *ast.MemberNode:
+		if p, ok := memberPath(x); ok {
+			v.paths[p] = true
+		}
+	}
+}
+
+// readPaths lists the values an expression reads, as dotted paths, longest
+// chains only (`probe.stdout`, not also `probe`), functions left out,
+// sorted: what a report shows as "what was seen".
+func readPaths(n ast.Node) []string {
+	if n == nil {
+		return nil
+	}
+	v := &pathCollector{paths: map[string]bool{}, calls: map[string]bool{}}
+	ast.Walk(&n, v)
+	var out []string
+	for p := range v.paths {
+		if v.calls[p] {
+			continue
+		}
+		longer := false
+		for q := range v.paths {
+			if strings.HasPrefix(q, p+".") {
+				longer = true
+				break
+			}
+		}
+		if !longer {
+			out = append(out, p)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // collectIdents lists the free names an expression reads, sorted.

@@ -329,7 +329,10 @@ type ActionRow struct {
 	// watches for a crash loop itself, so the crash-loop guard's own alert
 	// would say the same thing twice.
 	CallsRestarts bool
-	Pos           Pos
+	// Reads are the values the condition reads, as dotted paths
+	// (`probe.stdout`), so a report can say what was seen.
+	Reads []string
+	Pos   Pos
 }
 
 // ActionGuard overrides contract guards for one action row. Zero means inherit.

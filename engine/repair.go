@@ -341,17 +341,30 @@ func (r *run) execAction(ctx context.Context, target, script string) (transports
 	return tr.Exec(actx, transports.Command{Script: script, Shell: "sh", Timeout: timeout, Env: r.secrets})
 }
 
-// describeHeld renders a row's condition with the values it read, e.g.
-// "response_pipeline=blocked".
+// describeHeld renders what a row's condition saw: "field=value" for the
+// `field: value` shorthand, else the condition with the values it read,
+// e.g. `probe.stdout != "up" (probe.stdout=down)`.
 func describeHeld(sr *stageRun, row *contracts.ActionRow) string {
+	env := sr.current().env
 	if f, v, ok := strings.Cut(row.Condition, ":"); ok && !strings.ContainsAny(f, " <>=!`()") {
 		f = strings.TrimSpace(f)
-		if actual, ok := steps.Lookup(sr.env, f); ok {
+		if actual, ok := steps.Lookup(env, f); ok {
 			return f + "=" + steps.FormatValue(actual)
 		}
 		return f + "=" + strings.TrimSpace(v)
 	}
-	return row.Condition
+	var seen []string
+	for _, p := range row.Reads {
+		if v, ok := steps.Lookup(env, p); ok {
+			if _, fn := v.(func(string, string) int); !fn {
+				seen = append(seen, p+"="+truncate(steps.FormatValue(v), 80))
+			}
+		}
+	}
+	if len(seen) == 0 {
+		return row.Condition
+	}
+	return row.Condition + " (" + strings.Join(seen, ", ") + ")"
 }
 
 func nonEmpty(a, b string) string {

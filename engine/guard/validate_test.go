@@ -17,7 +17,7 @@ func TestNullEntriesDoNotPanic(t *testing.T) {
 		if got := p.Open(); len(got) != 1 || got[0] != "c/abiba/stuck" {
 			t.Errorf("open = %v", got)
 		}
-		if a := p.Observe("c/zzz/critical", true, ""); a.Send != SendOpen {
+		if a := p.Observe("c/zzz/critical", true, "", Incident{}); a.Send != SendOpen {
 			t.Errorf("a null incident reopens as new: %+v", a)
 		}
 		p.State["c/x/y"] = nil
