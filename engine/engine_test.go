@@ -96,6 +96,7 @@ type world struct {
 	koby     map[string]any
 	piDown   bool // pi's target is unreachable
 	extraCut bool // pi's connection dies after the health step of its batch
+	sticky   bool // a restart of abiba-zulip does not clear pi's fault
 	restarts map[string]int
 	opener   *fakeOpener
 }
@@ -111,7 +112,9 @@ func newWorld() *world {
 		switch {
 		case strings.Contains(s, "pm2 restart abiba-zulip"):
 			w.restarts["abiba"]++
-			w.pi = map[string]any{"connected": true, "response_pipeline": "healthy"}
+			if !w.sticky {
+				w.pi = map[string]any{"connected": true, "response_pipeline": "healthy"}
+			}
 			return transports.Result{}, nil
 		case strings.Contains(s, "pm2 restart koby"):
 			w.restarts["koby"]++

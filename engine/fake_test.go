@@ -119,6 +119,7 @@ func parse(t *testing.T, src string) *contracts.Contract {
 type recorder struct {
 	mu   sync.Mutex
 	msgs []string
+	all  []notify.Message
 	fail bool
 }
 
@@ -131,7 +132,21 @@ func (r *recorder) Notify(ctx context.Context, m notifyMessage) error {
 		return fmt.Errorf("recorder is down")
 	}
 	r.msgs = append(r.msgs, m.Kind+": "+m.Text)
+	r.all = append(r.all, m)
 	return nil
+}
+
+// since returns the messages delivered after the first n.
+func (r *recorder) since(n int) []notify.Message {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]notify.Message(nil), r.all[n:]...)
+}
+
+func (r *recorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.all)
 }
 
 func (r *recorder) kinds() []string {

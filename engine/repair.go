@@ -78,7 +78,7 @@ func (r *run) repair(ctx context.Context) {
 		if u.skipped {
 			continue
 		}
-		ran := map[string]string{} // target+command → condition that ran it this run
+		ran := map[string]*merged{} // target+command → the row that took it this run
 		for _, sr := range u.stages {
 			if sr.report.Status == StatusSkipped {
 				continue
@@ -170,8 +170,16 @@ func (r *run) selectRows(sr *stageRun, state *guard.Unit) []*contracts.ActionRow
 	return out
 }
 
+// merged is the first row that asked for a command in a run, and its
+// repair if it ran: a second row asking for the same command is merged
+// into it.
+type merged struct {
+	condition string
+	job       *verifyJob
+}
+
 // act handles one row that holds. It returns a verify job when a repair ran.
-func (r *run) act(ctx context.Context, u *unit, sr *stageRun, row *contracts.ActionRow, ran map[string]string) *verifyJob {
+func (r *run) act(ctx context.Context, u *unit, sr *stageRun, row *contracts.ActionRow, ran map[string]*merged) *verifyJob {
 	key := conditionKey(row)
 	kind := rowKind(row)
 	ar := &ActionReport{Agent: u.agent, Stage: sr.id, Condition: row.Condition, Kind: kind}
@@ -212,10 +220,14 @@ func (r *run) act(ctx context.Context, u *unit, sr *stageRun, row *contracts.Act
 	dupKey := target + "\x00" + cmd
 	if prev, dup := ran[dupKey]; dup {
 		ar.Status = ActionMerged
-		ar.Reason = "same repair as condition " + prev + " in this run"
+		ar.Reason = "same repair as condition " + prev.condition + " in this run"
+		if prev.job != nil {
+			prev.job.seen += ", " + seen // the repair answers both
+		}
 		return nil
 	}
-	ran[dupKey] = row.Condition
+	first := &merged{condition: row.Condition}
+	ran[dupKey] = first
 
 	if r.noRepair != "" {
 		ar.Status, ar.Guard, ar.Reason = guard.StatusBlocked, "ledger", "no repairs this run: "+r.noRepair
@@ -291,6 +303,7 @@ func (r *run) act(ctx context.Context, u *unit, sr *stageRun, row *contracts.Act
 		ar.Status = ActionRan
 	}
 	job := &verifyJob{u: u, sr: sr, row: row, key: key, command: cmd, seen: seen, grace: grace, report: ar}
+	first.job = job
 	if ar.Status == ActionRan {
 		// One log line per repair, in the author's words when the row or
 		// the contract shapes repair messages.
