@@ -4,119 +4,107 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"math"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
 // Batching: consecutive probe commands for one target travel as one script
-// over one session (one process for local, pct and docker). The script
-// writes each step to a file in a private temporary directory on the
-// target and runs it with its stdout and stderr going to files, under its
-// own deadline: with bash, as a forked subshell in its own process group
-// watched by one watchdog subshell for the whole batch (no process started
-// per step beyond the step's own); without bash, under `timeout -k`. Then
-// it emits the step framed by a per-run random boundary (128 bits from
-// crypto/rand) that no step can predict:
+// over one session (one process for local, pct and docker). Each step's
+// script is a here-document of the batch script, read by the step from
+// fd 3, so it never touches the target's disk or a command line. The step
+// runs with stdin from /dev/null and its stdout and stderr going straight
+// into the session's, under its own deadline: with bash, as a forked
+// subshell in its own process group watched by one watchdog coprocess for
+// the whole batch (no process started per step beyond the step's own);
+// without bash, under `timeout -k`. Around each step the batch writes
+// boundary lines made of a per-run random boundary (128 bits from
+// crypto/rand) that no step can predict, on stdout:
 //
-//	\n<B> <i> <exit>\n  stdout bytes  \n<B> <i> e <n>\n  stderr bytes  \n<B> <i> end <n>\n
+//	\n<B> <i> o\n  the step's stdout  \n<B> <i> end <exit>\n
 //
-// Steps never write to the session's stdout themselves, so nothing a step
-// prints lands outside its frame, and a fake boundary in its output does
-// not match the real one. The boundary delimits each section; <n> is the
-// byte count the target copied for the section just ended, which the
-// reader checks against what arrived. bash copies and counts with
-// builtins; without bash the copy is `cat` and <n> is "-", since counting
-// would cost a `wc` process per step. A step that hangs is killed by its own timeout and the
-// steps after it still run; if the session dies mid-way, the steps framed
-// so far are returned and the rest are marked not run.
-
-// exitTempDir is the batch script's exit status when it found no writable
-// temporary directory; the batch then falls back to one session per step.
-const exitTempDir = 97
+// and on stderr:
+//
+//	\n<B> <i> e\n  the step's stderr  \n<B> <i> end\n
+//
+// The step's own shell has B unset, so a fake boundary in its output does
+// not match the real one. Once a step has exited, whatever it left running
+// in its process group is killed, so nothing it started writes into a later
+// step's frame or holds the session open. A step that hangs is killed by its
+// own timeout and the steps after it still run; if the session dies mid-way,
+// the steps framed so far are returned and the rest are marked not run.
 
 // notRun is the Stderr of a step whose frame never arrived.
 const notRun = "[contractd: not run: the batch ended before this step finished]"
 
-const batchPrologue = `umask 077
-__d=$(mktemp -d 2>/dev/null) || __d=$(mktemp -d -p /dev/shm 2>/dev/null) || { __d="${TMPDIR:-/tmp}/contractd-$$"; mkdir "$__d" 2>/dev/null; } || exit 97
-__p= __w=
+const batchPrologue = `__p= __w=
 __stop() {
 	if [ -n "$__p" ]; then kill -KILL -- "-$__p" 2>/dev/null; fi
 	if [ -n "$__w" ]; then kill -KILL -- "-$__w" 2>/dev/null; fi
 }
-trap '__stop; rm -rf "$__d"' EXIT
+trap '__stop' EXIT
 trap '__stop; exit 129' HUP; trap '__stop; exit 130' INT; trap '__stop; exit 141' PIPE; trap '__stop; exit 143' TERM
-__cat() { cat "$1"; __len=-; }
-__emit() {
-	printf '\n%s %s %s\n' "$__B" "$1" "$2"
-	__len=0; if [ -s "$__d/$1.o" ]; then __cat "$__d/$1.o"; fi
-	printf '\n%s %s e %s\n' "$__B" "$1" "$__len"
-	__len=0; if [ -s "$__d/$1.e" ]; then __cat "$__d/$1.e"; fi
-	printf '\n%s %s end %s\n' "$__B" "$1" "$__len"
-}
-if [ -n "${BASH_VERSION:-}" ] && mkfifo "$__d/.a" "$__d/.b" 2>/dev/null; then
+if [ -n "${BASH_VERSION:-}" ] && [ "${BASH_VERSINFO[0]:-0}" -ge 4 ]; then
 	set -m
-	exec 7<>"$__d/.a" 8<>"$__d/.b"
 	# One watchdog for the whole batch: for each timed step it reads
-	# "index pgid seconds" on fd 7 and waits that long for the step's done
-	# line on fd 8; if none comes it marks the step timed out, sends TERM to
-	# the step's process group, and KILL 2 s later.
-	(
-		while read -r __n __g __s <&7; do
-			if read -r -t "$__s" __x <&8; then continue; fi
-			echo t >"$__d/$__n.t"
+	# "pgid seconds" and waits that long for the step's done line; if none
+	# comes it sends TERM to the step's process group, and KILL 2 s later.
+	# It answers each step with o (in time) or t (timed out). Inside eval:
+	# a POSIX sh parses this whole branch and knows no coproc.
+	eval 'coproc __W {
+		trap - EXIT HUP INT PIPE TERM
+		while read -r __g __s; do
+			if read -r -t "$__s" __x; then echo o; continue; fi
 			kill -TERM -"$__g" 2>/dev/null
-			if read -r -t 2 __x <&8; then continue; fi
+			if read -r -t 2 __x; then echo t; continue; fi
 			kill -KILL -"$__g" 2>/dev/null
-			read -r __x <&8
+			read -r __x; echo t
 		done
-	) </dev/null >/dev/null 2>&1 &
-	__w=$!
-	# Copies a file byte for byte with builtins only (NULs included) and
-	# counts the bytes into __len.
-	__cat() {
-		local LC_ALL=C __x __n=0
-		while IFS= read -r -d '' __x; do printf '%s\0' "$__x"; __n=$((__n + ${#__x} + 1)); done <"$1"
-		printf '%s' "$__x"
-		__len=$((__n + ${#__x}))
-	}
+	} 2>/dev/null'
+	__w=$__W_PID
 	__run() {
+		printf '\n%s %s o\n' "$__B" "$1"; printf '\n%s %s e\n' "$__B" "$1" >&2
 		if [ "$3" = sh ]; then
-			sh "$__d/$1" 7<&- 8<&- <"/dev/null" >"$__d/$1.o" 2>"$__d/$1.e" &
+			sh /dev/fd/3 </dev/null {__W[0]}<&- {__W[1]}<&- &
 		else
-			( __f=$__d/$1; unset -v __B __d __p __w __c __len; unset -f __run __emit __stop __cat; . "$__f" ) 7<&- 8<&- <"/dev/null" >"$__d/$1.o" 2>"$__d/$1.e" &
+			( exec {__W[0]}<&- {__W[1]}<&-; unset -v __B __W __W_PID __p __w __c __v __k __n __i __q __h __y __l; unset -f __run __stop __serve; . /dev/fd/3 ) </dev/null &
 		fi
 		__p=$!
-		if [ "$2" != 0 ]; then printf '%s %s %s\n' "$1" "$__p" "$2" >&7; fi
+		if [ "$2" != 0 ]; then printf '%s %s\n' "$__p" "$2" >&"${__W[1]}"; fi
 		wait "$__p" 2>/dev/null
 		__c=$?
-		if [ "$2" != 0 ]; then printf '\n' >&8; fi
+		if [ "$2" != 0 ]; then
+			printf '\n' >&"${__W[1]}"
+			if read -r -t 5 __v <&"${__W[0]}" && [ "$__v" = t ]; then __c=124; fi
+		fi
+		kill -KILL -- "-$__p" 2>/dev/null
 		__p=
-		if [ -s "$__d/$1.t" ]; then __c=124; : >"$__d/$1.t"; fi
-		__emit "$1" "$__c"
+		printf '\n%s %s end\n' "$__B" "$1" >&2; printf '\n%s %s end %s\n' "$__B" "$1" "$__c"
 	}
 else
 	__t=; if command -v timeout >/dev/null 2>&1; then __t=timeout; fi
 	if [ -L /bin/timeout ] || [ -L /usr/bin/timeout ]; then __t=busybox; fi
 	__b=sh; if command -v bash >/dev/null 2>&1; then __b="bash --norc"; fi
 	# busybox timeout signals only its child: run the step in its own session
-	# and pass the signal to that whole group.
-	# The wrapper exits 124 like coreutils timeout when it was signalled.
+	# and pass the signal to that whole group, which is also killed once the
+	# step has exited. The wrapper exits 124 like coreutils timeout when it
+	# was signalled.
 	__g='"$@" & __p=$!; trap "kill -TERM $__p; exit 124" TERM; wait $__p'
-	if command -v setsid >/dev/null 2>&1; then __g='setsid "$@" & __p=$!; trap "kill -TERM -$__p; exit 124" TERM; wait $__p'; fi
+	if command -v setsid >/dev/null 2>&1; then __g='setsid "$@" & __p=$!; trap "kill -TERM -$__p; exit 124" TERM; wait $__p; __c=$?; kill -KILL -$__p 2>/dev/null; exit $__c'; fi
 	__run() {
+		printf '\n%s %s o\n' "$__B" "$1"; printf '\n%s %s e\n' "$__B" "$1" >&2
 		__s=sh; if [ "$3" = bash ]; then __s=$__b; fi
 		if [ "$__t" = timeout ] && [ "$2" != 0 ]; then
-			timeout -k 2 "$2" $__s "$__d/$1" <"/dev/null" >"$__d/$1.o" 2>"$__d/$1.e"
+			timeout -k 2 "$2" $__s /dev/fd/3 </dev/null
 		elif [ "$__t" = busybox ] && [ "$2" != 0 ]; then
-			timeout -k 2 "$2" sh -c "$__g" sh $__s "$__d/$1" <"/dev/null" >"$__d/$1.o" 2>"$__d/$1.e"
+			timeout -k 2 "$2" sh -c "$__g" sh $__s /dev/fd/3 </dev/null
 		else
-			$__s "$__d/$1" <"/dev/null" >"$__d/$1.o" 2>"$__d/$1.e"
+			$__s /dev/fd/3 </dev/null
 		fi
-		__emit "$1" $?
+		__c=$?
+		printf '\n%s %s end\n' "$__B" "$1" >&2; printf '\n%s %s end %s\n' "$__B" "$1" "$__c"
 	}
 fi
 `
@@ -141,66 +129,53 @@ func execBatch(ctx context.Context, r runner, cmds []Command, logf logger) ([]Re
 	runCtx, cancel := batchDeadline(ctx, cmds)
 	defer cancel()
 	dl, ok := runCtx.Deadline()
-	boundary, marker := token(), token()
-	script := batchScript(cmds, boundary, marker)
+	marker := token()
+	var boundary, script string
+	for ok := false; !ok; {
+		boundary = token()
+		script, ok = batchScript(cmds, boundary, marker)
+	}
 
-	pr, pw := io.Pipe()
 	parser := newFrameParser(boundary, cmds, start)
-	parsed := make(chan struct{})
-	go func() {
-		parser.consume(pr)
-		close(parsed)
-	}()
-	stderr := newCapture(DefaultOutputCap)
-	mw := newMarkerWriter(marker, stderr)
-	code, err := r.run(runCtx, shellArgv("bash", remoteSeconds(dl, ok, start), newRunToken()), strings.NewReader(script), pw, mw)
-	pw.Close()
-	<-parsed
+	mw := newMarkerWriter(marker, &parser.err)
+	code, err := r.run(runCtx, shellArgv("bash", remoteSeconds(dl, ok, start), newRunToken()), strings.NewReader(script), &parser.out, mw)
 	mw.flush()
+	parser.out.Close()
+	parser.err.Close()
 	logNoise(logf, r, secrets, mw)
 	timedOut := runCtx.Err() != nil
+	outside := func() string {
+		parser.mu.Lock()
+		defer parser.mu.Unlock()
+		return strings.TrimSpace(Redact(string(parser.err.outside.b), secrets))
+	}
 
 	if err == nil && !mw.seen {
-		msg := strings.TrimSpace(stderr.text(secrets))
 		if timedOut {
 			err = fmt.Errorf("%s: no shell started within the deadline: %w: %w", r, ErrUnreachable, ErrTimeout)
 		} else {
-			err = fmt.Errorf("%s: shell did not start (exit %d): %s: %w", r, code, msg, ErrUnreachable)
+			err = fmt.Errorf("%s: shell did not start (exit %d): %s: %w", r, code, outside(), ErrUnreachable)
 		}
 		logf.printf(secrets, "%v", err)
 		return nil, err
 	}
-	if err == nil && code == exitTempDir && parser.started == 0 {
-		logf.printf(secrets, "%s: no writable temporary directory on the target; running %d steps one session each", r, len(cmds))
-		return execEach(ctx, r, cmds, logf)
-	}
-	if err != nil && parser.started == 0 {
+	parser.mu.Lock()
+	started, finished := parser.started, parser.finished
+	results := parser.results(secrets, timedOut)
+	parser.mu.Unlock()
+	if err != nil && started == 0 {
 		logf.printf(secrets, "%v", err)
 		return nil, err
 	}
-	results := parser.results(secrets, timedOut)
 	if err != nil {
-		logf.printf(secrets, "%s: batch ended after %d of %d steps: %v", r, parser.finished, len(cmds), err)
+		logf.printf(secrets, "%s: batch ended after %d of %d steps: %v", r, finished, len(cmds), err)
 		return results, err
 	}
-	if parser.finished < len(cmds) {
+	if finished < len(cmds) {
 		logf.printf(secrets, "%s: batch ended after %d of %d steps (exit %d, timed out %v): %s",
-			r, parser.finished, len(cmds), code, timedOut, strings.TrimSpace(stderr.text(secrets)))
+			r, finished, len(cmds), code, timedOut, outside())
 	}
 	return results, nil
-}
-
-// execEach runs cmds one session each, stopping at the first unreachable.
-func execEach(ctx context.Context, r runner, cmds []Command, logf logger) ([]Result, error) {
-	out := make([]Result, 0, len(cmds))
-	for _, c := range cmds {
-		res, err := execOne(ctx, r, c, logf)
-		if err != nil {
-			return out, err
-		}
-		out = append(out, res)
-	}
-	return out, nil
 }
 
 // batchDeadline bounds the whole batch: the caller's deadline, and when
@@ -216,9 +191,25 @@ func batchDeadline(ctx context.Context, cmds []Command) (context.Context, contex
 	return context.WithTimeout(ctx, total+5*time.Second)
 }
 
+// stepArgs are a command's arguments to __run: its deadline in whole
+// seconds (0 for none) and its shell.
+func stepArgs(c Command) (int, string) {
+	shell := "bash"
+	if c.Shell == "sh" {
+		shell = "sh"
+	}
+	secs := 0
+	if c.Timeout > 0 {
+		secs = max(1, int(math.Ceil(c.Timeout.Seconds())))
+	}
+	return secs, shell
+}
+
 // batchScript renders the framed script: start marker, shared exports,
-// prologue, then per step its file and its run.
-func batchScript(cmds []Command, boundary, marker string) string {
+// prologue, then per step its run with its script as a here-document
+// delimited by the boundary. It reports false when a script contains the
+// boundary, which the caller then draws again.
+func batchScript(cmds []Command, boundary, marker string) (string, bool) {
 	shared, own := splitEnv(cmds)
 	var b strings.Builder
 	fmt.Fprintf(&b, "printf '%%s\\n' %s >&2\n", marker)
@@ -226,18 +217,17 @@ func batchScript(cmds []Command, boundary, marker string) string {
 	fmt.Fprintf(&b, "__B=%s\n", boundary)
 	b.WriteString(batchPrologue)
 	for i, c := range cmds {
-		shell := "bash"
-		if c.Shell == "sh" {
-			shell = "sh"
+		secs, shell := stepArgs(c)
+		body := exports(own[i]) + c.Script
+		if !strings.HasSuffix(body, "\n") {
+			body += "\n"
 		}
-		secs := 0
-		if c.Timeout > 0 {
-			secs = max(1, int(math.Ceil(c.Timeout.Seconds())))
+		if strings.Contains(body, boundary) {
+			return "", false
 		}
-		fmt.Fprintf(&b, "printf '%%s' %s >\"$__d/%d\"\n", quote(exports(own[i])+c.Script+"\n"), i)
-		fmt.Fprintf(&b, "__run %d %d %s\n", i, secs, shell)
+		fmt.Fprintf(&b, "__run %d %d %s 3<<'%s'\n%s%s\n", i, secs, shell, boundary, body, boundary)
 	}
-	return b.String()
+	return b.String(), true
 }
 
 // splitEnv exports a variable once at the top when every step that sets it
@@ -270,20 +260,24 @@ func splitEnv(cmds []Command) (map[string]string, []map[string]string) {
 	return shared, own
 }
 
-// frameParser reads the batch's stdout and splits it into steps.
+// frameParser splits a batch's two streams into steps. Its streams are
+// written concurrently (a session copies stdout and stderr on their own);
+// mu guards everything.
 type frameParser struct {
+	mu       sync.Mutex
 	boundary []byte // "\n" + boundary + " "
 	cmds     []Command
 	start    time.Time
 
 	steps    []stepFrame
-	cur      *capture // section being read; nil outside a frame
-	curStep  int      // step of cur
-	started  int      // headers seen
-	finished int      // end lines seen
+	started  int // stdout headers seen
+	finished int // stdout end lines seen
 	last     time.Time
 	acked    bool // a resident loop has read the request
-	complete bool // a resident loop has sent every frame of the request
+	complete bool // a resident loop has sent every stdout frame of the request
+	errDone  bool // ... and every stderr frame
+
+	out, err frameStream
 }
 
 type stepFrame struct {
@@ -291,138 +285,135 @@ type stepFrame struct {
 	code           int
 	started, done  bool
 	duration       time.Duration
-	notes          []string // framing problems, appended to stderr
+}
+
+// frameStream is one of the two streams: its section being read and what
+// it kept back in case a boundary is split across writes.
+type frameStream struct {
+	p       *frameParser
+	stderr  bool
+	cur     *capture // section being read; nil outside a frame
+	pending []byte
+	outside tail // bytes outside any frame: the shell's own messages
 }
 
 func newFrameParser(boundary string, cmds []Command, start time.Time) *frameParser {
-	p := &frameParser{boundary: []byte("\n" + boundary + " "), cmds: cmds, start: start, last: start, curStep: -1}
+	p := &frameParser{boundary: []byte("\n" + boundary + " "), cmds: cmds, start: start, last: start}
 	p.steps = make([]stepFrame, len(cmds))
 	for i, c := range cmds {
 		p.steps[i] = stepFrame{stdout: newCapture(c.Cap), stderr: newCapture(c.Cap), code: -1}
 	}
+	p.out = frameStream{p: p}
+	p.err = frameStream{p: p, stderr: true}
 	return p
 }
 
-// consume reads r to EOF, routing section bytes into captures. It keeps
-// back a tail shorter than the boundary so a boundary split across reads
-// is still found.
-func (p *frameParser) consume(r io.Reader) {
-	buf := make([]byte, 32<<10)
-	var pending []byte
-	for {
-		n, err := r.Read(buf)
-		pending = append(pending, buf[:n]...)
-		pending = p.scan(pending, err != nil)
-		if err != nil {
-			io.Copy(io.Discard, r)
-			return
-		}
-	}
+// Write takes the next bytes of the stream. It never fails.
+func (s *frameStream) Write(b []byte) (int, error) {
+	s.p.mu.Lock()
+	defer s.p.mu.Unlock()
+	s.pending = s.scan(append(s.pending, b...), false)
+	return len(b), nil
+}
+
+// Close passes on what was kept back: the stream has ended.
+func (s *frameStream) Close() error {
+	s.p.mu.Lock()
+	defer s.p.mu.Unlock()
+	s.pending = s.scan(s.pending, true)
+	return nil
 }
 
 // scan handles every complete boundary line in data and returns what must
-// wait for more input.
-func (p *frameParser) scan(data []byte, eof bool) []byte {
+// wait for more input. It keeps back a tail shorter than the boundary so a
+// boundary split across writes is still found. Callers hold p.mu.
+func (s *frameStream) scan(data []byte, eof bool) []byte {
+	bnd := s.p.boundary
 	for {
-		i := bytes.Index(data, p.boundary)
+		i := bytes.Index(data, bnd)
 		if i < 0 {
-			keep := len(p.boundary) - 1
+			keep := len(bnd) - 1
 			if eof {
 				keep = 0
 			}
 			if len(data) > keep {
-				p.emit(data[:len(data)-keep])
+				s.emit(data[:len(data)-keep])
 				data = data[len(data)-keep:]
 			}
 			return data
 		}
-		nl := bytes.IndexByte(data[i+len(p.boundary):], '\n')
+		nl := bytes.IndexByte(data[i+len(bnd):], '\n')
 		if nl < 0 {
-			p.emit(data[:i])
+			s.emit(data[:i])
 			if eof {
 				return nil
 			}
 			return data[i:]
 		}
-		p.emit(data[:i])
-		p.header(string(data[i+len(p.boundary) : i+len(p.boundary)+nl]))
-		data = data[i+len(p.boundary)+nl+1:]
+		s.emit(data[:i])
+		s.header(string(data[i+len(bnd) : i+len(bnd)+nl]))
+		data = data[i+len(bnd)+nl+1:]
 	}
 }
 
-// checkLength compares the target's count for the section just ended with
-// the bytes that arrived, and notes a mismatch in the step's stderr.
-func (p *frameParser) checkLength(field string) {
-	if field == "-" {
+func (s *frameStream) emit(b []byte) {
+	if len(b) == 0 {
 		return
 	}
-	sent, err := strconv.ParseInt(field, 10, 64)
-	if err != nil || sent == p.cur.total {
-		return
-	}
-	s := &p.steps[p.curStep]
-	s.notes = append(s.notes, fmt.Sprintf("[contractd: framing: the target sent %d bytes of a section, %d arrived]", sent, p.cur.total))
-}
-
-func (p *frameParser) emit(b []byte) {
-	if p.cur != nil && len(b) > 0 {
-		p.cur.Write(b)
+	if s.cur != nil {
+		s.cur.Write(b)
+	} else {
+		s.outside.Write(b)
 	}
 }
 
-// header handles "<i> <exit>", "<i> e <n>" and "<i> end <n>", where n is
-// the byte count the target sent for the section just ended ("-" when the
-// target could not count it without starting a process).
-func (p *frameParser) header(line string) {
+// header handles a boundary line: on stdout "<i> o" (step i's output
+// follows) and "<i> end <exit>"; on stderr "<i> e" and "<i> end"; and a
+// resident loop's "ack", "done" and "pong". Callers hold p.mu.
+func (s *frameStream) header(line string) {
+	p := s.p
+	s.cur = nil
 	f := strings.Fields(line)
 	if len(f) == 1 {
-		// The resident loop's request lines: "ack" once it has read a
-		// request, "done" after its last frame.
-		switch f[0] {
-		case "ack":
+		switch {
+		case f[0] == "ack" && !s.stderr:
 			p.acked = true
-		case "done", "pong":
+		case f[0] == "done" && s.stderr:
+			p.errDone = true
+		case (f[0] == "done" || f[0] == "pong") && !s.stderr:
 			p.complete = true
 		}
-		p.cur = nil
 		return
 	}
-	if len(f) < 2 || len(f) > 3 {
-		p.cur = nil
+	if len(f) < 2 {
 		return
-	}
-	if len(f) == 3 && p.cur != nil {
-		p.checkLength(f[2])
 	}
 	i, err := strconv.Atoi(f[0])
 	if err != nil || i < 0 || i >= len(p.steps) {
-		p.cur = nil
 		return
 	}
-	s := &p.steps[i]
-	p.curStep = i
-	switch f[1] {
-	case "e":
-		p.cur = s.stderr
-	case "end":
-		now := time.Now()
-		s.done, s.duration, p.last = true, now.Sub(p.last), now
-		p.finished++
-		p.cur = nil
-	default:
-		code, err := strconv.Atoi(f[1])
+	st := &p.steps[i]
+	switch {
+	case s.stderr && f[1] == "e" && len(f) == 2:
+		s.cur = st.stderr
+	case !s.stderr && f[1] == "o" && len(f) == 2:
+		st.started = true
+		p.started++
+		s.cur = st.stdout
+	case !s.stderr && f[1] == "end" && len(f) == 3:
+		code, err := strconv.Atoi(f[2])
 		if err != nil {
-			p.cur = nil
 			return
 		}
-		s.started, s.code = true, code
-		p.started++
-		p.cur = s.stdout
+		now := time.Now()
+		st.code, st.done, st.duration, p.last = code, true, now.Sub(p.last), now
+		p.finished++
 	}
 }
 
 // results turns frames into Results; steps without a complete frame get
-// exit code -1, a note in Stderr, and TimedOut when the batch ran out of time.
+// exit code -1, a note in Stderr, and TimedOut when the batch ran out of
+// time. Callers hold p.mu.
 func (p *frameParser) results(secrets []string, timedOut bool) []Result {
 	out := make([]Result, len(p.steps))
 	for i, s := range p.steps {
@@ -433,12 +424,6 @@ func (p *frameParser) results(secrets []string, timedOut bool) []Result {
 			StderrBytes: s.stderr.total,
 			ExitCode:    s.code,
 			Duration:    s.duration,
-		}
-		for _, n := range s.notes {
-			if r.Stderr != "" && !strings.HasSuffix(r.Stderr, "\n") {
-				r.Stderr += "\n"
-			}
-			r.Stderr += n
 		}
 		if s.done {
 			// timeout(1) exits 124 when it stopped the step, 137 when it had to KILL it.

@@ -113,11 +113,12 @@ func (o ResidentOptions) withDefaults() ResidentOptions {
 }
 
 // residentLoop serves requests after the batch prologue has set up the
-// private directory, the watchdog and __run. Any malformed line ends it
-// with exitProtocol; EOF on stdin ends it cleanly. The call and the exit
-// share the program's last line: bash reads a script from a pipe a byte at
-// a time, so anything after the line it is running would be read as a
-// request.
+// watchdog and __run. Each command's script is read into a variable and
+// handed to __run as a here-document, so it never touches the disk or a
+// command line. Any malformed line ends the loop with exitProtocol; EOF on
+// stdin ends it cleanly. The call and the exit share the program's last
+// line: bash reads a script from a pipe a byte at a time, so anything after
+// the line it is running would be read as a request.
 const residentLoop = `__serve() {
 	printf '%s ready\n' "$__B"
 	while IFS=' ' read -r __k __B __n; do
@@ -130,19 +131,22 @@ const residentLoop = `__serve() {
 		printf '\n%s ack\n' "$__B"
 		__i=0
 		while [ "$__i" -lt "$__n" ]; do
-			IFS=' ' read -r __k __s __h || exit 98
+			IFS=' ' read -r __k __q __h || exit 98
 			[ "$__k" = S ] || exit 98
-			__l=
+			__y= __l=
 			while IFS= read -r __l; do
 				if [ "$__l" = "$__B" ]; then break; fi
-				printf '%s\n' "$__l"
-			done >"$__d/$__i"
+				__y="$__y$__l
+"
+			done
 			[ "$__l" = "$__B" ] || exit 98
-			__run "$__i" "$__s" "$__h"
-			: >"$__d/$__i"; : >"$__d/$__i.o"; : >"$__d/$__i.e"
+			__run "$__i" "$__q" "$__h" 3<<__CONTRACTD_SCRIPT__
+$__y
+__CONTRACTD_SCRIPT__
+			__y=
 			__i=$((__i + 1))
 		done
-		printf '\n%s done\n' "$__B"
+		printf '\n%s done\n' "$__B"; printf '\n%s done\n' "$__B" >&2
 	done
 }
 __serve; exit 0
@@ -170,14 +174,7 @@ func residentRequest(boundary string, cmds []Command) (string, bool) {
 	}
 	fmt.Fprintf(&b, "R %s %d\n", boundary, len(cmds))
 	for _, c := range cmds {
-		shell := "bash"
-		if c.Shell == "sh" {
-			shell = "sh"
-		}
-		secs := 0
-		if c.Timeout > 0 {
-			secs = max(1, int(math.Ceil(c.Timeout.Seconds())))
-		}
+		secs, shell := stepArgs(c)
 		body := exports(c.Env) + c.Script
 		if !strings.HasSuffix(body, "\n") {
 			body += "\n"
@@ -212,7 +209,6 @@ type resident struct {
 	readyc    chan struct{}
 	pre       []byte // stdout before the ready line: the login's noise
 	req       *frameParser
-	pending   []byte
 	protoErr  error
 	started   *markerWriter // stderr: the start marker, then the loop's own messages
 	errTail   tail
@@ -239,13 +235,44 @@ func (t *tail) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// stderrWriter passes the loop's stderr to the marker writer under r.mu.
+// stderrWriter passes the loop's stderr to the marker writer under r.mu;
+// after the marker, errRouter takes it.
 type stderrWriter struct{ r *resident }
 
 func (w stderrWriter) Write(p []byte) (int, error) {
 	w.r.mu.Lock()
 	defer w.r.mu.Unlock()
 	return w.r.started.Write(p)
+}
+
+// errRouter sends the loop's stderr to the current request's frames, and
+// keeps what comes between requests (the loop's own messages) in errTail.
+// Callers hold r.mu.
+type errRouter struct{ r *resident }
+
+func (e errRouter) Write(p []byte) (int, error) {
+	r := e.r
+	if r.req != nil && !r.req.errDone {
+		r.req.err.Write(p)
+		r.settle()
+		return len(p), nil
+	}
+	return r.errTail.Write(p)
+}
+
+// settle lets go of a request once both its streams are complete. Callers
+// hold r.mu.
+func (r *resident) settle() {
+	if r.req == nil {
+		return
+	}
+	r.req.mu.Lock()
+	done := r.req.complete && r.req.errDone
+	r.req.mu.Unlock()
+	if done {
+		r.req = nil
+	}
+	r.poke()
 }
 
 // residentError says why a resident session could not serve a request, and
@@ -274,7 +301,7 @@ func startResident(ctx context.Context, s *residentSet, key, host string, r runn
 		done: make(chan struct{}), kick: make(chan struct{}, 1),
 		readyLine: []byte(readyB + " ready\n"), readyc: make(chan struct{}),
 	}
-	res.started = newMarkerWriter(marker, &res.errTail)
+	res.started = newMarkerWriter(marker, errRouter{res})
 	// The program fits in the pipe's buffer: nothing waits on this write.
 	if _, err := io.WriteString(wr, residentProgram(readyB, marker)); err != nil {
 		rd.Close()
@@ -348,22 +375,24 @@ func (r *resident) Write(p []byte) (int, error) {
 	if len(p) == 0 {
 		return n, nil
 	}
-	if r.req == nil {
+	if r.req == nil || r.outDone() {
 		if len(bytes.TrimSpace(p)) > 0 && r.protoErr == nil {
 			r.protoErr = fmt.Errorf("output outside a request: %q", Printable(string(p[:min(len(p), 80)])))
 			r.poke()
 		}
 		return n, nil
 	}
-	r.pending = r.req.scan(append(r.pending, p...), false)
-	if r.req.complete {
-		if len(bytes.TrimSpace(r.pending)) > 0 && r.protoErr == nil {
-			r.protoErr = fmt.Errorf("output after a request's end: %q", Printable(string(r.pending[:min(len(r.pending), 80)])))
-		}
-		r.req, r.pending = nil, nil
-	}
-	r.poke()
+	r.req.out.Write(p)
+	r.settle()
 	return n, nil
+}
+
+// outDone reports whether the current request's stdout is complete.
+// Callers hold r.mu.
+func (r *resident) outDone() bool {
+	r.req.mu.Lock()
+	defer r.req.mu.Unlock()
+	return r.req.complete
 }
 
 func (r *resident) poke() {
@@ -434,13 +463,14 @@ func (r *resident) do(ctx context.Context, cmds []Command, ack time.Duration) ([
 		req, ok = residentRequest(boundary, cmds)
 	}
 	p := newFrameParser(boundary, cmds, start)
+	p.errDone = len(cmds) == 0 // a health check is answered on stdout only
 	r.mu.Lock()
 	if r.ended || r.protoErr != nil {
 		why := r.endReason()
 		r.mu.Unlock()
 		return nil, &residentError{why: why}
 	}
-	r.req, r.pending = p, nil
+	r.req = p
 	r.mu.Unlock()
 	select {
 	case <-r.kick:
@@ -459,6 +489,8 @@ func (r *resident) do(ctx context.Context, cmds []Command, ack time.Duration) ([
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		r.req = nil
+		p.mu.Lock()
+		defer p.mu.Unlock()
 		return p.results(secrets, false), &residentError{why: why, acked: acked}
 	}
 	for {
@@ -489,12 +521,17 @@ func (r *resident) do(ctx context.Context, cmds []Command, ack time.Duration) ([
 		case <-ctx.Done():
 			r.mu.Lock()
 			r.req = nil
+			p.mu.Lock()
 			res := p.results(secrets, true)
+			p.mu.Unlock()
 			r.mu.Unlock()
 			return res, ctx.Err()
 		}
 		r.mu.Lock()
-		a, f, complete, perr, ended := p.acked, p.finished, p.complete, r.protoErr, r.ended
+		p.mu.Lock()
+		a, f, perr, ended := p.acked, p.finished, r.protoErr, r.ended
+		complete := p.complete && (p.errDone || len(cmds) == 0)
+		p.mu.Unlock()
 		var why string
 		if perr != nil || (ended && !complete) {
 			why = r.endReason()
@@ -506,6 +543,8 @@ func (r *resident) do(ctx context.Context, cmds []Command, ack time.Duration) ([
 		if complete && perr == nil {
 			r.mu.Lock()
 			defer r.mu.Unlock()
+			p.mu.Lock()
+			defer p.mu.Unlock()
 			return p.results(secrets, false), nil
 		}
 		if why != "" {

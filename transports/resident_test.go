@@ -94,20 +94,23 @@ func TestResidentSessionKeepsNoSecret(t *testing.T) {
 		t.Fatalf("stdout %q", res.Stdout)
 	}
 	pid, file := lines[0], lines[1]
+	if file != "/dev/fd/3" {
+		t.Fatalf("the command ran from %q, want its here-document on fd 3 (never a file)", file)
+	}
 	later, err := tr.Exec(testCtx(t), Command{Script: "echo \"${TOKEN:-unset}\""})
 	if err != nil || later.Stdout != "unset\n" {
 		t.Fatalf("the next command sees %q (%v); a command's exports must not outlive it", later.Stdout, err)
 	}
-	// The loop's environment and the command's script file on the target.
-	out, err := s.Run(testCtx(t), fmt.Sprintf("tr '\\0' '\\n' </proc/%s/environ; echo ---; cat %s; ls -la %s", pid, quote(file), quote(file)))
+	// The loop's environment, and its watchdog's, on the target.
+	out, err := s.Run(testCtx(t), fmt.Sprintf("for p in %s $(cat /proc/%s/task/*/children); do tr '\\0' '\\n' </proc/$p/environ; echo \"--- $p\"; done", pid, pid))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if strings.Contains(out, secret) {
 		t.Fatalf("the secret is still on the target:\n%s", out)
 	}
-	if !strings.Contains(out, "---") || !strings.Contains(out, file) {
-		t.Fatalf("could not read the loop's environment and script file:\n%s", out)
+	if !strings.Contains(out, "CONTRACTD_RUN=") || strings.Count(out, "--- ") < 2 {
+		t.Fatalf("could not read the loop's and its watchdog's environment:\n%s", out)
 	}
 }
 
