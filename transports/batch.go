@@ -50,17 +50,20 @@ if [ -n "${BASH_VERSION:-}" ] && [ "${BASH_VERSINFO[0]:-0}" -ge 4 ]; then
 	set -m
 	# One watchdog for the whole batch: for each timed step it reads
 	# "pgid seconds" and waits that long for the step's done line; if none
-	# comes it sends TERM to the step's process group, and KILL 2 s later.
-	# It answers each step with o (in time) or t (timed out). Inside eval:
-	# a POSIX sh parses this whole branch and knows no coproc.
+	# comes it writes "t pgid" (before it signals, so the line is there by
+	# the time the step has died), sends TERM to the step's process group,
+	# and KILL 2 s later. A step in time costs no answer, and nobody waits
+	# on the watchdog. Inside eval: a POSIX sh parses this whole branch and
+	# knows no coproc.
 	eval 'coproc __W {
 		trap - EXIT HUP INT PIPE TERM
 		while read -r __g __s; do
-			if read -r -t "$__s" __x; then echo o; continue; fi
+			if read -r -t "$__s" __x; then continue; fi
+			echo "t $__g"
 			kill -TERM -"$__g" 2>/dev/null
-			if read -r -t 2 __x; then echo t; continue; fi
+			if read -r -t 2 __x; then continue; fi
 			kill -KILL -"$__g" 2>/dev/null
-			read -r __x; echo t
+			read -r __x
 		done
 	} 2>/dev/null'
 	__w=$__W_PID
@@ -77,7 +80,11 @@ if [ -n "${BASH_VERSION:-}" ] && [ "${BASH_VERSINFO[0]:-0}" -ge 4 ]; then
 		__c=$?
 		if [ "$2" != 0 ]; then
 			printf '\n' >&"${__W[1]}"
-			if read -r -t 5 __v <&"${__W[0]}" && [ "$__v" = t ]; then __c=124; fi
+			# Verdicts waiting: this step's marks it timed out; one left
+			# for an earlier step (it ended just at its deadline) is dropped.
+			while read -r -t 0 <&"${__W[0]}" && read -r __v __x <&"${__W[0]}"; do
+				if [ "$__x" = "$__p" ]; then __c=124; fi
+			done
 		fi
 		kill -KILL -- "-$__p" 2>/dev/null
 		__p=
