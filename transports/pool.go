@@ -65,6 +65,12 @@ type PoolOptions struct {
 	// host key accepted, keepalive failure) and per failed command, with
 	// command secrets redacted. Nil discards them.
 	Logf func(format string, args ...any)
+	// HostKeys, when set, receives instead of Logf the line for each host
+	// key that accept-new records (host, key type, SHA256 fingerprint,
+	// known_hosts file), so that a one-shot run, which keeps the
+	// connection chatter out of its output, still says which key it
+	// trusted.
+	HostKeys func(format string, args ...any)
 }
 
 // Pool opens transports and owns the ssh connections they share: one per

@@ -362,7 +362,11 @@ func (p *Pool) hostKeyCallback(spec *Spec) (ssh.HostKeyCallback, []string, error
 		if err := appendKnownHost(file, hostname, key); err != nil {
 			return fmt.Errorf("accept-new %s: %w", hostname, err)
 		}
-		p.logf.printf(nil, "%s: accepted new host key %s %s into %s", spec.chain(), key.Type(), hk.Fingerprint, file)
+		log := p.logf
+		if p.opts.HostKeys != nil {
+			log = p.opts.HostKeys
+		}
+		log.printf(nil, "%s: accepted new host key for %s: %s %s, recorded in %s", spec.chain(), hostname, key.Type(), hk.Fingerprint, file)
 		return nil
 	}
 	return cb, algos, nil

@@ -289,7 +289,11 @@ func (m *Main) runContracts(ctx context.Context, files []string, rf runFlags) in
 	if code != exitOK {
 		return code
 	}
-	pool := transports.NewPool(transports.PoolOptions{})
+	// A host key that accept-new records is said even with --quiet: the
+	// run trusted a key nobody had checked.
+	pool := transports.NewPool(transports.PoolOptions{HostKeys: func(format string, args ...any) {
+		say(m.Stderr, "%s "+format+"\n", append([]any{time.Now().UTC().Format("15:04:05")}, args...)...)
+	}})
 	defer pool.Close()
 	logw := m.Stderr
 	logf := func(format string, args ...any) {
