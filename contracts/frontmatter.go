@@ -1,9 +1,11 @@
 package contracts
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"text/template"
@@ -75,8 +77,14 @@ func (y *yamlDec) syntaxError(err error) {
 	y.d.errorf(y.s.lineCol(y.lineOff+1, 1), "YAML: %v", err)
 }
 
-// parse returns the document body, or nil after reporting a syntax error.
+// parse returns the document body, or nil after reporting a syntax error
+// or a text over the YAML limits (checkYAMLShape).
 func (y *yamlDec) parse(src []byte) (ast.Node, bool) {
+	if e := checkYAMLShape(src); e != nil {
+		// Over a limit: the YAML parser never sees the text.
+		y.d.errorf(y.s.lineCol(e.line+y.lineOff, e.col), "YAML: %s", e.msg)
+		return nil, false
+	}
 	f, err := parser.ParseBytes(src, 0)
 	if err != nil {
 		y.syntaxError(err)
@@ -735,14 +743,45 @@ func (y *yamlDec) decodeForEach(n ast.Node, into map[string][]map[string]any) {
 // contract's defaults.
 type inventory struct {
 	vars    map[string]string
+	varPos  map[string]Pos
 	targets map[string]*Target
 	diags   Diagnostics
+}
+
+// nearMisses warns about inventory vars that c does not declare but that
+// look like a typo of one it does and the inventory does not set: the
+// contract would silently keep its default. Other names c does not declare
+// are fine: one inventory describes a deployment that several contracts
+// share.
+func (inv *inventory) nearMisses(c *Contract, d *diags) {
+	var unset []string
+	for _, k := range c.ownVars() {
+		if _, ok := inv.vars[k]; !ok {
+			unset = append(unset, k)
+		}
+	}
+	names := make([]string, 0, len(inv.vars))
+	for k := range inv.vars {
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	for _, k := range names {
+		if c.DeclaresVar(k) {
+			continue
+		}
+		if s := closest(k, unset); s != "" {
+			d.warnf(inv.varPos[k], "vars: %s declares no var %q (did you mean %q? as written, %s keeps its default)", c.Name, k, s, s)
+		}
+	}
 }
 
 // parseInventory reads an inventory file. Problems are returned as
 // diagnostics naming the inventory file.
 func parseInventory(path string, src []byte) *inventory {
-	inv := &inventory{vars: map[string]string{}, targets: map[string]*Target{}}
+	// A byte order mark is accepted as in a contract, and is not a
+	// character: columns on line 1 count from after it.
+	src = bytes.TrimPrefix(src, utf8BOM)
+	inv := &inventory{vars: map[string]string{}, varPos: map[string]Pos{}, targets: map[string]*Target{}}
 	d := &diags{file: path}
 	y := &yamlDec{s: newSource(path, src), d: d}
 	root, ok := y.parse(src)
@@ -751,7 +790,7 @@ func parseInventory(path string, src []byte) *inventory {
 		for _, e := range entries {
 			switch e.key {
 			case "vars":
-				y.decodeVars(e.value, inv.vars, nil)
+				y.decodeVars(e.value, inv.vars, inv.varPos)
 			case "targets":
 				y.decodeTargets(e.value, inv.targets)
 			default:

@@ -2,7 +2,6 @@ package contracts
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -22,6 +21,18 @@ type Options struct {
 	// whose entries override the contract's defaults (targets by name,
 	// wholesale).
 	Inventory string
+	// MaxFileSize is the largest contract or inventory read, in bytes
+	// (--max-file-size); 0 means DefaultMaxFileSize. A larger file is an
+	// error diagnostic, and is not read past the limit.
+	MaxFileSize int64
+}
+
+// maxFileSize returns the size limit in force.
+func (o Options) maxFileSize() int64 {
+	if o.MaxFileSize > 0 {
+		return o.MaxFileSize
+	}
+	return DefaultMaxFileSize
 }
 
 // loader holds what contracts loaded together share: the parsed inventory
@@ -35,13 +46,9 @@ type loader struct {
 func newLoader(opts Options) *loader {
 	l := &loader{opts: opts, cache: newExprCache()}
 	if opts.Inventory != "" {
-		src, err := os.ReadFile(opts.Inventory)
+		src, err := readLimited(nil, opts.Inventory, opts.maxFileSize(), "inventory")
 		if err != nil {
-			l.inv = &inventory{diags: Diagnostics{{
-				Pos:      Pos{File: opts.Inventory, Line: 1, Col: 1},
-				Severity: DiagError,
-				Msg:      fmt.Sprintf("read inventory: %v", err),
-			}}}
+			l.inv = &inventory{diags: Diagnostics{readDiag(opts.Inventory, "inventory", err)}}
 		} else {
 			l.inv = parseInventory(opts.Inventory, src)
 		}
@@ -53,9 +60,9 @@ func newLoader(opts Options) *loader {
 // the diagnostics (a read failure is one error diagnostic) when the file
 // cannot be loaded.
 func LoadFile(path string, opts Options) (*Contract, Diagnostics) {
-	src, err := os.ReadFile(path)
+	src, err := readLimited(nil, path, opts.maxFileSize(), "contract")
 	if err != nil {
-		return nil, Diagnostics{{Pos: Pos{File: path, Line: 1, Col: 1}, Severity: DiagError, Msg: fmt.Sprintf("read contract: %v", err)}}
+		return nil, Diagnostics{readDiag(path, "contract", err)}
 	}
 	l := newLoader(opts)
 	return l.safeParse(newMarkdownParser(), path, src, true)
@@ -66,6 +73,9 @@ func LoadFile(path string, opts Options) (*Contract, Diagnostics) {
 // with every diagnostic found in one pass (warnings included). On success
 // the diagnostics hold only warnings.
 func Parse(path string, src []byte, opts Options) (*Contract, Diagnostics) {
+	if limit := opts.maxFileSize(); int64(len(src)) > limit {
+		return nil, Diagnostics{readDiag(path, "contract", sizeError("contract", int64(len(src)), limit))}
+	}
 	l := newLoader(opts)
 	return l.safeParse(newMarkdownParser(), path, src, false)
 }
@@ -92,9 +102,9 @@ func LoadMany(paths []string, opts Options) ([]*Contract, []Diagnostics) {
 			// keeps, so the buffer is free again once a file is parsed.
 			var buf []byte
 			for i := range next {
-				src, err := readInto(buf, paths[i])
+				src, err := readLimited(buf, paths[i], opts.maxFileSize(), "contract")
 				if err != nil {
-					diags[i] = Diagnostics{{Pos: Pos{File: paths[i], Line: 1, Col: 1}, Severity: DiagError, Msg: fmt.Sprintf("read contract: %v", err)}}
+					diags[i] = Diagnostics{readDiag(paths[i], "contract", err)}
 					continue
 				}
 				buf = src[:0]
@@ -163,8 +173,10 @@ func (l *loader) parse(md parser.Parser, path string, src []byte, owned bool) (*
 			}
 		}
 	}
+	c.declareVars(src)
 	if l.inv != nil {
 		d.list = append(d.list, l.inv.diags...)
+		l.inv.nearMisses(c, d)
 		for k, v := range l.inv.vars {
 			c.Vars[k] = v
 		}
@@ -182,6 +194,12 @@ func (l *loader) parse(md parser.Parser, path string, src []byte, owned bool) (*
 	}
 	body := blankPrefix(src, bodyStart, owned)
 	s.src = body // only body text is read from here on
+	if e := checkMarkdownShape(body); e != nil {
+		// Over a limit: goldmark never sees the text.
+		d.errorf(s.lineCol(e.line, e.col), "%s", e.msg)
+		sortDiagnostics(d.list)
+		return nil, d.list
+	}
 	b := newBodyParser(s, d, c, l.cache)
 	b.checkNotify()
 	b.parse(md, body)
@@ -191,33 +209,6 @@ func (l *loader) parse(md parser.Parser, path string, src []byte, owned bool) (*
 		return nil, d.list
 	}
 	return c, d.list
-}
-
-// readInto reads the file at path into buf, growing it as needed. It
-// returns the file's bytes or the open or read error.
-func readInto(buf []byte, path string) ([]byte, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	if fi, err := f.Stat(); err == nil && int(fi.Size()) > cap(buf) {
-		buf = make([]byte, 0, int(fi.Size())+512)
-	}
-	buf = buf[:0]
-	for {
-		if len(buf) == cap(buf) {
-			buf = append(buf, 0)[:len(buf)]
-		}
-		n, err := f.Read(buf[len(buf):cap(buf)])
-		buf = buf[:len(buf)+n]
-		if err == io.EOF {
-			return buf, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-	}
 }
 
 // bulkLoad is the number of files from which LoadMany raises the GC target.

@@ -99,6 +99,9 @@ type Contract struct {
 	// Messages shape the contract's messages by kind (open, reminder,
 	// resolved, repair); a kind without a template gets the engine's text.
 	Messages map[string]*template.Template
+
+	declared map[string]bool // the var names the contract reads (DeclaresVar)
+	own      []string        // the keys of its own vars, sorted
 }
 
 // IsReportOnly reports whether agent is listed in report_only_agents.

@@ -86,14 +86,15 @@ func offsetPos(p Pos, text string, byteOff int) Pos {
 	return p
 }
 
+// utf8BOM is the byte order mark some editors write at the start of a
+// file. Contracts and inventories accept it and do not count it.
+var utf8BOM = []byte("\xef\xbb\xbf")
+
 // frontMatter locates a leading `---` … `---` block. It returns the YAML
 // text, the 1-based line the YAML starts on, and the offset just past the
 // closing line. ok is false when the file does not start with `---`.
 func splitFrontMatter(src []byte) (yaml []byte, yamlLine, after int, closed, ok bool) {
-	rest := src
-	if bytes.HasPrefix(rest, []byte("\xef\xbb\xbf")) {
-		rest = rest[3:]
-	}
+	rest := bytes.TrimPrefix(src, utf8BOM)
 	skip := len(src) - len(rest)
 	first, _, _ := bytes.Cut(rest, []byte("\n"))
 	if string(bytes.TrimRight(first, " \t\r")) != "---" {

@@ -23,16 +23,39 @@ import (
 type loadFlags struct {
 	inventory string
 	vars      multiFlag
+	maxSize   sizeFlag
 }
 
-// register adds --inventory and --var to fs.
+// register adds --inventory, --var and --max-file-size to fs.
 func (l *loadFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&l.inventory, "inventory", "", "inventory `FILE` overriding targets and vars")
 	fs.Var(&l.vars, "var", "override a var (`key=value`, repeatable)")
+	fs.Var(&l.maxSize, "max-file-size", "refuse contracts and inventories larger than `SIZE` (e.g. 4MiB; default 1MiB)")
+}
+
+// sizeFlag is a byte size given as 4MiB, 512KiB or a number of bytes; zero
+// means the default.
+type sizeFlag int64
+
+func (f *sizeFlag) String() string {
+	if *f == 0 {
+		return ""
+	}
+	return contracts.FormatSize(int64(*f))
+}
+
+func (f *sizeFlag) Set(v string) error {
+	n, err := contracts.ParseSize(v)
+	if err != nil {
+		return err
+	}
+	*f = sizeFlag(n)
+	return nil
 }
 
 // loadWith loads files with the flags' overrides; it prints every
-// diagnostic and returns exitOK, or exitUsage when anything did not load.
+// diagnostic and returns exitOK, or exitUsage when anything did not load or
+// a --var names a var none of them declares.
 func (m *Main) loadWith(files []string, l loadFlags) ([]*contracts.Contract, int) {
 	opts, err := l.options()
 	if err != nil {
@@ -43,11 +66,15 @@ func (m *Main) loadWith(files []string, l loadFlags) ([]*contracts.Contract, int
 	if !ok {
 		return nil, exitUsage
 	}
+	if err := contracts.CheckVarOverrides(cs, opts.Vars); err != nil {
+		m.errorf("%v", err)
+		return nil, exitUsage
+	}
 	return cs, exitOK
 }
 
 func (l *loadFlags) options() (contracts.Options, error) {
-	opts := contracts.Options{Inventory: l.inventory, Vars: map[string]string{}}
+	opts := contracts.Options{Inventory: l.inventory, Vars: map[string]string{}, MaxFileSize: int64(l.maxSize)}
 	for _, kv := range l.vars {
 		k, v, ok := strings.Cut(kv, "=")
 		if !ok || k == "" {
@@ -111,13 +138,24 @@ func (m *Main) cmdLint(ctx context.Context, args []string) int {
 		return exitUsage
 	}
 	code := exitOK
+	var loaded []*contracts.Contract
 	for _, f := range files {
-		_, diags := contracts.LoadFile(f, opts)
+		c, diags := contracts.LoadFile(f, opts)
 		for _, d := range diags {
 			fmt.Fprintln(m.Stdout, d.String())
 			if d.Severity == contracts.DiagError || *strict {
 				code = exitFailed
 			}
+		}
+		if c != nil {
+			loaded = append(loaded, c)
+		}
+	}
+	// Which contract a --var is for is known once they all loaded.
+	if len(loaded) == len(files) {
+		if err := contracts.CheckVarOverrides(loaded, opts.Vars); err != nil {
+			m.errorf("%v", err)
+			return exitUsage
 		}
 	}
 	return code

@@ -6,9 +6,11 @@ import (
 	"errors"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
+	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine"
 	"github.com/contractd/contractd/engine/notify"
 	"github.com/contractd/contractd/engine/serve"
@@ -37,6 +39,18 @@ func (m *Main) cmdServe(ctx context.Context, args []string) int {
 	if err != nil {
 		m.errorf("%v", err)
 		return exitUsage
+	}
+	if len(opts.Vars) > 0 {
+		// A --var must be one some contract of the directory reads.
+		cs, _, err := contracts.LoadDir(*dir, opts)
+		if err != nil {
+			m.errorf("serve: %v", err)
+			return exitFailed
+		}
+		if err := contracts.CheckVarOverrides(slices.DeleteFunc(cs, func(c *contracts.Contract) bool { return c == nil }), opts.Vars); err != nil {
+			m.errorf("%v", err)
+			return exitUsage
+		}
 	}
 	logf := func(format string, args ...any) {
 		say(m.Stderr, "%s "+format+"\n", append([]any{time.Now().UTC().Format(time.RFC3339)}, args...)...)
