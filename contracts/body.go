@@ -920,6 +920,13 @@ func (b *bodyParser) actionGuards(ar *ActionRow, c cell, st *Stage) {
 				continue
 			}
 			ar.Guard.Grace = d
+		case "slow_retry":
+			sr, err := parseSlowRetry(a.Value)
+			if err != nil {
+				b.d.errorf(p, "guards: slow_retry: %v", err)
+				continue
+			}
+			ar.Guard.SlowRetry = sr
 		case "restart_count":
 			ar.Guard.RestartCount = a.Value
 			valueOff := strings.Index(text[a.Off-base:], "=") + 1
@@ -928,7 +935,7 @@ func (b *bodyParser) actionGuards(ar *ActionRow, c cell, st *Stage) {
 				b.uses = append(b.uses, exprUse{c: comp, pos: p, scope: scopeAction})
 			}
 		default:
-			b.d.errorf(p, "guards: unknown guard %q (want after, budget, grace, escalate_after or restart_count)", a.Key)
+			b.d.errorf(p, "guards: unknown guard %q (want after, budget, grace, escalate_after, slow_retry or restart_count)", a.Key)
 		}
 	}
 }

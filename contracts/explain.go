@@ -31,8 +31,9 @@ type Plan struct {
 
 // PlanSchedule is the contract's schedule.
 type PlanSchedule struct {
-	Every   string `json:"every"`
-	OnStart bool   `json:"on_start"`
+	Every      string `json:"every"`
+	OnStart    bool   `json:"on_start"`
+	StartDelay string `json:"start_delay,omitempty"` // the first run waits this long after the daemon starts
 }
 
 // PlanGuards are the contract-wide guards with defaults applied.
@@ -46,6 +47,7 @@ type PlanGuards struct {
 	Grace            string `json:"grace"`
 	EscalateAfter    int    `json:"escalate_after,omitempty"`
 	Repeat           string `json:"repeat"`
+	SlowRetry        string `json:"slow_retry,omitempty"` // "after 3 failed repairs in a row: every 5m (5x the 1m interval)"
 }
 
 // PlanTarget is one named target and its whole transport chain.
@@ -128,6 +130,7 @@ type PlanActGuards struct {
 	Debounce      string `json:"debounce"`
 	CrashLoop     string `json:"crash_loop,omitempty"`
 	RestartCount  string `json:"restart_count,omitempty"`
+	SlowRetry     string `json:"slow_retry,omitempty"`
 }
 
 // PlanEscalation is one escalation row.
@@ -234,6 +237,15 @@ func (c *Contract) crashLoop() string {
 	return fmt.Sprintf("%d per %s then %s", c.Guards.CrashLoop.MaxRestarts, fmtDuration(c.Guards.CrashLoop.Per), c.Guards.CrashLoop.Then)
 }
 
+// SlowRetryText says what s does under a schedule of every: "after 3
+// failed repairs in a row: every 5m (5x the 1m interval)", or "" when off.
+func SlowRetryText(s *SlowRetry, every time.Duration) string {
+	if !s.On() {
+		return ""
+	}
+	return fmt.Sprintf("after %d failed repairs in a row: every %s (%dx the %s interval)", s.After, fmtDuration(time.Duration(s.Factor)*every), s.Factor, fmtDuration(every))
+}
+
 func budgetText(b *Budget) string {
 	if b == nil {
 		return ""
@@ -256,7 +268,7 @@ func Explain(c *Contract) *Plan {
 			Debounce: fmtDuration(g.Debounce), CrashLoop: c.crashLoop(),
 			UnreachableAfter: g.UnreachableAfter, RecoverAfter: g.RecoverAfter, After: g.After,
 			Budget: budgetText(g.Budget), Grace: fmtDuration(g.Grace), EscalateAfter: g.EscalateAfter,
-			Repeat: fmtDuration(g.Repeat),
+			Repeat: fmtDuration(g.Repeat), SlowRetry: SlowRetryText(g.SlowRetry, c.Schedule.Every),
 		},
 		Targets:    []PlanTarget{},
 		Vars:       []PlanVar{},
@@ -265,6 +277,9 @@ func Explain(c *Contract) *Plan {
 		Escalation: []PlanEscalation{},
 		Maintains:  []PlanKey{},
 		Notify:     []string{},
+	}
+	if c.Schedule.StartDelay > 0 {
+		p.Schedule.StartDelay = fmtDuration(c.Schedule.StartDelay)
 	}
 	names := make([]string, 0, len(c.Targets))
 	for n := range c.Targets {
@@ -351,6 +366,10 @@ func planAction(c *Contract, st *Stage, a *ActionRow) PlanAction {
 		After: a.Guard.After, Budget: budgetText(a.Guard.Budget), Grace: fmtDuration(a.Guard.Grace),
 		EscalateAfter: a.Guard.EscalateAfter, Debounce: fmtDuration(c.Guards.Debounce),
 		CrashLoop: c.crashLoop(), RestartCount: a.Guard.RestartCount,
+		SlowRetry: SlowRetryText(c.Guards.SlowRetry, c.Schedule.Every),
+	}
+	if a.Guard.SlowRetry != nil {
+		g.SlowRetry = SlowRetryText(a.Guard.SlowRetry, c.Schedule.Every)
 	}
 	if g.After == 0 {
 		g.After = c.Guards.After
@@ -402,7 +421,11 @@ func WriteExplainText(w io.Writer, c *Contract) error {
 	if p.Schedule.OnStart {
 		onStart = ", and once on start"
 	}
-	ew.printf("schedule: every %s%s\n", p.Schedule.Every, onStart)
+	delay := ""
+	if p.Schedule.StartDelay != "" {
+		delay = fmt.Sprintf(", the first run %s after the daemon starts", p.Schedule.StartDelay)
+	}
+	ew.printf("schedule: every %s%s%s\n", p.Schedule.Every, onStart, delay)
 	gs := []string{"debounce " + p.Guards.Debounce}
 	if p.Guards.CrashLoop != "" {
 		gs = append(gs, "crash loop "+p.Guards.CrashLoop)
@@ -412,6 +435,9 @@ func WriteExplainText(w io.Writer, c *Contract) error {
 		fmt.Sprintf("recover after %d", p.Guards.RecoverAfter))
 	if p.Guards.Budget != "" {
 		gs = append(gs, "budget "+p.Guards.Budget)
+	}
+	if p.Guards.SlowRetry != "" {
+		gs = append(gs, "slow retry "+p.Guards.SlowRetry)
 	}
 	gs = append(gs, "verify after "+p.Guards.Grace, "remind every "+p.Guards.Repeat)
 	ew.printf("guards: %s\n", strings.Join(gs, ", "))
@@ -489,6 +515,9 @@ func WriteExplainText(w io.Writer, c *Contract) error {
 				}
 				if a.Guards.RestartCount != "" {
 					g += ", restart count from " + a.Guards.RestartCount
+				}
+				if a.Guards.SlowRetry != "" {
+					g += ", slow retry " + a.Guards.SlowRetry
 				}
 				if a.Tier > 0 {
 					g += fmt.Sprintf(", tier %d", a.Tier)

@@ -460,14 +460,18 @@ func (y *yamlDec) decodeSchedule(n ast.Node, s *Schedule) {
 			}
 		case "on_start":
 			s.OnStart, _ = y.boolean(e.value, "schedule.on_start")
+		case "start_delay":
+			if d, ok := y.duration(e.value, "schedule.start_delay"); ok {
+				s.StartDelay = d
+			}
 		default:
-			y.unknownKey(e, "schedule", []string{"every", "on_start"})
+			y.unknownKey(e, "schedule", []string{"every", "on_start", "start_delay"})
 		}
 	}
 }
 
 var guardKeys = []string{"debounce", "crash_loop", "unreachable_after", "recover_after", "after",
-	"budget", "grace", "escalate_after", "repeat", "blast_radius"}
+	"budget", "grace", "escalate_after", "repeat", "blast_radius", "slow_retry"}
 
 func (y *yamlDec) decodeGuards(n ast.Node, g *Guards) {
 	durations := map[string]*time.Duration{"debounce": &g.Debounce, "grace": &g.Grace, "repeat": &g.Repeat}
@@ -524,10 +528,59 @@ func (y *yamlDec) decodeGuards(n ast.Node, g *Guards) {
 			}
 		case "blast_radius":
 			g.BlastRadius = y.decodeBlastRadius(e.value, what)
+		case "slow_retry":
+			g.SlowRetry = y.decodeSlowRetry(e, what)
 		default:
 			y.unknownKey(e, "guards", guardKeys)
 		}
 	}
+}
+
+// decodeSlowRetry reads {after: N, factor: F}: both are required, so
+// what the guard does is written where it is used.
+func (y *yamlDec) decodeSlowRetry(e entry, what string) *SlowRetry {
+	s := &SlowRetry{}
+	sub, _ := y.mapping(e.value, what)
+	for _, kv := range sub {
+		w := what + "." + kv.key
+		switch kv.key {
+		case "after":
+			s.After, _ = y.positive(kv.value, w)
+		case "factor":
+			if f, ok := y.positive(kv.value, w); ok {
+				if f < 2 {
+					y.d.errorf(y.pos(kv.value), "%s: must be 2 or more (the interval is multiplied by it), got %d", w, f)
+				}
+				s.Factor = f
+			}
+		default:
+			y.unknownKey(kv, what, []string{"after", "factor"})
+		}
+	}
+	if s.After == 0 || s.Factor == 0 {
+		y.d.errorf(y.pos(e.keyN), "%s: needs both after (failed repairs in a row) and factor (times the schedule interval), e.g. {after: 3, factor: 5}", what)
+		return nil
+	}
+	return s
+}
+
+// parseSlowRetry reads a row's `slow_retry="3 then 5x"` or `slow_retry=off`.
+func parseSlowRetry(s string) (*SlowRetry, error) {
+	s = strings.TrimSpace(s)
+	if s == "off" {
+		return &SlowRetry{}, nil
+	}
+	f := strings.Fields(s)
+	var after, factor int
+	var err1, err2 error = errors.New("missing"), errors.New("missing")
+	if len(f) == 3 && f[1] == "then" && strings.HasSuffix(f[2], "x") {
+		after, err1 = strconv.Atoi(f[0])
+		factor, err2 = strconv.Atoi(strings.TrimSuffix(f[2], "x"))
+	}
+	if err1 != nil || err2 != nil || after < 1 || factor < 2 {
+		return nil, fmt.Errorf(`want "N then Fx" (after N failed repairs in a row, repair every F× the schedule interval, F ≥ 2) or off, got %q`, s)
+	}
+	return &SlowRetry{After: after, Factor: factor}, nil
 }
 
 // decodeBlastRadius reads {max_repairs: N, trip: 50%, min_units: N}.

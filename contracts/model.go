@@ -118,6 +118,10 @@ func (c *Contract) IsReportOnly(agent string) bool {
 type Schedule struct {
 	Every   time.Duration
 	OnStart bool
+	// StartDelay holds the first run back until this long after the
+	// daemon started (systemd's OnBootSec): on_start runs then, and no
+	// scheduled run comes earlier. Zero runs at once.
+	StartDelay time.Duration
 }
 
 // Guards are the contract-wide repair guards; action rows may override some.
@@ -132,6 +136,27 @@ type Guards struct {
 	EscalateAfter    int           // failed repairs before escalating instead of repairing
 	Repeat           time.Duration // alert reminder interval (default 4h)
 	BlastRadius      *BlastRadius  // repairs across the contract's units per run; nil = no limit
+	SlowRetry        *SlowRetry    // slow down after consecutive failed repairs; nil = off
+}
+
+// SlowRetry slows a unit's repairs after After consecutive repairs whose
+// verification failed: from then on a repair runs only every Factor times
+// the schedule interval, for as long as it takes, until the unit is seen
+// healthy again. The zero value (a row's `slow_retry=off`) is off.
+type SlowRetry struct {
+	After  int
+	Factor int
+}
+
+// On reports whether s slows anything.
+func (s *SlowRetry) On() bool { return s != nil && s.After > 0 && s.Factor > 1 }
+
+// String renders s as written in a row: "3 then 5x", or "off".
+func (s *SlowRetry) String() string {
+	if !s.On() {
+		return "off"
+	}
+	return fmt.Sprintf("%d then %dx", s.After, s.Factor)
 }
 
 // BlastRadius caps repairs in one run: at most MaxRepairs (0: no cap), and
@@ -345,6 +370,9 @@ type ActionGuard struct {
 	Grace         time.Duration
 	EscalateAfter int
 	RestartCount  string // expression reading a restart count from the target's probes (e.g. pm2.restarts)
+	// SlowRetry overrides the contract's slow_retry for the row; nil
+	// inherits, a zero SlowRetry turns it off (`slow_retry=off`).
+	SlowRetry *SlowRetry
 	// RestartCountProgram is RestartCount compiled (any-valued); nil when unset.
 	RestartCountProgram *vm.Program
 }

@@ -119,8 +119,9 @@ func (r *run) alert() {
 		r.announce(act, in, r.severityNow(in))
 	}
 	for _, u := range r.units {
-		if len(u.repairs) > 0 && !u.told {
-			// No incident message told this repair: it gets its own.
+		if len(u.repairs) > 0 && !u.told && !u.slowed {
+			// No incident message told this repair: it gets its own (a
+			// slowed unit's repairs are told by its slow-retry incident).
 			cond := u.repairs[0].row.Condition
 			r.queue(notify.Message{Contract: r.c.Name, Agent: u.name(), Condition: cond, Kind: notify.KindRepair, Severity: u.final.String(), Text: r.repairText(u)},
 				&AlertReport{Key: guard.IncidentKey(r.c.Name, u.name(), cond), Agent: u.name(), Condition: cond, Kind: notify.KindRepair, Severity: u.final.String()})

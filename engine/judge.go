@@ -28,6 +28,7 @@ type unit struct {
 	reportOnly bool
 	repairs    []*verifyJob // repairs that ran this run
 	told       bool         // a message of this run already says what its repairs did
+	slowed     bool         // the slow-retry guard holds its repairs back: its incident tells them
 }
 
 // name is how messages and logs name the unit.

@@ -93,6 +93,32 @@ func (r *run) repair(ctx context.Context) {
 		}
 	}
 	r.verify(ctx, jobs)
+	r.slowRetry()
+}
+
+// slowRetry raises the slow-retry incident of every unit whose repairs the
+// guard slowed and whose repair condition held this run: one message when
+// it slows, one when the unit is healthy again (the incident resolves),
+// and no message for each slow repair in between.
+func (r *run) slowRetry() {
+	for _, u := range r.units {
+		if u.skipped || u.reportOnly || u.state == nil {
+			continue
+		}
+		for _, sr := range u.stages {
+			for _, row := range sr.stage.Actions {
+				s := r.chain.SlowRetry(row.Guard)
+				if row.Builtin != "" || !u.held[conditionKey(row)] || !s.Slowed(u.state) {
+					continue
+				}
+				u.slowed = true
+				// No row: the row's Message words its repairs, not this.
+				r.raise(&intent{unit: u, stage: sr, source: guard.SourceGuard, condition: "slow-retry",
+					severity: contracts.SeverityCritical, text: fmt.Sprintf("%s: %d repairs in a row did not help (`%s`); repairing only every %s (%dx the %s interval) until it is healthy again",
+						u.name(), u.state.Slow.Failed, steps.ShowCommand(row.Action, sr.vars), time.Duration(s.Factor)*s.Interval(), s.Factor, s.Interval())})
+			}
+		}
+	}
 }
 
 // readRestartCounter feeds a restart count read from the target (pm2

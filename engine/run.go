@@ -131,6 +131,7 @@ func (r *run) open() error {
 	c, rep, now := r.c, r.rep, r.e.opts.Now()
 	r.notifiers = r.buildNotifiers()
 	r.chain = guard.NewChain(c.Guards, clockFunc(r.e.opts.Now))
+	r.chain.Every = c.Schedule.Every // slow_retry's factor multiplies it
 	if b := c.Guards.BlastRadius; b != nil {
 		r.chain.Blast = guard.BlastRadius{MaxRepairs: b.MaxRepairs, Trip: b.Trip, MinUnits: b.MinUnits, Clock: r.chain.Clock}
 	}

@@ -46,6 +46,9 @@ func (r *run) verify(ctx context.Context, jobs []*verifyJob) {
 				remediated := known && !sr.holds(j.row)
 				r.mu.Lock()
 				r.chain.RecordVerify(j.u.state, j.key, remediated)
+				if r.chain.RecordSlowRetry(j.u.state, j.key, j.row.Guard, remediated, again.report.Severity == contracts.SeverityHealthy) {
+					r.logf("%s: %s: repairs slowed: %s", r.c.Name, j.u.name(), r.chain.SlowRetry(j.row.Guard).Check(j.u.state).Reason)
+				}
 				r.mu.Unlock()
 				if remediated {
 					j.report.Verify = guard.Remediated

@@ -27,6 +27,7 @@ const (
 	GuardCrashLoop   = "crash-loop"
 	GuardBlastRadius = "blast-radius"
 	GuardGrace       = "grace"
+	GuardSlowRetry   = "slow-retry"
 	GuardHysteresis  = "hysteresis"
 	GuardBudget      = "budget"
 	GuardDebounce    = "debounce"
@@ -125,12 +126,13 @@ type Candidate struct {
 //  5. blast-radius — too many units failing at once (alert), or the
 //     per-run repair cap reached (pending)
 //  6. grace      — inside the post-repair grace (pending)
-//  7. hysteresis — condition not yet held After consecutive runs (pending)
-//  8. budget     — N per WINDOW used up (blocked)
-//  9. debounce   — inside the per-agent window (pending restart since T)
-//  10. report-only — report-only agents never run; the verdict lists what the
+//  7. slow-retry — slowed after failed repairs, and not yet due (pending)
+//  8. hysteresis — condition not yet held After consecutive runs (pending)
+//  9. budget     — N per WINDOW used up (blocked)
+//  10. debounce  — inside the per-agent window (pending restart since T)
+//  11. report-only — report-only agents never run; the verdict lists what the
 //     other guards would have said
-//  11. dry-run   — nothing runs; the verdict says what would have
+//  12. dry-run   — nothing runs; the verdict says what would have
 //
 // Every guard is evaluated even after one denies, so the Trace is complete;
 // the first denial (or report-only, which outranks all) decides.
@@ -139,6 +141,9 @@ type Chain struct {
 	// Blast limits repairs across the contract's units per run; the zero
 	// value (NewChain's default) allows everything.
 	Blast BlastRadius
+	// Every is the contract's schedule interval, which slow_retry's factor
+	// multiplies; zero means contracts.DefaultEvery.
+	Every time.Duration
 	Clock Clock
 }
 
@@ -188,9 +193,39 @@ func (c *Chain) Incidents(state map[string]*Incident) Incidents {
 	return Incidents{Repeat: c.Guards.Repeat, MaxRepeat: DefaultMaxRepeat, State: state, Clock: c.Clock}
 }
 
-// Observe folds one run's observation of u into its state (see Hysteresis).
+// Observe folds one run's observation of u into its state (see
+// Hysteresis), and decides a repair the slow-retry guard left undecided
+// (see SlowRetry.Observe).
 func (c *Chain) Observe(u *Unit, o Observation) Settled {
-	return c.Hysteresis().Observe(u, o)
+	s := c.Hysteresis().Observe(u, o)
+	c.SlowRetry(contracts.ActionGuard{}).Observe(u, o, s)
+	return s
+}
+
+// SlowRetry returns the slow-retry guard for a row: its own slow_retry,
+// else the contract's (off when neither sets one).
+func (c *Chain) SlowRetry(g contracts.ActionGuard) SlowRetry {
+	s := SlowRetry{Every: c.Every, Clock: c.Clock}
+	sr := c.Guards.SlowRetry
+	if g.SlowRetry != nil {
+		sr = g.SlowRetry
+	}
+	if sr.On() {
+		s.After, s.Factor = sr.After, sr.Factor
+	}
+	return s
+}
+
+// RecordSlowRetry folds the verification of a repair of row g's condition
+// into the slow-retry count (SlowRetry.Verified): remediated is the
+// verification's outcome, healthy whether the unit was healthy then. It
+// reports whether the unit's repairs slowed with it.
+func (c *Chain) RecordSlowRetry(u *Unit, cond string, g contracts.ActionGuard, remediated, healthy bool) bool {
+	s := c.SlowRetry(g)
+	if s.After == 0 {
+		return false // off for this row: nothing to count
+	}
+	return s.Verified(u, cond, remediated, healthy)
 }
 
 // Grace returns the post-repair grace for a row: its own, else the contract's.
@@ -240,6 +275,7 @@ func (c *Chain) Decide(u *Unit, cand Candidate) Verdict {
 		crash.Check(u),
 		c.Blast.Check(cand.Fleet),
 		grace.Check(u),
+		c.SlowRetry(cand.Guard).Check(u),
 		hyst.Check(u, cand.Condition),
 		budget.Check(u),
 		debounce.Check(u, cand.Condition),
@@ -400,10 +436,12 @@ func (c *Chain) RecordRestartCounter(u *Unit, value int64) {
 }
 
 // Reset is the operator's release of a unit: escalations, failed-repair
-// counts, pending repairs and the grace are cleared. Repair times stay, so
-// budgets and the crash-loop guard still hold.
+// counts (the slow-retry streak too), pending repairs and the grace are
+// cleared. Repair times stay, so budgets and the crash-loop guard still
+// hold.
 func Reset(u *Unit) {
 	u.GraceUntil = time.Time{}
+	u.Slow = nil
 	for _, k := range u.Conditions {
 		if k == nil {
 			continue

@@ -47,6 +47,9 @@ type Unit struct {
 	Restarts *Counter `json:"restart_counter,omitempty"`
 	// Conditions holds per-condition state by condition key.
 	Conditions map[string]*Condition `json:"conditions,omitempty"`
+	// Slow is the slow-retry guard's count of failed repairs in a row;
+	// nil while none has failed since the unit was last healthy.
+	Slow *SlowState `json:"slow_retry,omitempty"`
 }
 
 // Condition is the persisted state of one action-table condition of a unit,

@@ -34,6 +34,11 @@ func (u *Unit) Validate() error {
 			}
 		}
 	}
+	if u.Slow != nil {
+		if err := nonNegative(count{"slow_retry.consecutive_failed", u.Slow.Failed}); err != nil {
+			return err
+		}
+	}
 	for _, key := range u.sortedConditions() {
 		if err := u.Conditions[key].Validate(); err != nil {
 			return fmt.Errorf("conditions[%q]: %w", key, err)

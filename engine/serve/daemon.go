@@ -142,6 +142,7 @@ type Daemon struct {
 	// per state dir, since two would overwrite each other's scheduler state.
 	stateLock *os.File
 	clock     Clock
+	started   time.Time // when Run began: schedule.start_delay counts from it
 	logf      func(string, ...any)
 	ln        net.Listener
 	srv       *http.Server
@@ -351,6 +352,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	d.loopCtx, d.stopLoops = context.WithCancel(ctx)
 	defer d.stopLoops()
 
+	d.started = d.clock.Now()
 	d.beat()
 	var watcher *fsnotify.Watcher
 	var werr error

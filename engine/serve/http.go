@@ -31,6 +31,8 @@ type Health struct {
 type ScheduleView struct {
 	Every   string `json:"every"`
 	OnStart bool   `json:"on_start"`
+	// StartDelay is how long after the daemon starts the first run waits.
+	StartDelay string `json:"start_delay,omitempty"`
 }
 
 // ContractStatus is one entry of GET /contracts.
@@ -157,7 +159,7 @@ func (d *Daemon) status(e *entry) ContractStatus {
 		Name:                e.name,
 		Path:                e.path,
 		Version:             e.c.Version,
-		Schedule:            ScheduleView{Every: shortDuration(every(e.c)), OnStart: e.c.Schedule.OnStart},
+		Schedule:            ScheduleView{Every: shortDuration(every(e.c)), OnStart: e.c.Schedule.OnStart, StartDelay: startDelay(e.c)},
 		State:               "idle",
 		LastRunAt:           timePtr(st.LastStartedAt),
 		LastResult:          st.LastResult,
@@ -385,4 +387,12 @@ func (d *Daemon) handleReset(w http.ResponseWriter, r *http.Request) {
 	d.syncReset(e)
 	e.poke()
 	writeJSON(w, http.StatusOK, d.status(e))
+}
+
+// startDelay is a contract's schedule.start_delay for the status, "" for none.
+func startDelay(c *contracts.Contract) string {
+	if c.Schedule.StartDelay <= 0 {
+		return ""
+	}
+	return shortDuration(c.Schedule.StartDelay)
 }

@@ -171,7 +171,7 @@ func (d *Daemon) swap(e *entry, c *contracts.Contract) {
 	e.rejected = nil
 	if iv := every(c); iv != oldEvery {
 		e.phase = Stagger{Max: d.cfg.Stagger}.Phase(iv)
-		if n := d.clock.Now().Add(iv); n.Before(e.next) || !e.running {
+		if n := d.afterStartDelay(c, d.clock.Now().Add(iv), e.phase); n.Before(e.next) || !e.running {
 			e.next = n
 		}
 	}

@@ -90,7 +90,23 @@ func (d *Daemon) newEntry(c *contracts.Contract, path, name string) *entry {
 	default:
 		e.next = now.Add(e.phase + iv)
 	}
+	e.next = d.afterStartDelay(c, e.next, e.phase)
 	return e
+}
+
+// afterStartDelay holds a run planned for next back until the contract's
+// schedule.start_delay has passed since the daemon started (seed 000's
+// OnBootSec): the first run, on_start included, comes no earlier, at its
+// phase after the delay. A contract loaded long after the start is not
+// delayed; on-demand runs never are.
+func (d *Daemon) afterStartDelay(c *contracts.Contract, next time.Time, phase time.Duration) time.Time {
+	if c.Schedule.StartDelay <= 0 {
+		return next
+	}
+	if floor := d.started.Add(c.Schedule.StartDelay); next.Before(floor) {
+		return floor.Add(phase)
+	}
+	return next
 }
 
 // loop waits for the next tick, or polls for a Reset while held down, until
