@@ -66,14 +66,29 @@ func (r *run) buildNotifiers() []notify.Notifier {
 // happened. A failing route never fails the run nor stops another: its
 // messages stay in the ledger's outbox and are retried with backoff; its
 // failure is a run error, a log line, and an outcome in alerts[].
-func (r *run) deliver(ctx context.Context) {
+//
+// The messages and their incidents are written to the ledger first
+// (write-ahead): a ledger that cannot be written means nothing is sent, so
+// a state dir that cannot record a page does not repeat it every run; each
+// message goes to the log (stderr, the journal) instead, and the returned
+// error fails the run.
+func (r *run) deliver(ctx context.Context) error {
 	if r.e.opts.DryRun || (len(r.outgoing) == 0 && len(r.ledger.Outbox.Queue) == 0) {
-		return
+		return nil
 	}
 	msgs := make([]notify.Message, len(r.outgoing))
 	for i, o := range r.outgoing {
 		msgs[i] = o.msg
 	}
+	r.ledger.Sending = msgs
+	if err := r.persist(); err != nil {
+		for _, o := range r.outgoing {
+			o.report.Error = "not sent: " + err.Error()
+			r.logf("%s: alert not sent, %v: %s", r.c.Name, err, o.msg.Line())
+		}
+		return err
+	}
+	defer func() { r.ledger.Sending = nil }()
 	sctx, cancel := context.WithTimeout(ctx, deliverTimeout)
 	defer cancel()
 	sender := notify.Sender{Notifiers: r.notifiers, Clock: clockFunc(r.e.opts.Now)}
@@ -153,4 +168,5 @@ func (r *run) deliver(ctx context.Context) {
 		r.rep.Errors = append(r.rep.Errors, line)
 		r.logf("%s: %s", r.c.Name, line)
 	}
+	return nil
 }

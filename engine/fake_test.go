@@ -121,6 +121,8 @@ type recorder struct {
 	msgs []string
 	all  []notify.Message
 	fail bool
+	// before, when set, is called before each delivery.
+	before func()
 }
 
 func (r *recorder) Name() string { return "recorder" }
@@ -128,6 +130,9 @@ func (r *recorder) Name() string { return "recorder" }
 func (r *recorder) Notify(ctx context.Context, m notifyMessage) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.before != nil {
+		r.before()
+	}
 	if r.fail {
 		return fmt.Errorf("recorder is down")
 	}

@@ -1,6 +1,13 @@
 package engine
 
-import "time"
+import (
+	"fmt"
+	"time"
+
+	"github.com/contractd/contractd/engine/guard"
+	"github.com/contractd/contractd/engine/notify"
+	"github.com/contractd/contractd/engine/store"
+)
 
 // save is the last phase: the run's lines in the contract's log: file, the
 // Maintains snapshot, the ledger and the run's history record, each written
@@ -12,6 +19,7 @@ func (r *run) save() error {
 		return err
 	}
 	r.ledger.PruneWindows(r.e.opts.Now())
+	r.tidyIntents()
 	if err := r.st.WriteLedger(r.c.Name, r.ledger); err != nil {
 		return err
 	}
@@ -47,4 +55,125 @@ func (r *run) seedFromSnapshot(snap map[string]any) {
 			}
 		}
 	}
+}
+
+// The write-ahead ledger. A repair is recorded before its command starts
+// (its intent, and the repair itself for the debounce, budget and crash-loop
+// guards) and again when it ends; a run's messages are recorded with their
+// incidents before any route gets them. Each record is an atomic, fsynced
+// ledger write, so a process killed at any point leaves a ledger that says
+// at least as much as happened: never a repair the guards do not count,
+// never an incident or a message the next run does not know about.
+
+// persist writes the ledger now. It does nothing in a dry run.
+func (r *run) persist() error {
+	if r.e.opts.DryRun {
+		return nil
+	}
+	if err := r.st.WriteLedger(r.c.Name, r.ledger); err != nil {
+		return fmt.Errorf("state cannot be written: %w", err)
+	}
+	return nil
+}
+
+// intend records a repair before its command runs: the guards count it from
+// now on, whatever happens to this process. It fails when the ledger cannot
+// be written; then the repair must not run.
+func (r *run) intend(u *unit, key, cmd, target string, grace time.Duration) (*store.Intent, error) {
+	in := &store.Intent{RunID: r.rep.RunID, Unit: u.key, Condition: key, Command: cmd, Target: target, Started: r.e.opts.Now()}
+	r.mu.Lock()
+	r.chain.RecordRepair(u.state, key, grace)
+	r.ledger.Intents = append(r.ledger.Intents, in)
+	r.mu.Unlock()
+	return in, r.persist()
+}
+
+// ended records that a repair's command returned (exit code -1: its target
+// was unreachable). A ledger that cannot be written now is logged: the
+// repair is already counted.
+func (r *run) ended(in *store.Intent, code int) {
+	r.mu.Lock()
+	in.Ended, in.ExitCode = r.e.opts.Now(), code
+	r.mu.Unlock()
+	if err := r.persist(); err != nil {
+		r.rep.Errors = append(r.rep.Errors, "ledger after repair: "+err.Error())
+		r.logf("%s: ledger after repair of %s: %v", r.c.Name, in.Unit, err)
+	}
+}
+
+// recoverLedger takes over what a run that was killed left in the ledger:
+// messages it had decided but not handed to the routes are queued for every
+// route, and repairs it started but never saw end are kept to be verified
+// by this run (verifyInterrupted).
+func (r *run) recoverLedger() {
+	now := r.e.opts.Now()
+	for _, m := range r.ledger.Sending {
+		for _, n := range r.notifiers {
+			r.ledger.Outbox.Queue = append(r.ledger.Outbox.Queue, notify.Queued{Notifier: n.Name(), Message: m, Since: now})
+		}
+		r.logf("%s: a message a stopped run had not sent is queued: %s", r.c.Name, m.Line())
+	}
+	r.ledger.Sending = nil
+	kept := r.ledger.Intents[:0]
+	for _, in := range r.ledger.Intents {
+		if in.Done() {
+			continue // ended, and the run that ran it was stopped before it tidied up
+		}
+		kept = append(kept, in)
+	}
+	r.ledger.Intents = kept
+}
+
+// verifyInterrupted judges every repair a stopped run started and never saw
+// end, on this run's probe of its unit: the repair counts (it was recorded
+// before it ran) and is verified here, never run again by the guards. An
+// intent whose unit this run could not see waits for a run that can.
+func (r *run) verifyInterrupted() {
+	kept := r.ledger.Intents[:0]
+	for _, in := range r.ledger.Intents {
+		if in.RunID == r.rep.RunID {
+			kept = append(kept, in)
+			continue
+		}
+		var u *unit
+		for _, x := range r.units {
+			if x.key == in.Unit {
+				u = x
+			}
+		}
+		ar := &ActionReport{Agent: in.Unit, Condition: in.Condition, Kind: KindRepair, Action: in.Command, Status: ActionInterrupted,
+			Reason: fmt.Sprintf("started by run %s at %s and never recorded as ended (contractd stopped during it): counted as a repair, verified, not run again",
+				in.RunID, in.Started.UTC().Format(time.RFC3339))}
+		if u != nil {
+			ar.Agent = u.agent
+		}
+		if u == nil || !u.observed() || r.e.opts.DryRun {
+			ar.Reason += "; not verified yet: the unit was not observed"
+			r.addAction(ar)
+			kept = append(kept, in)
+			continue
+		}
+		remediated := !u.held[in.Condition]
+		r.mu.Lock()
+		r.chain.RecordVerify(u.state, in.Condition, remediated)
+		r.mu.Unlock()
+		ar.Verify = guard.RemediationFailed
+		if remediated {
+			ar.Verify = guard.Remediated
+		}
+		r.addAction(ar)
+		r.logf("%s: %s: repair interrupted in run %s (`%s`): %s", r.c.Name, u.name(), in.RunID, in.Command, ar.Verify)
+	}
+	r.ledger.Intents = kept
+}
+
+// tidyIntents drops the intents whose commands ended: the history keeps them.
+func (r *run) tidyIntents() {
+	kept := r.ledger.Intents[:0]
+	for _, in := range r.ledger.Intents {
+		if !in.Done() {
+			kept = append(kept, in)
+		}
+	}
+	r.ledger.Intents = kept
 }

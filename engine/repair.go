@@ -30,6 +30,9 @@ const (
 	ActionLogged  = "logged"  // a log row
 	ActionMonitor = "monitor" // a monitor row
 	ActionAlert   = "alert"   // an alert row
+	// ActionInterrupted is a repair a stopped run started and never saw
+	// end: counted, verified by this run, not run again.
+	ActionInterrupted = "interrupted"
 )
 
 // rowKind is the kind of an action row, from its Action cell.
@@ -305,17 +308,28 @@ func (r *run) act(ctx context.Context, u *unit, sr *stageRun, row *contracts.Act
 		ar.Status, ar.Reason = guard.StatusReportOnly, "report-only agent: never repaired"
 		return nil
 	}
-	r.mu.Lock()
-	r.fleet.Repairs++
-	r.mu.Unlock()
-	res, err := r.execAction(ctx, target, steps.Script(row.Action, sr.vars))
 	grace := r.chain.Grace(row.Guard)
 	if r.e.opts.GraceOverride > 0 {
 		grace = r.e.opts.GraceOverride
 	}
+	// Write-ahead: the repair is in the ledger before its command starts.
+	intent, err := r.intend(u, key, cmd, target, grace)
+	if err != nil {
+		r.noRepair = err.Error()
+		ar.Status, ar.Guard, ar.Reason = guard.StatusBlocked, "ledger", "not run: "+err.Error()
+		r.rep.Errors = append(r.rep.Errors, "repairs stopped: "+err.Error())
+		r.logf("%s: %s: not repaired: %v", r.c.Name, u.name(), err)
+		return nil
+	}
 	r.mu.Lock()
-	r.chain.RecordRepair(u.state, key, grace)
+	r.fleet.Repairs++
 	r.mu.Unlock()
+	res, err := r.execAction(ctx, target, steps.Script(row.Action, sr.vars))
+	if err != nil {
+		r.ended(intent, -1)
+	} else {
+		r.ended(intent, res.ExitCode)
+	}
 	code := res.ExitCode
 	ar.ExitCode = &code
 	switch {

@@ -98,10 +98,11 @@ func (e *Engine) Run(ctx context.Context, c *contracts.Contract) (*Report, error
 	defer cancel()
 	r.probe(rctx)
 	r.judge()
+	r.verifyInterrupted()
 	r.repair(rctx)
 	r.agentReports()
 	r.alert()
-	r.deliver(ctx)
+	unrecorded := r.deliver(ctx)
 
 	rep.OverallSeverity = r.overall()
 	rep.FinishedAt = e.opts.Now()
@@ -111,6 +112,9 @@ func (e *Engine) Run(ctx context.Context, c *contracts.Contract) (*Report, error
 	}
 	if e.opts.DryRun {
 		return rep, nil
+	}
+	if unrecorded != nil {
+		return e.fail(rep, unrecorded)
 	}
 	if err := r.save(); err != nil {
 		return e.fail(rep, err)
@@ -158,6 +162,7 @@ func (r *run) open() error {
 			rep.Maintenance[agent] = w
 		}
 	}
+	r.recoverLedger()
 	prev, _, err := r.st.ReadSnapshot(c.Name)
 	if err != nil {
 		// A snapshot is rebuilt by this run; a corrupt one is moved aside

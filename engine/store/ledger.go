@@ -32,6 +32,46 @@ type Ledger struct {
 	// Maintenance holds the operator's maintenance windows by agent; the
 	// key "*" covers the whole contract (`contractd maintenance`).
 	Maintenance map[string]*guard.Window `json:"maintenance,omitempty"`
+	// Intents are repairs recorded before their command starts: the
+	// write-ahead record. An intent without an outcome is a repair that a
+	// crash interrupted: the next run counts it and verifies it, and never
+	// runs it again inside the guards.
+	Intents []*Intent `json:"intents,omitempty"`
+	// Sending holds a run's messages from the moment their incidents are
+	// decided until the routes have them (delivered or queued): a crash in
+	// between leaves them here, and the next run queues them for every route.
+	Sending []notify.Message `json:"sending,omitempty"`
+}
+
+// Intent is one repair, written to the ledger before its command starts and
+// again when it ends.
+type Intent struct {
+	RunID     string    `json:"run_id"`
+	Unit      string    `json:"unit"`      // the unit's ledger key
+	Condition string    `json:"condition"` // the condition key the repair answers
+	Command   string    `json:"command"`   // as reports show it
+	Target    string    `json:"target"`
+	Started   time.Time `json:"started"`
+	// Ended is set when the command returned; ExitCode is -1 when it could
+	// not reach its target.
+	Ended    time.Time `json:"ended,omitzero"`
+	ExitCode int       `json:"exit_code,omitempty"`
+}
+
+// Done reports whether the intent's command returned.
+func (i *Intent) Done() bool { return !i.Ended.IsZero() }
+
+// Validate checks an intent read back from storage.
+func (i *Intent) Validate() error {
+	switch {
+	case i == nil:
+		return errors.New("is null")
+	case i.Unit == "" || i.Condition == "":
+		return errors.New("unit or condition missing")
+	case i.Started.IsZero():
+		return errors.New("started missing")
+	}
+	return nil
 }
 
 // AllAgents is the Maintenance key of a window over the whole contract.
@@ -141,6 +181,11 @@ func (l *Ledger) Validate() error {
 	for _, k := range sortedKeys(l.Maintenance) {
 		if err := l.Maintenance[k].Validate(); err != nil {
 			return fmt.Errorf("maintenance[%q]: %w", k, err)
+		}
+	}
+	for i, in := range l.Intents {
+		if err := in.Validate(); err != nil {
+			return fmt.Errorf("intents[%d]: %w", i, err)
 		}
 	}
 	for i, q := range l.Outbox.Queue {

@@ -126,6 +126,14 @@ func (s *Store) path(name, suffix string) (string, error) {
 func WriteAtomic(path string, data []byte) error {
 	dir := filepath.Dir(path)
 	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+	if errors.Is(err, os.ErrNotExist) {
+		// The directory was removed under a running contract: the caller
+		// holds the whole state in memory, so writing it into a new
+		// directory loses nothing.
+		if mkErr := os.MkdirAll(dir, 0o700); mkErr == nil {
+			f, err = os.CreateTemp(dir, "."+filepath.Base(path)+".tmp-*")
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
