@@ -6,6 +6,7 @@ import (
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/steps"
+	"github.com/contractd/contractd/steps/fill"
 )
 
 // stageRun is one stage (or one for_each expansion of it) during a run: what
@@ -88,7 +89,7 @@ func expandAttr(s string, vars map[string]string) string {
 			return v
 		}
 	}
-	return steps.Expand(s, vars)
+	return fill.Expand(s, vars)
 }
 
 // expandTarget names the target an `on=` (of a stage, step or action row)

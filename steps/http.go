@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/steps/fill"
 	"github.com/contractd/contractd/transports"
 )
 
@@ -110,7 +111,7 @@ func httpSpec(step *contracts.Step) (*contracts.HTTPRequest, error) {
 }
 
 // buildRequest makes the request from an http block, with every ${name}
-// filled as data for the part it lands in (FillURL, FillHeader, FillBody).
+// filled as data for the part it lands in (fill.URL, fill.Header, fill.Body).
 // Its errors name the URL as written, never as filled.
 func buildRequest(ctx context.Context, id string, spec *contracts.HTTPRequest, vars map[string]string) (*http.Request, error) {
 	method := spec.Method
@@ -119,13 +120,13 @@ func buildRequest(ctx context.Context, id string, spec *contracts.HTTPRequest, v
 	}
 	var body io.Reader
 	if spec.Body != "" {
-		b, err := FillBody(spec.Body, vars)
+		b, err := fill.Body(spec.Body, vars)
 		if err != nil {
 			return nil, fmt.Errorf("http step %s: body: %w", id, err)
 		}
 		body = strings.NewReader(b)
 	}
-	u, err := FillURL(spec.URL, vars)
+	u, err := fill.URL(spec.URL, vars)
 	if err != nil {
 		return nil, fmt.Errorf("http step %s: %w", id, err)
 	}
@@ -137,7 +138,7 @@ func buildRequest(ctx context.Context, id string, spec *contracts.HTTPRequest, v
 		return nil, fmt.Errorf("http step %s: %w", id, err)
 	}
 	for k, v := range spec.Headers {
-		hv, err := FillHeader(k, v, vars)
+		hv, err := fill.Header(k, v, vars)
 		if err != nil {
 			return nil, fmt.Errorf("http step %s: %w", id, err)
 		}

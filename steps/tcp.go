@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/steps/fill"
 	"github.com/contractd/contractd/transports"
 )
 
@@ -18,7 +19,7 @@ func probeTCP(ctx context.Context, step *contracts.Step, vars map[string]string,
 	start := time.Now()
 	o := &Observation{StepID: step.ID, Kind: step.Kind}
 	o.Values = map[string]any{"open": false, "stdout": "", "stderr": "", "exit_code": 1, "timed_out": false, "unreachable": false, "duration": 0.0}
-	addr, err := FillAddr(step.Script, vars)
+	addr, err := fill.Addr(step.Script, vars)
 	if err != nil {
 		msg := fmt.Sprintf("tcp step %s: %v", step.ID, err)
 		o.Values["stderr"] = msg

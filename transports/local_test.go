@@ -83,7 +83,7 @@ func TestOpenRejectsBadSpecs(t *testing.T) {
 		{"ssh bad policy", &Spec{Kind: "ssh", User: "root", Host: "h", HostKeyPolicy: "yolo"}, `host key policy "yolo"`},
 		{"ssh through docker", &Spec{Kind: "ssh", User: "root", Host: "h", Via: &Spec{Kind: "docker", Container: "c"}}, "can only hop through another ssh host"},
 		{"pct without vmid", &Spec{Kind: "pct", Via: &Spec{Kind: "local"}}, "VMID"},
-		{"docker name with shell characters", &Spec{Kind: "docker", Container: "web; rm -rf /"}, "docker container name"},
+		{"docker name with shell characters", &Spec{Kind: "docker", Container: "web; rm -rf /"}, `container name "web; rm -rf /"`},
 		{"bad parent", &Spec{Kind: "pct", VMID: 1, Via: &Spec{Kind: "ssh"}}, "ssh needs user and host"},
 	}
 	for _, tc := range cases {

@@ -4,10 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"regexp"
 	"strconv"
-	"strings"
 	"time"
+
+	"github.com/contractd/contractd/transports/addr"
 )
 
 // ErrInvalidSpec is wrapped by Open and Dialer when a chain link is malformed.
@@ -53,32 +53,16 @@ type Spec struct {
 }
 
 // ParseSSHAddr splits "user@host" or "user@host:port" ("user@[::1]:2222"
-// for IPv6). The port is 22 when absent. It returns an error wrapping
-// ErrInvalidSpec when the user or host is missing or the port is not a
-// number in 1..65535.
+// for IPv6) by the one rule lint uses too (addr.SSH). The port is 22 when
+// absent. It returns an error wrapping ErrInvalidSpec (and addr.ErrSyntax)
+// for an address addr.SSH refuses.
 func ParseSSHAddr(s string) (user, host string, port int, err error) {
-	at := strings.LastIndexByte(s, '@')
-	if at <= 0 || at == len(s)-1 {
-		return "", "", 0, fmt.Errorf("ssh address %q: want user@host[:port]: %w", s, ErrInvalidSpec)
-	}
-	user, hp := s[:at], s[at+1:]
-	port = 22
-	if h, p, splitErr := net.SplitHostPort(hp); splitErr == nil {
-		n, convErr := strconv.Atoi(p)
-		if convErr != nil || n < 1 || n > 65535 {
-			return "", "", 0, fmt.Errorf("ssh address %q: bad port %q: %w", s, p, ErrInvalidSpec)
-		}
-		host, port = h, n
-	} else {
-		host = strings.TrimSuffix(strings.TrimPrefix(hp, "["), "]")
-	}
-	if host == "" || strings.ContainsAny(host, " /@") {
-		return "", "", 0, fmt.Errorf("ssh address %q: bad host: %w", s, ErrInvalidSpec)
+	user, host, port, err = addr.SSH(s)
+	if err != nil {
+		return "", "", 0, fmt.Errorf("%w: %w", err, ErrInvalidSpec)
 	}
 	return user, host, port, nil
 }
-
-var containerName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*$`)
 
 // validate checks one link and its parents. It returns an error wrapping
 // ErrInvalidSpec naming the first bad field.
@@ -111,8 +95,8 @@ func (s *Spec) validate() error {
 			return fmt.Errorf("%s: pct needs a VMID > 0: %w", s.label(), ErrInvalidSpec)
 		}
 	case "docker":
-		if !containerName.MatchString(s.Container) {
-			return fmt.Errorf("%s: docker container name %q: %w", s.label(), s.Container, ErrInvalidSpec)
+		if err := addr.Container(s.Container); err != nil {
+			return fmt.Errorf("%s: %w: %w", s.label(), err, ErrInvalidSpec)
 		}
 	default:
 		return fmt.Errorf("%s: unknown kind %q: %w", s.label(), s.Kind, ErrInvalidSpec)
