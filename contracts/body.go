@@ -367,8 +367,10 @@ func (b *bodyParser) fenced(f *ast.FencedCodeBlock) {
 	case KindHTTP:
 		st.HTTP = b.httpRequest(tm, infoPos)
 	case KindTCP:
+		// The address itself is checked once every value is known
+		// (checkFilled), with the function the run fills it with.
 		addr := strings.TrimSpace(tm.text)
-		if addr == "" || strings.Contains(addr, "\n") || !strings.Contains(addr, ":") {
+		if addr == "" || strings.Contains(addr, "\n") {
 			b.d.errorf(infoPos, "tcp step: the block must hold one host:port line")
 		}
 		st.Script = b.refs(addr, tm, strings.Index(tm.text, addr))

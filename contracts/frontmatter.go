@@ -14,6 +14,8 @@ import (
 	"github.com/goccy/go-yaml"
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
+
+	"github.com/contractd/contractd/transports/addr"
 )
 
 // Defaults applied before the front matter is decoded.
@@ -330,10 +332,11 @@ func newContract(path string) *Contract {
 			Grace:            DefaultGrace,
 			Repeat:           DefaultRepeat,
 		},
-		Targets: map[string]*Target{},
-		Vars:    map[string]string{},
-		ForEach: map[string][]map[string]any{},
-		AlertOn: "change",
+		Targets:   map[string]*Target{},
+		Vars:      map[string]string{},
+		VarValues: map[string]any{},
+		ForEach:   map[string][]map[string]any{},
+		AlertOn:   "change",
 	}
 }
 
@@ -397,7 +400,11 @@ func (y *yamlDec) decodeFrontMatter(root ast.Node, c *Contract) frontMatter {
 		case "notify":
 			c.Notify = y.decodeNotify(e.value)
 		case "vars":
-			y.decodeVars(e.value, c.Vars, fm.varPos)
+			vs := map[string]varValue{}
+			y.decodeVars(e.value, vs)
+			for k, v := range vs {
+				c.Vars[k], c.VarValues[k], fm.varPos[k] = v.text, v.value, v.pos
+			}
 		case "secrets":
 			c.Secrets, _ = y.strList(e.value, e.key)
 			for _, s := range c.Secrets {
@@ -642,8 +649,8 @@ func (y *yamlDec) decodeTargets(n ast.Node, into map[string]*Target) {
 			case "ssh":
 				kinds++
 				if v, ok := y.str(s.value, w); ok {
-					if !validSSHAddr(v) {
-						y.d.errorf(y.pos(s.value), "%s: expected user@host or user@host:port, got %q", w, v)
+					if _, _, _, err := addr.SSH(v); err != nil {
+						y.d.errorf(y.pos(s.value), "%s: expected user@host or user@host:port, got %q: %s", w, v, addrWhy(err))
 					}
 					t.SSH = v
 				}
@@ -657,6 +664,8 @@ func (y *yamlDec) decodeTargets(n ast.Node, into map[string]*Target) {
 				if v, ok := y.str(s.value, w); ok {
 					if v == "" {
 						y.d.errorf(y.pos(s.value), "%s: needs a container name", w)
+					} else if err := addr.Container(v); err != nil {
+						y.d.errorf(y.pos(s.value), "%s: %v", w, err)
 					}
 					t.Docker = v
 				}
@@ -712,23 +721,16 @@ func (y *yamlDec) decodeTargets(n ast.Node, into map[string]*Target) {
 	}
 }
 
-func validSSHAddr(s string) bool {
-	user, host, ok := strings.Cut(s, "@")
-	if !ok || user == "" || host == "" || strings.ContainsAny(host, "@/") ||
-		strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
-		return false
+// addrWhy is the reason an address was refused, without the address.
+func addrWhy(err error) string {
+	var ae *addr.Error
+	if errors.As(err, &ae) {
+		return ae.Why
 	}
-	if h, port, ok := strings.Cut(host, ":"); ok && !strings.HasPrefix(host, "[") {
-		if h == "" {
-			return false
-		}
-		p, err := strconv.Atoi(port)
-		return err == nil && p > 0 && p < 65536
-	}
-	return true
+	return err.Error()
 }
 
-func (y *yamlDec) decodeVars(n ast.Node, into map[string]string, at map[string]Pos) {
+func (y *yamlDec) decodeVars(n ast.Node, into map[string]varValue) {
 	entries, _ := y.mapping(n, "vars")
 	for _, e := range entries {
 		if why := CheckVarName(e.key); why != "" {
@@ -736,10 +738,7 @@ func (y *yamlDec) decodeVars(n ast.Node, into map[string]string, at map[string]P
 			continue
 		}
 		if v, ok := y.scalarText(e.value, "vars."+e.key); ok {
-			into[e.key] = v
-			if at != nil {
-				at[e.key] = y.pos(e.keyN)
-			}
+			into[e.key] = varValue{text: v, value: typedScalar(e.value, v), pos: y.pos(e.keyN)}
 		}
 	}
 }
@@ -795,8 +794,7 @@ func (y *yamlDec) decodeForEach(n ast.Node, into map[string][]map[string]any) {
 // inventory is an --inventory file: vars and targets that override the
 // contract's defaults.
 type inventory struct {
-	vars    map[string]string
-	varPos  map[string]Pos
+	vars    map[string]varValue // each with its text, typed value and position
 	targets map[string]*Target
 	diags   Diagnostics
 }
@@ -823,7 +821,7 @@ func (inv *inventory) nearMisses(c *Contract, d *diags) {
 			continue
 		}
 		if s := closest(k, unset); s != "" {
-			d.warnf(inv.varPos[k], "vars: %s declares no var %q (did you mean %q? as written, %s keeps its default)", c.Name, k, s, s)
+			d.warnf(inv.vars[k].pos, "vars: %s declares no var %q (did you mean %q? as written, %s keeps its default)", c.Name, k, s, s)
 		}
 	}
 }
@@ -834,7 +832,7 @@ func parseInventory(path string, src []byte) *inventory {
 	// A byte order mark is accepted as in a contract, and is not a
 	// character: columns on line 1 count from after it.
 	src = bytes.TrimPrefix(src, utf8BOM)
-	inv := &inventory{vars: map[string]string{}, varPos: map[string]Pos{}, targets: map[string]*Target{}}
+	inv := &inventory{vars: map[string]varValue{}, targets: map[string]*Target{}}
 	d := &diags{file: path}
 	y := &yamlDec{s: newSource(path, src), d: d}
 	root, ok := y.parse(src)
@@ -843,7 +841,7 @@ func parseInventory(path string, src []byte) *inventory {
 		for _, e := range entries {
 			switch e.key {
 			case "vars":
-				y.decodeVars(e.value, inv.vars, inv.varPos)
+				y.decodeVars(e.value, inv.vars)
 			case "targets":
 				y.decodeTargets(e.value, inv.targets)
 			default:

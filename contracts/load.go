@@ -156,6 +156,7 @@ func (l *loader) parse(md parser.Parser, path string, src []byte, owned bool) (*
 	c := newContract(path)
 	yamlText, yamlLine, bodyStart, closed, ok := splitFrontMatter(src)
 	top := s.lineCol(1, 1)
+	varPos := map[string]Pos{}
 	switch {
 	case !ok:
 		d.errorf(top, "missing front matter: a contract starts with a --- line, YAML, then another --- line")
@@ -171,21 +172,23 @@ func (l *loader) parse(md parser.Parser, path string, src []byte, owned bool) (*
 			if !fm.sawRuntime {
 				d.errorf(top, "missing runtime_contract: 2 in front matter")
 			}
+			varPos = fm.varPos
 		}
 	}
 	c.declareVars(src)
 	if l.inv != nil {
 		d.list = append(d.list, l.inv.diags...)
 		l.inv.nearMisses(c, d)
-		for k, v := range l.inv.vars {
-			c.Vars[k] = v
+		for _, k := range sortedKeys(l.inv.vars) {
+			overrideVar(c, d, varPos, k, l.inv.vars[k], "inventory")
 		}
 		for k, t := range l.inv.targets {
 			c.Targets[k] = t
 		}
 	}
-	for k, v := range l.opts.Vars {
-		c.Vars[k] = v
+	for _, k := range sortedKeys(l.opts.Vars) {
+		v := l.opts.Vars[k]
+		overrideVar(c, d, varPos, k, varValue{text: v, value: v}, "--var")
 	}
 	if !ok {
 		bodyStart = 0

@@ -88,14 +88,18 @@ type Contract struct {
 	Guards           Guards
 	Targets          map[string]*Target
 	Notify           []NotifyRoute
-	Vars             map[string]string
-	Secrets          []string // environment variable names exported to scripts and redacted
-	ForEach          map[string][]map[string]any
-	AlertOn          string // "change" (default), "repair" (alert only on repair), "critical"
-	Maintains        Maintains
-	Stages           []*Stage
-	Escalation       []*EscalationRule
-	Log              string // optional log file for one line per run and per action
+	// Vars are each var's text: what scripts, commands, URLs, addresses and
+	// notifier options read. VarValues are the same vars typed as declared
+	// (int, float64, bool or string): what expressions read as vars.NAME.
+	Vars       map[string]string
+	VarValues  map[string]any
+	Secrets    []string // environment variable names exported to scripts and redacted
+	ForEach    map[string][]map[string]any
+	AlertOn    string // "change" (default), "repair" (alert only on repair), "critical"
+	Maintains  Maintains
+	Stages     []*Stage
+	Escalation []*EscalationRule
+	Log        string // optional log file for one line per run and per action
 	// Messages shape the contract's messages by kind (open, reminder,
 	// resolved, repair); a kind without a template gets the engine's text.
 	Messages map[string]*template.Template

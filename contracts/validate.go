@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	stepfill "github.com/contractd/contractd/steps/fill"
 )
 
 // EngineWrittenKeys returns the Maintains keys the engine itself writes on
@@ -46,6 +48,7 @@ func (b *bodyParser) validate() {
 					b.d.errorf(sm.viaPos, "via=%s: http and tcp steps tunnel only through ssh targets", step.Via)
 				}
 			}
+			b.checkFilled(st, step)
 		}
 	}
 	b.lintIdents()
@@ -109,9 +112,15 @@ func (b *bodyParser) checkTargets() {
 		if t.Via == "" {
 			continue
 		}
-		if _, ok := c.Targets[t.Via]; !ok {
+		parent, ok := c.Targets[t.Via]
+		if !ok {
 			b.d.errorf(t.Pos, "targets.%s: via names undefined target %q", n, t.Via)
 			continue
+		}
+		// An ssh connection is dialed from the engine's host or tunnelled
+		// through another ssh connection; a container has no tunnel.
+		if t.SSH != "" && parent.Kind() != "ssh" {
+			b.d.errorf(t.Pos, "targets.%s: an ssh target is reached only through another ssh target, and %s is %s", n, t.Via, parent.Kind())
 		}
 		// Follow the chain; coming back to a target already seen is a cycle.
 		seen := map[string]bool{n: true}
@@ -176,5 +185,85 @@ func (b *bodyParser) lintMaintains() {
 		if !byGate {
 			b.d.warnf(k.Pos, "maintained key %s is never written (the engine writes %s and <gate id>_status)", k.Name, strings.Join(written, ", "))
 		}
+	}
+}
+
+// checkFilled fills an http or tcp step with the values known at load (the
+// vars after overrides; in a for_each stage, each item's keys) through the
+// functions the run fills it with, so a value the run would refuse (an
+// address that is not host:port, a URL that is not http) is an error here.
+// A step that reads a secret is left to the run: its value comes from the
+// engine's environment.
+func (b *bodyParser) checkFilled(st *Stage, step *Step) {
+	var texts []string
+	switch {
+	case step.Kind == KindTCP:
+		texts = []string{step.Script}
+	case step.Kind == KindHTTP && step.HTTP != nil:
+		u := step.HTTP.URL
+		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "${") {
+			return // no request line, or a scheme the parser reported
+		}
+		texts = []string{u}
+		for _, v := range step.HTTP.Headers {
+			texts = append(texts, v)
+		}
+	default:
+		return
+	}
+	for _, t := range texts {
+		for _, name := range stepfill.Names(t) {
+			if contains(b.c.Secrets, name) {
+				return
+			}
+		}
+	}
+	check := func(vals map[string]string) error {
+		if step.Kind == KindTCP {
+			_, err := stepfill.Addr(step.Script, vals)
+			return err
+		}
+		if _, err := stepfill.URL(step.HTTP.URL, vals); err != nil {
+			return err
+		}
+		for _, name := range sortedKeys(step.HTTP.Headers) {
+			if _, err := stepfill.Header(name, step.HTTP.Headers[name], vals); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	items := []map[string]any{nil}
+	if st.ForEach != "" {
+		items = b.c.ForEach[st.ForEach]
+	}
+	for i, item := range items {
+		vals := b.c.StageVars(item)
+		missing := ""
+		for _, t := range texts {
+			for _, name := range stepfill.Names(t) {
+				if _, ok := vals[name]; !ok && missing == "" {
+					missing = name
+				}
+			}
+		}
+		switch {
+		case missing == "":
+		case item == nil || !b.forEachKey(st, strings.TrimPrefix(missing, "item.")):
+			return // an undefined name: reported where it is written
+		default:
+			b.d.errorf(step.Pos, "%s step %s: for_each %s[%d] has no key %s, which it reads", step.Kind, step.ID, st.ForEach, i, strings.TrimPrefix(missing, "item."))
+			return
+		}
+		err := check(vals)
+		switch {
+		case err == nil:
+			continue
+		case item == nil:
+			b.d.errorf(step.Pos, "%s step %s: %v", step.Kind, step.ID, err)
+		default:
+			b.d.errorf(step.Pos, "%s step %s, for_each %s[%d]: %v", step.Kind, step.ID, st.ForEach, i, err)
+		}
+		return
 	}
 }

@@ -1,8 +1,13 @@
 package contracts
 
 import (
+	"fmt"
 	"regexp"
+	"sort"
+	"strconv"
 	"strings"
+
+	"github.com/goccy/go-yaml/ast"
 )
 
 // reservedVar matches the names a var may not take: the shell reads them
@@ -53,6 +58,160 @@ func singleQuotedRefs(cmd string) []int {
 		case c == '\'' && !double:
 			single = true
 		}
+	}
+	return out
+}
+
+// varValue is one var as written: its text, its value typed by the YAML
+// scalar that wrote it, and where.
+type varValue struct {
+	text  string
+	value any // int, float64, bool or string
+	pos   Pos
+}
+
+// typedScalar is a var's value as expressions read it: a YAML integer is an
+// int, a float a float64, true/false a bool, anything else its text.
+func typedScalar(n ast.Node, text string) any {
+	switch v := unwrap(n).(type) {
+	case *ast.IntegerNode:
+		switch x := v.Value.(type) {
+		case int64:
+			return int(x)
+		case uint64:
+			return int(x)
+		}
+	case *ast.FloatNode:
+		return v.Value
+	case *ast.BoolNode:
+		return v.Value
+	}
+	return text
+}
+
+// typeName names a var's type for diagnostics.
+func typeName(v any) string {
+	switch v.(type) {
+	case int:
+		return "an integer"
+	case float64:
+		return "a number"
+	case bool:
+		return "true or false"
+	}
+	return "a string"
+}
+
+// convertVar reads an override's text as the type of the value it
+// overrides: a decimal integer, a number, true or false; a string takes
+// any text. It fails when the text is not of that type.
+func convertVar(declared any, text string) (any, error) {
+	t := strings.TrimSpace(text)
+	switch declared.(type) {
+	case int:
+		n, err := strconv.ParseInt(t, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("not a decimal integer")
+		}
+		return int(n), nil
+	case float64:
+		f, err := strconv.ParseFloat(t, 64)
+		if err != nil {
+			return nil, fmt.Errorf("not a number")
+		}
+		return f, nil
+	case bool:
+		switch t {
+		case "true":
+			return true, nil
+		case "false":
+			return false, nil
+		}
+		return nil, fmt.Errorf("not true or false")
+	}
+	return text, nil
+}
+
+// overrideVar sets var k from an inventory or a --var. A var the contract
+// (or the inventory, for a --var) already declares keeps its declared type:
+// the override's text is read as that type, or refused with an error at
+// the override (an inventory entry) or at the declaration (a --var, which
+// has no position of its own). A var declared nowhere else takes the
+// override's own type (an inventory's YAML scalar; a --var is a string).
+func overrideVar(c *Contract, d *diags, declaredAt map[string]Pos, k string, v varValue, from string) {
+	declared, ok := c.VarValues[k]
+	if !ok {
+		c.Vars[k], c.VarValues[k] = v.text, v.value
+		if v.pos != (Pos{}) {
+			declaredAt[k] = v.pos
+		}
+		return
+	}
+	val, err := convertVar(declared, v.text)
+	if err != nil {
+		at, ok := declaredAt[k]
+		switch {
+		case from == "inventory":
+			d.errorf(v.pos, "vars.%s: the contract declares %s as %s (%s); %q is %v", k, k, typeName(declared), c.Vars[k], v.text, err)
+		case ok:
+			d.errorf(at, "--var %s=%s: %s is declared here as %s (%s); %q is %v", k, v.text, k, typeName(declared), c.Vars[k], v.text, err)
+		default:
+			d.errorf(Pos{File: c.Path, Line: 1, Col: 1}, "--var %s=%s: %s is %s; %q is %v", k, v.text, k, typeName(declared), v.text, err)
+		}
+		return
+	}
+	c.Vars[k], c.VarValues[k] = v.text, val
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// VarText is the text a for_each item's value fills into a ${key}
+// reference: a string as it is, a number or bool as written in Go's
+// shortest form, null as the empty string.
+func VarText(v any) string {
+	if v == nil {
+		return ""
+	}
+	return fmt.Sprint(v)
+}
+
+// StageVars returns what a ${name} reference reads in a stage: every var's
+// text and, for a for_each item, each of its keys as `key` and `item.key`
+// (a key wins over a var of the same name). The run fills scripts,
+// commands, URLs and addresses from it, and lint checks http and tcp steps
+// with it, so both read the same values.
+func (c *Contract) StageVars(item map[string]any) map[string]string {
+	out := make(map[string]string, len(c.Vars)+2*len(item))
+	for k, v := range c.Vars {
+		out[k] = v
+	}
+	for k, v := range item {
+		out[k] = VarText(v)
+		out["item."+k] = VarText(v)
+	}
+	return out
+}
+
+// StageValues is StageVars as expressions read it (`vars.NAME`): vars
+// typed as declared and an item's keys with their YAML types.
+func (c *Contract) StageValues(item map[string]any) map[string]any {
+	out := make(map[string]any, len(c.Vars)+2*len(item))
+	for k, v := range c.Vars {
+		out[k] = v // a contract built without VarValues reads its text
+	}
+	for k, v := range c.VarValues {
+		out[k] = v
+	}
+	for k, v := range item {
+		out[k] = v
+		out["item."+k] = v
 	}
 	return out
 }

@@ -52,15 +52,8 @@ func itemName(item map[string]any, i int) string {
 }
 
 func newStageRun(c *contracts.Contract, st *contracts.Stage, id string, item map[string]any) *stageRun {
-	vars := make(map[string]string, len(c.Vars)+len(item))
-	for k, v := range c.Vars {
-		vars[k] = v
-	}
-	for k, v := range item {
-		vars[k] = fmt.Sprint(v)
-		vars["item."+k] = fmt.Sprint(v)
-	}
-	sr := &stageRun{stage: st, id: id, item: item, vars: vars, varsEnv: stringMap(vars)}
+	vars := c.StageVars(item)
+	sr := &stageRun{stage: st, id: id, item: item, vars: vars, varsEnv: c.StageValues(item)}
 	sr.target = sr.expandTarget(st.On)
 	sr.agent = expandAttr(st.Agent, vars)
 	sr.report = &StageReport{ID: id, Title: st.Title, Agent: sr.agent, Gate: st.Gate, Item: item, Steps: []*StepReport{}}
@@ -148,12 +141,4 @@ func (sr *stageRun) holds(row *contracts.ActionRow) bool {
 	}
 	ok, _ := evalBool(row.Program, cur.env)
 	return ok
-}
-
-func stringMap(m map[string]string) map[string]any {
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }
