@@ -36,18 +36,21 @@ type PlanSchedule struct {
 	StartDelay string `json:"start_delay,omitempty"` // the first run waits this long after the daemon starts
 }
 
-// PlanGuards are the contract-wide guards with defaults applied.
+// PlanGuards are the contract-wide guards in force, defaults applied: every
+// guard is listed, and one that is off says so ("off", "none", 0), so what
+// explain shows is exactly what runs.
 type PlanGuards struct {
-	Debounce         string `json:"debounce"`
-	CrashLoop        string `json:"crash_loop,omitempty"` // "10 per 1h then alert"
+	Debounce         string `json:"debounce"`   // "0s": none
+	CrashLoop        string `json:"crash_loop"` // "10 per 1h then alert", or "off"
 	UnreachableAfter int    `json:"unreachable_after"`
 	RecoverAfter     int    `json:"recover_after"`
 	After            int    `json:"after"`
-	Budget           string `json:"budget,omitempty"`
+	Budget           string `json:"budget"` // "1 per 10m", or "none"
 	Grace            string `json:"grace"`
-	EscalateAfter    int    `json:"escalate_after,omitempty"`
+	EscalateAfter    int    `json:"escalate_after"` // 0: never escalates by count
 	Repeat           string `json:"repeat"`
-	SlowRetry        string `json:"slow_retry,omitempty"` // "after 3 failed repairs in a row: every 5m (5x the 1m interval)"
+	SlowRetry        string `json:"slow_retry"`   // "after 3 failed repairs in a row: every 5m (5x the 1m interval)", or "off"
+	BlastRadius      string `json:"blast_radius"` // "at most 2 repairs per run; trip at 50% of at least 2 units", or "off"
 }
 
 // PlanTarget is one named target and its whole transport chain.
@@ -124,13 +127,13 @@ type PlanAction struct {
 // PlanActGuards are the guards in force for one action row.
 type PlanActGuards struct {
 	After         int    `json:"after"`
-	Budget        string `json:"budget,omitempty"`
+	Budget        string `json:"budget"` // or "none"
 	Grace         string `json:"grace"`
-	EscalateAfter int    `json:"escalate_after,omitempty"`
+	EscalateAfter int    `json:"escalate_after"` // 0: never by count
 	Debounce      string `json:"debounce"`
-	CrashLoop     string `json:"crash_loop,omitempty"`
+	CrashLoop     string `json:"crash_loop"` // or "off"
 	RestartCount  string `json:"restart_count,omitempty"`
-	SlowRetry     string `json:"slow_retry,omitempty"`
+	SlowRetry     string `json:"slow_retry"` // or "off"
 }
 
 // PlanEscalation is one escalation row.
@@ -232,7 +235,7 @@ func (st *Stage) StepTarget(s *Step) string {
 
 func (c *Contract) crashLoop() string {
 	if c.Guards.CrashLoop.MaxRestarts == 0 {
-		return ""
+		return "off"
 	}
 	return fmt.Sprintf("%d per %s then %s", c.Guards.CrashLoop.MaxRestarts, fmtDuration(c.Guards.CrashLoop.Per), c.Guards.CrashLoop.Then)
 }
@@ -244,6 +247,28 @@ func SlowRetryText(s *SlowRetry, every time.Duration) string {
 		return ""
 	}
 	return fmt.Sprintf("after %d failed repairs in a row: every %s (%dx the %s interval)", s.After, fmtDuration(time.Duration(s.Factor)*every), s.Factor, fmtDuration(every))
+}
+
+func nonEmptyOr(s, or string) string {
+	if s == "" {
+		return or
+	}
+	return s
+}
+
+// blastText says what a blast-radius guard allows, or "off".
+func blastText(b *BlastRadius) string {
+	if b == nil || b.MaxRepairs == 0 && b.Trip == 0 {
+		return "off"
+	}
+	var parts []string
+	if b.MaxRepairs > 0 {
+		parts = append(parts, fmt.Sprintf("at most %d repairs per run", b.MaxRepairs))
+	}
+	if b.Trip > 0 {
+		parts = append(parts, fmt.Sprintf("trip at %.0f%% of at least %d units", b.Trip*100, max(b.MinUnits, 2)))
+	}
+	return strings.Join(parts, "; ")
 }
 
 func budgetText(b *Budget) string {
@@ -267,8 +292,9 @@ func Explain(c *Contract) *Plan {
 		Guards: PlanGuards{
 			Debounce: fmtDuration(g.Debounce), CrashLoop: c.crashLoop(),
 			UnreachableAfter: g.UnreachableAfter, RecoverAfter: g.RecoverAfter, After: g.After,
-			Budget: budgetText(g.Budget), Grace: fmtDuration(g.Grace), EscalateAfter: g.EscalateAfter,
-			Repeat: fmtDuration(g.Repeat), SlowRetry: SlowRetryText(g.SlowRetry, c.Schedule.Every),
+			Budget: nonEmptyOr(budgetText(g.Budget), "none"), Grace: fmtDuration(g.Grace), EscalateAfter: g.EscalateAfter,
+			Repeat: fmtDuration(g.Repeat), SlowRetry: nonEmptyOr(SlowRetryText(g.SlowRetry, c.Schedule.Every), "off"),
+			BlastRadius: blastText(g.BlastRadius),
 		},
 		Targets:    []PlanTarget{},
 		Vars:       []PlanVar{},
@@ -377,6 +403,7 @@ func planAction(c *Contract, st *Stage, a *ActionRow) PlanAction {
 	if a.Guard.Budget == nil {
 		g.Budget = budgetText(c.Guards.Budget)
 	}
+	g.Budget, g.SlowRetry = nonEmptyOr(g.Budget, "none"), nonEmptyOr(g.SlowRetry, "off")
 	if a.Guard.Grace == 0 {
 		g.Grace = fmtDuration(c.Guards.Grace)
 	}
@@ -426,20 +453,17 @@ func WriteExplainText(w io.Writer, c *Contract) error {
 		delay = fmt.Sprintf(", the first run %s after the daemon starts", p.Schedule.StartDelay)
 	}
 	ew.printf("schedule: every %s%s%s\n", p.Schedule.Every, onStart, delay)
-	gs := []string{"debounce " + p.Guards.Debounce}
-	if p.Guards.CrashLoop != "" {
-		gs = append(gs, "crash loop "+p.Guards.CrashLoop)
+	g := p.Guards
+	escalate := "never escalate by count"
+	if g.EscalateAfter > 0 {
+		escalate = fmt.Sprintf("escalate after %d failed repairs", g.EscalateAfter)
 	}
-	gs = append(gs, fmt.Sprintf("act after %d failing run(s)", p.Guards.After),
-		fmt.Sprintf("unreachable counts after %d", p.Guards.UnreachableAfter),
-		fmt.Sprintf("recover after %d", p.Guards.RecoverAfter))
-	if p.Guards.Budget != "" {
-		gs = append(gs, "budget "+p.Guards.Budget)
-	}
-	if p.Guards.SlowRetry != "" {
-		gs = append(gs, "slow retry "+p.Guards.SlowRetry)
-	}
-	gs = append(gs, "verify after "+p.Guards.Grace, "remind every "+p.Guards.Repeat)
+	gs := []string{"debounce " + g.Debounce, "crash loop " + g.CrashLoop,
+		fmt.Sprintf("act after %d failing run(s)", g.After),
+		fmt.Sprintf("unreachable counts after %d", g.UnreachableAfter),
+		fmt.Sprintf("recover after %d", g.RecoverAfter),
+		"budget " + g.Budget, escalate, "slow retry " + g.SlowRetry, "blast radius " + g.BlastRadius,
+		"verify after " + g.Grace, "remind every " + g.Repeat}
 	ew.printf("guards: %s\n", strings.Join(gs, ", "))
 	if len(p.Targets) > 0 {
 		ew.printf("targets:\n")

@@ -257,14 +257,27 @@ func (y *yamlDec) boolean(n ast.Node, what string) (bool, bool) {
 }
 
 func (y *yamlDec) duration(n ast.Node, what string) (time.Duration, bool) {
+	return y.durationOrZero(n, what, false)
+}
+
+// durationOrZero reads a duration; zero ("0s", or the integer 0) is
+// accepted only when zero is set.
+func (y *yamlDec) durationOrZero(n ast.Node, what string, zero bool) (time.Duration, bool) {
+	want := "a duration like 300s, 15m or 1h"
+	if zero {
+		want += " (0s: none)"
+	}
+	if i, ok := unwrap(n).(*ast.IntegerNode); ok && zero && fmt.Sprint(i.Value) == "0" {
+		return 0, true
+	}
 	v, ok := unwrap(n).(*ast.StringNode)
 	if !ok {
-		y.d.errorf(y.pos(n), "%s: expected a duration like 300s, 15m or 1h, got %s", what, kindName(n))
+		y.d.errorf(y.pos(n), "%s: expected %s, got %s", what, want, kindName(n))
 		return 0, false
 	}
 	dur, err := time.ParseDuration(v.Value)
-	if err != nil || dur <= 0 {
-		y.d.errorf(y.pos(n), "%s: expected a duration like 300s, 15m or 1h, got %q", what, v.Value)
+	if err != nil || dur < 0 || dur == 0 && !zero {
+		y.d.errorf(y.pos(n), "%s: expected %s, got %q", what, want, v.Value)
 		return 0, false
 	}
 	return dur, true
@@ -488,7 +501,10 @@ func (y *yamlDec) decodeGuards(n ast.Node, g *Guards) {
 	for _, e := range entries {
 		what := "guards." + e.key
 		if dst, ok := durations[e.key]; ok {
-			if d, ok := y.duration(e.value, what); ok {
+			// A zero debounce (no wait between repairs) and a zero grace
+			// (verify at once) are meaningful; a zero repeat is not.
+			zero := e.key == "debounce" || e.key == "grace"
+			if d, ok := y.durationOrZero(e.value, what, zero); ok {
 				*dst = d
 			}
 			continue

@@ -35,13 +35,11 @@ const (
 	GuardDryRun      = "dry-run"
 )
 
-// Defaults applied by NewChain to zero contract guards.
+// Reminder intervals of an open incident: the first after DefaultRepeat
+// (a contract's guards.repeat), doubling up to DefaultMaxRepeat.
 const (
-	DefaultDebounce      = 300 * time.Second
-	DefaultGrace         = 30 * time.Second
-	DefaultEscalateAfter = 3
-	DefaultRepeat        = 4 * time.Hour
-	DefaultMaxRepeat     = 24 * time.Hour
+	DefaultRepeat    = 4 * time.Hour
+	DefaultMaxRepeat = 24 * time.Hour
 )
 
 // Step is one guard's answer for one candidate repair.
@@ -147,33 +145,18 @@ type Chain struct {
 	Clock Clock
 }
 
-// NewChain returns a chain for a contract's guards, with zero fields set to
-// their defaults (debounce 300s, grace 30s, escalate after 3 failed repairs,
-// crash loop 10 per 1h, reminders every 4h, every count 1). A nil clock
+// NewChain returns a chain for a contract's guards as given: the contract's
+// defaults (debounce 300s, grace 30s, …) are applied where it is loaded
+// (package contracts), the one place they are decided, so what `explain`
+// shows is what runs. A zero debounce, grace, escalate_after or crash loop
+// is off; only the counts (after, unreachable_after, recover_after) are at
+// least 1, and a zero reminder interval means DefaultRepeat. A nil clock
 // means RealClock.
 func NewChain(g contracts.Guards, clock Clock) *Chain {
 	if clock == nil {
 		clock = RealClock{}
 	}
-	if g.Debounce == 0 {
-		g.Debounce = DefaultDebounce
-	}
-	if g.Grace == 0 {
-		g.Grace = DefaultGrace
-	}
-	if g.EscalateAfter == 0 {
-		g.EscalateAfter = DefaultEscalateAfter
-	}
-	if g.CrashLoop.MaxRestarts == 0 {
-		g.CrashLoop.MaxRestarts = 10
-	}
-	if g.CrashLoop.Per == 0 {
-		g.CrashLoop.Per = time.Hour
-	}
-	if g.CrashLoop.Then == "" {
-		g.CrashLoop.Then = "alert"
-	}
-	if g.Repeat == 0 {
+	if g.Repeat <= 0 {
 		g.Repeat = DefaultRepeat
 	}
 	g.After = atLeastOne(g.After)

@@ -13,6 +13,8 @@ var zulipGuards = contracts.Guards{
 	Debounce:         300 * time.Second,
 	CrashLoop:        contracts.CrashLoop{MaxRestarts: 10, Per: time.Hour, Then: "alert"},
 	UnreachableAfter: 3,
+	EscalateAfter:    3,
+	Grace:            30 * time.Second,
 	Budget:           &contracts.Budget{Count: 2, Window: time.Hour},
 }
 
