@@ -41,7 +41,9 @@ func (r *run) queue(m notify.Message, ar *AlertReport) {
 		return
 	}
 	ar.Text = m.Text
-	r.logf("%s", "alert: "+m.Line())
+	if !r.logRoute {
+		r.logf("%s", "alert: "+m.Line())
+	}
 	r.mu.Lock()
 	r.rep.Alerts = append(r.rep.Alerts, ar)
 	r.outgoing = append(r.outgoing, outgoing{msg: m, report: ar})
@@ -57,6 +59,11 @@ func (r *run) buildNotifiers() []notify.Notifier {
 	for _, err := range errs {
 		r.rep.Errors = append(r.rep.Errors, "notify: "+err.Error())
 		r.logf("%s: notify: %v", r.c.Name, err)
+	}
+	for _, n := range own {
+		if l, ok := n.(*notify.Log); ok && l.EngineLog() {
+			r.logRoute = true // it writes each message to the log: once is enough
+		}
 	}
 	return append(own, r.e.opts.Notifiers...)
 }

@@ -37,7 +37,9 @@ type Releaser interface {
 	Release(c *contracts.Contract, target string)
 }
 
-// Event is live progress for a terminal.
+// Event is live progress for a terminal: a step finished (Status ""), or
+// a repaired stage waits Duration before it is probed again
+// (EventVerifyWait).
 type Event struct {
 	Stage    string
 	Step     string
@@ -45,6 +47,10 @@ type Event struct {
 	Status   string
 	Duration time.Duration
 }
+
+// EventVerifyWait is the Status of the event sent when a repaired stage
+// starts its grace period before verification.
+const EventVerifyWait = "verify-wait"
 
 // Options configure an Engine. The zero value of each field has a default.
 type Options struct {
@@ -66,6 +72,10 @@ type Options struct {
 	// ReleaseTargets closes each target's connection after the last stage
 	// that uses it (one-shot runs over many hosts); a daemon keeps them.
 	ReleaseTargets bool
+	// CheckOnly, when set, says why this run repairs nothing (a Nagios
+	// check without --repair): every repair is blocked by the guard
+	// "check-only" with this reason; probes, alerts and state are as usual.
+	CheckOnly string
 }
 
 // Engine runs contracts. It is safe for concurrent use on different contracts.

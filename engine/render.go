@@ -1,10 +1,13 @@
 package engine
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"sort"
+	"strconv"
 	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/contractd/contractd/contracts"
@@ -28,9 +31,12 @@ func Mark(s contracts.Severity) string {
 	return "?"
 }
 
-// WriteText renders a report for people: per stage a mark, the agent, the
-// severity and the failing rows with actual against expected, then the
-// actions and alerts. It returns the first write error.
+// WriteText renders a report for people: a summary line, per stage a
+// mark, the agent, the severity (after a verified repair, the state after
+// it) and the failing rows with actual against expected, then the actions
+// and alerts, in aligned columns. The summary line never contradicts the
+// rows: an agent seen worse than its settled severity (hysteresis) is named
+// in it. It returns the first write error.
 func WriteText(w io.Writer, rep *Report) error {
 	ew := &errWriter{w: w}
 	if rep.Skipped != "" {
@@ -41,39 +47,61 @@ func WriteText(w io.Writer, rep *Report) error {
 	if rep.DryRun {
 		mode = " (dry run: nothing runs, nothing is sent)"
 	}
-	ew.printf("%s %s — %s%s\n", rep.Contract, rep.Version, strings.ToUpper(rep.OverallSeverity.String()), mode)
+	name := rep.Contract
+	if rep.Version != "" {
+		name += " " + rep.Version
+	}
+	ew.printf("%s — %s%s%s\n", name, strings.ToUpper(rep.OverallSeverity.String()), heldNote(rep), mode)
 	ew.printf("run %s at %s, %d ms\n\n", rep.RunID, rep.StartedAt.Format("2006-01-02 15:04:05Z07:00"), rep.DurationMS)
-	for _, st := range rep.Stages {
+
+	// Stage rows go through a tabwriter; the lines under each row (its
+	// findings) are put back between them afterwards, so they do not
+	// break the columns.
+	var rows bytes.Buffer
+	tw := tabwriter.NewWriter(&rows, 0, 4, 2, ' ', 0)
+	under := make([][]string, len(rep.Stages))
+	for i, st := range rep.Stages {
 		who := st.Agent
 		if who == "" {
 			who = "-"
 		}
-		gate := ""
+		sev, extra := st.Severity.String(), ""
+		if st.Verify != nil && st.Verify.Severity != st.Severity {
+			sev = st.Verify.Severity.String()
+			extra = "  (" + st.Severity.String() + " before the repair)"
+		}
+		mark := Mark(st.Severity)
+		if st.Verify != nil {
+			mark = Mark(st.Verify.Severity)
+		}
 		if st.Gate {
-			gate = " [gate]"
+			extra += "  [gate]"
 		}
-		line := fmt.Sprintf("%s %-14s %-12s %-11s via %s%s", Mark(st.Severity), st.ID, who, st.Severity, st.Target, gate)
 		if st.Status == StatusSkipped || st.Status == StatusUnreachable {
-			line += "  (" + st.Status + ": " + st.Reason + ")"
+			extra += "  (" + st.Status + ": " + st.Reason + ")"
 		}
-		ew.printf("%s\n", line)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\tvia %s%s\n", mark, printable(st.ID), printable(who), sev, printable(st.Target), printable(extra))
 		for _, sp := range st.Steps {
 			for _, f := range sp.Findings {
-				ew.printf("    %s %s: %s\n", Mark(sp.Severity), sp.ID, f)
+				under[i] = append(under[i], fmt.Sprintf("    %s %s: %s", Mark(sp.Severity), sp.ID, f))
 			}
 			if sp.Note != "" {
-				ew.printf("    ↻ %s: %s\n", sp.ID, sp.Note)
+				under[i] = append(under[i], fmt.Sprintf("    ↻ %s: %s", sp.ID, sp.Note))
+			}
+		}
+	}
+	tw.Flush()
+	for i, line := range strings.SplitAfter(strings.TrimSuffix(rows.String(), "\n"), "\n") {
+		ew.raw(strings.TrimRight(line, " \n") + "\n")
+		if i < len(under) {
+			for _, u := range under[i] {
+				ew.printf("%s\n", u)
 			}
 		}
 	}
 	if len(rep.Agents) > 0 {
 		ew.printf("\nagents:")
-		names := make([]string, 0, len(rep.Agents))
-		for n := range rep.Agents {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		for _, n := range names {
+		for _, n := range sortedAgents(rep) {
 			a := rep.Agents[n]
 			extra := ""
 			if a.Raw != a.Severity && a.Raw != contracts.SeveritySkipped {
@@ -88,28 +116,81 @@ func WriteText(w io.Writer, rep *Report) error {
 	}
 	if len(rep.Actions) > 0 {
 		ew.printf("\nactions:\n")
+		var b bytes.Buffer
+		tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 		for _, a := range rep.Actions {
 			verify := ""
 			if a.Verify != "" {
 				verify = " → " + a.Verify
 			}
-			ew.printf("  %-10s %-8s %s  [%s] %s%s\n", a.Agent, a.Status, a.Action, a.Condition, a.Reason, verify)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t[%s] %s%s\n", printable(a.Agent), a.Status, printable(a.Action), printable(a.Condition), printable(a.Reason), verify)
 		}
+		tw.Flush()
+		ew.raw(b.String())
 	}
 	if len(rep.Alerts) > 0 {
 		ew.printf("\nalerts:\n")
+		var b bytes.Buffer
+		tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
 		for _, a := range rep.Alerts {
 			retry := ""
 			if a.Retry {
 				retry = " [retry from " + a.Time.UTC().Format(time.RFC3339) + "]"
 			}
-			ew.printf("  %-9s %s%s (%s)\n", a.Kind, a.Text, retry, a.Summary())
+			fmt.Fprintf(tw, "  %s\t%s%s\t(%s)\n", a.Kind, printable(a.Text), retry, printable(a.Summary()))
 		}
+		tw.Flush()
+		ew.raw(b.String())
 	}
 	for _, e := range rep.Errors {
 		ew.printf("\nerror: %s\n", e)
 	}
 	return ew.err
+}
+
+// printable escapes control characters in text from a target before it
+// goes through a tabwriter (which would count a raw tab as a column).
+func printable(s string) string { return transports.Printable(s) }
+
+func sortedAgents(rep *Report) []string {
+	names := make([]string, 0, len(rep.Agents))
+	for n, a := range rep.Agents {
+		if a != nil {
+			names = append(names, n)
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
+// seen is what an agent was seen as this run: its severity after a
+// verified repair, else the worse of its settled and raw severities (an
+// agent hysteresis holds at healthy was still seen critical).
+func seen(a *AgentReport) contracts.Severity {
+	if a.BeforeRepair != contracts.SeverityUnknown || a.Raw == contracts.SeveritySkipped || a.Raw == contracts.SeverityUnknown {
+		return a.Severity
+	}
+	if nagiosRank(NagiosCode(a.Raw)) > nagiosRank(NagiosCode(a.Severity)) {
+		return a.Raw
+	}
+	return a.Severity
+}
+
+// heldNote names the agents seen worse than their settled severity, so the
+// summary line agrees with the rows: ", abiba seen critical (held by
+// hysteresis)".
+func heldNote(rep *Report) string {
+	var held []string
+	for _, n := range sortedAgents(rep) {
+		a := rep.Agents[n]
+		if s := seen(a); s != a.Severity {
+			held = append(held, n+" seen "+s.String())
+		}
+	}
+	if len(held) == 0 {
+		return ""
+	}
+	return ", " + strings.Join(held, ", ") + " (held by hysteresis: not yet counted)"
 }
 
 // WriteTrace renders every candidate action with each guard's answer, for
@@ -143,33 +224,101 @@ func NagiosCode(s contracts.Severity) int {
 	return 3
 }
 
-// WriteNagios prints the Nagios plugin output: one status line with
-// perfdata, then one line per non-healthy agent.
+// nagiosRank orders Nagios codes by how bad they are: OK, WARNING,
+// UNKNOWN, CRITICAL.
+func nagiosRank(code int) int {
+	return map[int]int{0: 0, 1: 1, 3: 2, 2: 3}[code]
+}
+
+// NagiosStatus is the Nagios plugin exit code of a report: the worst of
+// the overall severity and of what every agent and agentless stage (a
+// gate) was seen as this run. An agent that hysteresis holds at healthy
+// but was seen critical makes the check CRITICAL: Nagios applies its own
+// retries (max_check_attempts) to the state a plugin reports.
+func NagiosStatus(rep *Report) int {
+	code := NagiosCode(rep.OverallSeverity)
+	worse := func(c int) {
+		if nagiosRank(c) > nagiosRank(code) {
+			code = c
+		}
+	}
+	for _, n := range sortedAgents(rep) {
+		worse(NagiosCode(seen(rep.Agents[n])))
+	}
+	for _, st := range rep.Stages {
+		if st.Agent == "" && st.Status != StatusSkipped {
+			sev := st.Severity
+			if st.Verify != nil {
+				sev = st.Verify.Severity
+			}
+			worse(NagiosCode(sev))
+		}
+	}
+	return code
+}
+
+// NagiosLabel is the state word of a Nagios exit code.
+func NagiosLabel(code int) string {
+	switch code {
+	case 0:
+		return "OK"
+	case 1:
+		return "WARNING"
+	case 2:
+		return "CRITICAL"
+	}
+	return "UNKNOWN"
+}
+
+// WriteNagios prints the Nagios plugin output: one status line, whose
+// state is NagiosStatus and whose text names every agent or gate not seen
+// healthy, with performance data in the plugin guidelines' syntax
+// ('label'=value[UOM];warn;crit;min;max), then one line per finding.
 func WriteNagios(w io.Writer, rep *Report) error {
 	ew := &errWriter{w: w}
-	label := map[int]string{0: "OK", 1: "WARNING", 2: "CRITICAL", 3: "UNKNOWN"}[NagiosCode(rep.OverallSeverity)]
+	code := NagiosStatus(rep)
 	counts := map[contracts.Severity]int{}
 	var bad []string
-	names := make([]string, 0, len(rep.Agents))
-	for n := range rep.Agents {
-		names = append(names, n)
+	for _, st := range rep.Stages {
+		if st.Agent == "" && st.Status != StatusSkipped && st.Severity != contracts.SeverityHealthy {
+			sev := st.Severity
+			if st.Verify != nil {
+				sev = st.Verify.Severity
+			}
+			if sev != contracts.SeverityHealthy {
+				bad = append(bad, st.ID+" "+sev.String())
+			}
+		}
 	}
-	sort.Strings(names)
+	names := sortedAgents(rep)
 	for _, n := range names {
 		a := rep.Agents[n]
-		counts[a.Severity]++
-		if a.Severity != contracts.SeverityHealthy {
-			bad = append(bad, n+" "+a.Severity.String())
+		s := seen(a)
+		counts[s]++
+		switch {
+		case s == contracts.SeverityHealthy, s == contracts.SeveritySkipped:
+		case s != a.Severity:
+			bad = append(bad, n+" "+s.String()+" (held by hysteresis)")
+		default:
+			bad = append(bad, n+" "+s.String())
 		}
 	}
 	summary := "all agents healthy"
 	if len(bad) > 0 {
 		summary = strings.Join(bad, ", ")
 	}
-	ew.printf("%s %s - %s | healthy=%d degraded=%d critical=%d unreachable=%d duration=%.3fs\n",
-		strings.ToUpper(rep.Contract), label, summary,
-		counts[contracts.SeverityHealthy], counts[contracts.SeverityDegraded], counts[contracts.SeverityCritical], counts[contracts.SeverityUnreachable],
-		float64(rep.DurationMS)/1000)
+	if len(rep.Errors) > 0 {
+		summary += "; " + strconv.Itoa(len(rep.Errors)) + " engine error(s)"
+	}
+	n := len(names)
+	perf := []string{
+		perfdata("healthy", strconv.Itoa(counts[contracts.SeverityHealthy]), "", "", n),
+		perfdata("degraded", strconv.Itoa(counts[contracts.SeverityDegraded]), "", "", n),
+		perfdata("critical", strconv.Itoa(counts[contracts.SeverityCritical]), "", "", n),
+		perfdata("unreachable", strconv.Itoa(counts[contracts.SeverityUnreachable]), "", "", n),
+		perfdata("duration", strconv.FormatFloat(float64(rep.DurationMS)/1000, 'f', 3, 64), "s", "", -1),
+	}
+	ew.printf("%s %s - %s | %s\n", strings.ToUpper(rep.Contract), NagiosLabel(code), summary, strings.Join(perf, " "))
 	for _, st := range rep.Stages {
 		for _, sp := range st.Steps {
 			for _, f := range sp.Findings {
@@ -180,9 +329,38 @@ func WriteNagios(w io.Writer, rep *Report) error {
 	return ew.err
 }
 
+// perfdata renders one performance value: 'label'=value[UOM];warn;crit;min;max,
+// with min 0 and max when max >= 0. Labels are quoted when they hold
+// anything beyond letters, digits, '_' and '.', and a quote in a label is
+// doubled, as the guidelines say.
+func perfdata(label, value, uom, warncrit string, max int) string {
+	l := label
+	if strings.IndexFunc(label, func(r rune) bool {
+		return !(r == '_' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+	}) >= 0 {
+		l = "'" + strings.ReplaceAll(label, "'", "''") + "'"
+	}
+	mx := ""
+	if max >= 0 {
+		mx = strconv.Itoa(max)
+	}
+	if warncrit == "" {
+		warncrit = ";"
+	}
+	return l + "=" + value + uom + ";" + warncrit + ";0;" + mx
+}
+
 type errWriter struct {
 	w   io.Writer
 	err error
+}
+
+// raw writes text whose every piece from a target was made Printable
+// already (a tabwriter's output).
+func (e *errWriter) raw(s string) {
+	if e.err == nil {
+		_, e.err = io.WriteString(e.w, s)
+	}
 }
 
 // printf writes one piece of human output. Every string and error

@@ -259,7 +259,7 @@ func (r *run) act(ctx context.Context, u *unit, sr *stageRun, row *contracts.Act
 	ran[dupKey] = first
 
 	if r.noRepair != "" {
-		ar.Status, ar.Guard, ar.Reason = guard.StatusBlocked, "ledger", "no repairs this run: "+r.noRepair
+		ar.Status, ar.Guard, ar.Reason = guard.StatusBlocked, r.noRepairBy, "no repairs this run: "+r.noRepair
 		return nil
 	}
 	sev := u.settled.Severity

@@ -53,10 +53,12 @@ type run struct {
 	units      []*unit
 	fleet      guard.Fleet // the contract's units this run, for the blast-radius guard
 	noRepair   string      // non-empty: repairs are off for this run, and why
+	noRepairBy string      // the guard the report names for it
 
 	intents   map[string]*intent // incidents raised this run, by key
 	outgoing  []outgoing
 	notifiers []notify.Notifier
+	logRoute  bool // a log route writes every message to the engine's log
 	mu        sync.Mutex
 }
 
@@ -92,6 +94,9 @@ func (e *Engine) Run(ctx context.Context, c *contracts.Contract) (*Report, error
 	r.redact = secretValues(r.secrets)
 	if err := r.open(); err != nil {
 		return e.fail(rep, err)
+	}
+	if e.opts.CheckOnly != "" && r.noRepair == "" {
+		r.noRepair, r.noRepairBy = e.opts.CheckOnly, "check-only"
 	}
 
 	rctx, cancel := context.WithTimeout(ctx, e.opts.RunTimeout)
@@ -147,7 +152,7 @@ func (r *run) open() error {
 		}
 		// Guards are never silently reset to zero: this run repairs nothing
 		// and says why, loudly.
-		r.noRepair = "ledger was corrupt and moved aside: " + err.Error()
+		r.noRepair, r.noRepairBy = "ledger was corrupt and moved aside: "+err.Error(), "ledger"
 		rep.Errors = append(rep.Errors, r.noRepair)
 		r.ledger = store.NewLedger(c.Name)
 		r.queue(notify.Message{Contract: c.Name, Kind: notify.KindEscalate, Severity: "critical",

@@ -34,6 +34,9 @@ func (r *run) verify(ctx context.Context, jobs []*verifyJob) {
 			for _, j := range js {
 				grace = max(grace, j.grace)
 			}
+			if r.e.opts.Progress != nil && grace > 0 {
+				r.e.opts.Progress(Event{Stage: sr.id, Status: EventVerifyWait, Duration: grace})
+			}
 			if err := r.e.opts.Sleep(ctx, grace); err != nil {
 				return
 			}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"text/tabwriter"
 )
 
 // Exit codes.
@@ -34,82 +36,194 @@ func NewMain() *Main {
 }
 
 type command struct {
+	args    string // what follows the command name in its usage line
 	summary string
 	run     func(m *Main, ctx context.Context, args []string) int
 }
 
-// commands is the CLI's command table.
-var commands = map[string]command{
-	"run":         {"run contracts now and report", (*Main).cmdRun},
-	"lint":        {"check contracts; print file:line:col diagnostics", (*Main).cmdLint},
-	"explain":     {"show a contract's plan in order", (*Main).cmdExplain},
-	"status":      {"show a contract's last snapshot and its age", (*Main).cmdStatus},
-	"history":     {"show a contract's recent runs", (*Main).cmdHistory},
-	"why":         {"show the last run's actions with every guard's answer", (*Main).cmdWhy},
-	"reset":       {"release a contract's hold-down and escalations", (*Main).cmdReset},
-	"maintenance": {"pause a contract's repairs and new alerts for a while, or list its windows", (*Main).cmdMaintenance},
-	"serve":       {"run every contract in a directory on its schedule", (*Main).cmdServe},
-	"demo":        {"start a fixture mesh on loopback and show detection and repair", (*Main).cmdDemo},
-	"new":         {"write a new contract from a template", (*Main).cmdNew},
+// commands is the CLI's command table. It is filled in init: commands
+// (help, unknown-command suggestions) read it.
+var commands map[string]command
+
+func init() {
+	commands = map[string]command{
+		"run":         {"[flags] FILE... | NAME", "run contracts now and report", (*Main).cmdRun},
+		"lint":        {"[--strict] FILE...", "check contracts; print file:line:col diagnostics", (*Main).cmdLint},
+		"explain":     {"[--json] FILE", "show a contract's plan in order", (*Main).cmdExplain},
+		"status":      {"[--json] [--state-dir DIR] [NAME]", "one line per contract, or one contract's last snapshot and its age", (*Main).cmdStatus},
+		"history":     {"[-n N] [--json] [--state-dir DIR] NAME", "show a contract's recent runs", (*Main).cmdHistory},
+		"why":         {"[--state-dir DIR] NAME", "show the last run's actions with every guard's answer", (*Main).cmdWhy},
+		"reset":       {"[--unit AGENT] [--state-dir DIR] NAME", "release a contract's hold-down and escalations", (*Main).cmdReset},
+		"maintenance": {"[--agent AGENT] [--for DURATION [--reason TEXT] | --end] [--state-dir DIR] NAME", "pause a contract's repairs and new alerts for a while, or list its windows", (*Main).cmdMaintenance},
+		"serve":       {"[--dir DIR] [--state-dir DIR] [--listen ADDR] [--token-file FILE]", "run every contract in a directory on its schedule; a status page, an API and /metrics", (*Main).cmdServe},
+		"demo":        {"[--dir DIR]", "start a fixture mesh on loopback and show detection and repair", (*Main).cmdDemo},
+		"new":         {"[-o FILE] NAME", "write a new contract from a template, its repairs not yet armed", (*Main).cmdNew},
+		"version":     {"", "print the version", (*Main).cmdVersion},
+		"help":        {"[COMMAND]", "show this help, or a command's", (*Main).cmdHelp},
+	}
 }
 
 // Run runs the command line args (args[0] is the program name) and returns
 // the exit code.
+//
+// The program may have any name: a copy called contractd-linux-amd64
+// works like contractd. Only a name that a contract declares in its
+// `commands` (a symlink such as zulip-status) runs that contract.
 func (m *Main) Run(ctx context.Context, args []string) int {
-	name := filepath.Base(args[0])
-	if name != "contractd" && !strings.HasPrefix(name, "contractd.") && name != "main" {
-		// Invoked through a symlink named after a contract's command.
+	if len(args) == 0 {
+		args = []string{"contractd"}
+	}
+	if name := filepath.Base(args[0]); m.invokedAsCommand(name, args[1:]) {
 		return m.cmdDeclared(ctx, name, args[1:])
 	}
-	if len(args) < 2 || args[1] == "-h" || args[1] == "--help" || args[1] == "help" {
-		m.usage()
-		if len(args) < 2 {
-			return exitUsage
-		}
+	if len(args) < 2 {
+		m.usage(m.Stderr)
+		return exitUsage
+	}
+	switch args[1] {
+	case "-h", "-help", "--help":
+		m.usage(m.Stdout)
 		return exitOK
+	case "-version", "--version":
+		return m.cmdVersion(ctx, nil)
 	}
 	if c, ok := commands[args[1]]; ok {
 		return c.run(m, ctx, args[2:])
 	}
-	if args[1] == "version" {
-		fmt.Fprintln(m.Stdout, "contractd", version)
-		return exitOK
+	if args[1] == demoAgent {
+		return m.cmdDemoAgent(ctx, args[2:])
+	}
+	if strings.HasPrefix(args[1], "-") {
+		m.errorf("%s: a flag needs a command before it; see contractd --help", args[1])
+		return exitUsage
 	}
 	return m.cmdDeclared(ctx, args[1], args[2:])
+}
+
+// invokedAsCommand reports whether the program was started under a
+// contract's declared command name (a symlink). Names that start with
+// "contractd" are the tool itself, however they end; any other name is a
+// declared command when a contract in the searched directories declares it,
+// or when the first argument is not one of the tool's own commands (a
+// daemon may serve a contract this host has no file of).
+func (m *Main) invokedAsCommand(name string, rest []string) bool {
+	if strings.HasPrefix(name, "contractd") || name == "main" {
+		return false
+	}
+	dir := m.Getenv("CONTRACTD_DIR")
+	for i, a := range rest {
+		if (a == "--dir" || a == "-dir") && i+1 < len(rest) {
+			dir = rest[i+1]
+		} else if v, ok := strings.CutPrefix(a, "--dir="); ok {
+			dir = v
+		}
+	}
+	if _, err := findContract(dir, declares(name)); err == nil {
+		return true
+	}
+	if len(rest) > 0 {
+		if _, ours := commands[rest[0]]; ours {
+			return false
+		}
+		switch rest[0] {
+		case "-h", "-help", "--help", "-version", "--version":
+			return false
+		}
+	}
+	return true
 }
 
 // version is set at build time with -ldflags "-X main.version=…".
 var version = "dev"
 
-func (m *Main) usage() {
-	fmt.Fprintln(m.Stderr, "usage: contractd COMMAND [flags] [args]\n\ncommands:")
+func (m *Main) cmdVersion(ctx context.Context, args []string) int {
+	if len(args) > 0 && args[0] != "-h" && args[0] != "--help" {
+		m.errorf("version takes no arguments")
+		return exitUsage
+	}
+	fmt.Fprintln(m.Stdout, "contractd", version)
+	return exitOK
+}
+
+func (m *Main) cmdHelp(ctx context.Context, args []string) int {
+	if len(args) == 1 && (args[0] == "-h" || args[0] == "--help") {
+		fmt.Fprintf(m.Stdout, "usage: contractd help %s\n\nShow the tool's help, or a command's.\n", commands["help"].args)
+		return exitOK
+	}
+	if len(args) == 0 {
+		m.usage(m.Stdout)
+		return exitOK
+	}
+	c, ok := commands[args[0]]
+	if !ok || c.run == nil {
+		m.errorf("help: unknown command %q%s", args[0], suggest(args[0], commandNames()))
+		return exitUsage
+	}
+	return c.run(m, ctx, []string{"--help"})
+}
+
+func commandNames() []string {
 	names := make([]string, 0, len(commands))
 	for n := range commands {
 		names = append(names, n)
 	}
 	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(m.Stderr, "  %-8s %s\n", n, commands[n].summary)
+	return names
+}
+
+// usage writes the tool's help: every command with its summary.
+func (m *Main) usage(w io.Writer) {
+	fmt.Fprint(w, "contractd runs responsibility contracts: Markdown runbooks executed as monitors that heal.\n\n")
+	fmt.Fprint(w, "usage: contractd COMMAND [flags] [args]\n       contractd --help | --version\n\ncommands:\n")
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, n := range commandNames() {
+		fmt.Fprintf(tw, "  %s\t%s\n", n, commands[n].summary)
 	}
-	fmt.Fprintln(m.Stderr, "  NAME     any command a contract declares (e.g. zulip-status)")
+	fmt.Fprintf(tw, "  NAME\tany command a contract declares (e.g. zulip-status), also as a symlink named NAME\n")
+	tw.Flush()
+	fmt.Fprint(w, "\n`contractd COMMAND --help` describes a command and its flags. Exit codes: 0 done (sick agents included),\n1 the engine failed or lint found errors, 2 bad usage or a contract that does not load;\nwith --nagios 0/1/2/3 for OK/WARNING/CRITICAL/UNKNOWN.\n")
 }
 
 func (m *Main) errorf(format string, args ...any) {
 	say(m.Stderr, "contractd: "+format+"\n", args...)
 }
 
-// flags returns a FlagSet that writes its errors to m.Stderr.
+// fail prints err after "contractd: what: ", leaving out what when the
+// error already starts with it (no "serve: serve:").
+func (m *Main) fail(what string, err error) {
+	msg := err.Error()
+	if !strings.HasPrefix(msg, what+":") && !strings.HasPrefix(msg, what+" ") {
+		msg = what + ": " + msg
+	}
+	m.errorf("%s", msg)
+}
+
+// flags returns a FlagSet for command name whose errors go to m.Stderr.
+// Parse it with m.parse, which answers --help.
 func (m *Main) flags(name string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(m.Stderr)
+	fs.Usage = func() {} // m.parse says what to do
 	return fs
 }
 
+// errHelp is what m.parse returns once it printed a command's help.
+var errHelp = errors.New("help shown")
+
 // parse parses flags that may come before or after positional arguments.
-func parse(fs *flag.FlagSet, args []string) ([]string, error) {
+// Asked for help (-h, --help), it prints the command's help on stdout and
+// returns errHelp; on a bad flag, it prints the problem and a hint on
+// stderr. Callers return usageExit(err).
+func (m *Main) parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
-		if err := fs.Parse(args); err != nil {
+		err := fs.Parse(args)
+		if errors.Is(err, flag.ErrHelp) {
+			m.help(m.Stdout, fs)
+			return nil, errHelp
+		}
+		if err != nil {
+			fmt.Fprintf(m.Stderr, "contractd: see `contractd %s --help`\n", fs.Name())
 			return nil, err
 		}
 		if fs.NArg() == 0 {
@@ -118,6 +232,56 @@ func parse(fs *flag.FlagSet, args []string) ([]string, error) {
 		pos = append(pos, fs.Arg(0))
 		args = fs.Args()[1:]
 	}
+}
+
+// usageExit is the exit code after m.parse failed: 0 when it showed help.
+func usageExit(err error) int {
+	if errors.Is(err, errHelp) {
+		return exitOK
+	}
+	return exitUsage
+}
+
+// help writes a command's usage line, summary and flags.
+func (m *Main) help(w io.Writer, fs *flag.FlagSet) {
+	name := fs.Name()
+	c, ok := commands[name]
+	switch {
+	case ok:
+		fmt.Fprintf(w, "usage: contractd %s %s\n\n%s.\n", name, c.args, upperFirst(c.summary))
+	default:
+		fmt.Fprintf(w, "usage: contractd %s [flags]   (or a symlink named %s)\n\nRun the contract that declares the command %s: a running daemon is asked first.\n", name, name, name)
+	}
+	var any bool
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fs.VisitAll(func(f *flag.Flag) {
+		if !any {
+			fmt.Fprint(w, "\nflags:\n")
+			any = true
+		}
+		arg, usage := flag.UnquoteUsage(f)
+		dash := "--"
+		if len(f.Name) == 1 {
+			dash = "-"
+		}
+		left := dash + f.Name
+		if arg != "" {
+			left += " " + arg
+		}
+		def := ""
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "0s" {
+			def = fmt.Sprintf(" (default %s)", f.DefValue)
+		}
+		fmt.Fprintf(tw, "  %s\t%s%s\n", left, usage, def)
+	})
+	tw.Flush()
+}
+
+func upperFirst(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
 }
 
 // multiFlag collects repeated --var key=value flags.

@@ -124,9 +124,9 @@ func (m *Main) cmdLint(ctx context.Context, args []string) int {
 	strict := fs.Bool("strict", false, "fail on warnings too")
 	var lf loadFlags
 	lf.register(fs)
-	files, err := parse(fs, args)
+	files, err := m.parse(fs, args)
 	if err != nil {
-		return exitUsage
+		return usageExit(err)
 	}
 	if len(files) == 0 {
 		m.errorf("lint: no contract files given")
@@ -166,8 +166,11 @@ func (m *Main) cmdExplain(ctx context.Context, args []string) int {
 	asJSON := fs.Bool("json", false, "print the plan as JSON")
 	var lf loadFlags
 	lf.register(fs)
-	files, err := parse(fs, args)
-	if err != nil || len(files) != 1 {
+	files, err := m.parse(fs, args)
+	if err != nil {
+		return usageExit(err)
+	}
+	if len(files) != 1 {
 		m.errorf("usage: contractd explain [--json] FILE")
 		return exitUsage
 	}
@@ -201,6 +204,7 @@ type runFlags struct {
 	dryRun   bool
 	asJSON   bool
 	nagios   bool
+	repair   bool // with --nagios: repair as a run would
 	stateDir string
 	parallel int
 	lockWait time.Duration
@@ -215,12 +219,13 @@ func (m *Main) runFlagSet(name string, rf *runFlags) *flag.FlagSet {
 	fs := m.flags(name)
 	fs.BoolVar(&rf.dryRun, "dry-run", false, "evaluate every guard; run no repair, send no alert, write no state")
 	fs.BoolVar(&rf.asJSON, "json", false, "print the report as JSON")
-	fs.BoolVar(&rf.nagios, "nagios", false, "Nagios plugin output; exit 0/1/2/3 by overall severity")
+	fs.BoolVar(&rf.nagios, "nagios", false, "Nagios plugin output; exit 0/1/2/3 (OK/WARNING/CRITICAL/UNKNOWN); a check repairs nothing unless --repair")
+	fs.BoolVar(&rf.repair, "repair", false, "with --nagios: let the check run repairs as `run` does")
 	fs.StringVar(&rf.stateDir, "state-dir", defaultStateDir(m.Getenv), "state `DIR` (snapshots, ledgers, history)")
 	fs.IntVar(&rf.parallel, "parallel", 8, "stages in flight at once")
-	fs.DurationVar(&rf.lockWait, "lock-wait", 0, "wait this long for another run of the same contract")
-	fs.DurationVar(&rf.timeout, "timeout", 10*time.Minute, "deadline for the whole run")
-	fs.DurationVar(&rf.grace, "verify-grace", 0, "replace every verify-after-repair grace period (0 = as the contract says)")
+	durationVar(fs, &rf.lockWait, "lock-wait", 0, "wait this long (`DURATION`) for another run of the same contract")
+	durationVar(fs, &rf.timeout, "timeout", 10*time.Minute, "deadline (`DURATION`) for the whole run")
+	durationVar(fs, &rf.grace, "verify-grace", 0, "replace every verify-after-repair grace period (`DURATION`; 0 = as the contract says)")
 	fs.BoolVar(&rf.quiet, "quiet", false, "no live progress and no log lines")
 	fs.StringVar(&rf.dir, "dir", m.Getenv("CONTRACTD_DIR"), "directory of contracts to search for a command or contract NAME")
 	rf.register(fs)
@@ -234,9 +239,9 @@ func (m *Main) runFlagSet(name string, rf *runFlags) *flag.FlagSet {
 func (m *Main) cmdRun(ctx context.Context, args []string) int {
 	var rf runFlags
 	fs := m.runFlagSet("run", &rf)
-	files, err := parse(fs, args)
+	files, err := m.parse(fs, args)
 	if err != nil {
-		return exitUsage
+		return usageExit(err)
 	}
 	if len(files) == 0 {
 		m.errorf("usage: contractd run [flags] FILE... | NAME")
@@ -249,6 +254,9 @@ func (m *Main) cmdRun(ctx context.Context, args []string) int {
 		}
 		path, err := findContract(rf.dir, func(c *contracts.Contract) bool { return c.Name == name })
 		if err != nil {
+			if rf.nagios {
+				return m.nagiosUnknown(name, fmt.Sprintf("%s is neither a file nor a contract in %v", name, err))
+			}
 			m.errorf("%s is neither a file nor a contract in %v", name, err)
 			return exitUsage
 		}
@@ -271,8 +279,8 @@ func isName(arg string) bool {
 func (m *Main) cmdDeclared(ctx context.Context, name string, args []string) int {
 	var rf runFlags
 	fs := m.runFlagSet(name, &rf)
-	if _, err := parse(fs, args); err != nil {
-		return exitUsage
+	if _, err := m.parse(fs, args); err != nil {
+		return usageExit(err)
 	}
 	if ans, rep, msg := m.askDaemon(ctx, fs, rf, "/commands/"+url.PathEscape(name)+"/run"); ans != daemonNone {
 		c := name
@@ -283,8 +291,11 @@ func (m *Main) cmdDeclared(ctx context.Context, name string, args []string) int 
 	}
 	path, err := findContract(rf.dir, func(c *contracts.Contract) bool { return slices.Contains(c.Commands, name) })
 	if err != nil {
-		m.errorf("unknown command %q (no contract in %v declares it)", name, err)
-		m.usage()
+		cands := commandNames()
+		for _, c := range contractFiles(contractDirs(rf.dir)) {
+			cands = append(cands, c.Commands...)
+		}
+		m.errorf("unknown command %q: not a contractd command, and no contract in %v declares it%s (see contractd --help)", name, err, suggest(name, cands))
 		return exitUsage
 	}
 	return m.runContracts(ctx, []string{path}, rf)
@@ -325,6 +336,9 @@ func (m *Main) daemonReport(name string, ans daemonAnswer, rep *engine.Report, m
 func (m *Main) runContracts(ctx context.Context, files []string, rf runFlags) int {
 	cs, code := m.loadWith(files, rf.loadFlags)
 	if code != exitOK {
+		if rf.nagios {
+			return m.nagiosLoadError(files, rf.loadFlags)
+		}
 		return code
 	}
 	// A host key that accept-new records is said even with --quiet: the
@@ -344,6 +358,9 @@ func (m *Main) runContracts(ctx context.Context, files []string, rf runFlags) in
 		RunTimeout: rf.timeout, LockWait: rf.lockWait, GraceOverride: rf.grace,
 		Opener: engine.PoolOpener{Pool: pool}, Getenv: m.Getenv, Logf: logf, ReleaseTargets: true,
 		NotifyDeps: notify.Deps{Log: m.Stderr, Getenv: m.Getenv},
+	}
+	if rf.nagios && !rf.repair {
+		eopts.CheckOnly = "a --nagios check repairs nothing unless --repair is given"
 	}
 	if !rf.quiet && !rf.asJSON && !rf.nagios && m.IsTerminal(m.Stdout) {
 		eopts.Progress = progressPrinter(m.Stderr)
@@ -373,6 +390,10 @@ func (m *Main) show(t *tally, name string, rep *engine.Report, runErr error, rf 
 		switch {
 		case rf.asJSON:
 			m.writeJSON(rep)
+		case rf.nagios && runErr != nil:
+			m.nagiosUnknown(name, "the engine failed: "+runErr.Error())
+		case rf.nagios && rep.Skipped != "":
+			m.nagiosUnknown(name, "not checked: "+rep.Skipped)
 		case rf.nagios:
 			engine.WriteNagios(m.Stdout, rep)
 		default:
@@ -382,10 +403,13 @@ func (m *Main) show(t *tally, name string, rep *engine.Report, runErr error, rf 
 				engine.WriteTrace(m.Stdout, rep)
 			}
 		}
-		t.worst = max(t.worst, engine.NagiosCode(rep.OverallSeverity))
+		t.worst = worseNagios(t.worst, engine.NagiosStatus(rep))
 	}
 	if runErr != nil {
-		m.errorf("%s: %v", name, runErr)
+		if rep == nil && rf.nagios {
+			m.nagiosUnknown(name, "the engine failed: "+runErr.Error())
+		}
+		m.fail(name, runErr)
 		t.failed = true
 	}
 }

@@ -39,8 +39,9 @@ func (d *daemonFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 }
 
 // runChanging lists the flags whose run a daemon cannot make: it runs its
-// own contract with its own inventory, state and guards.
-var runChanging = []string{"dry-run", "inventory", "var", "verify-grace", "parallel"}
+// own contract with its own inventory, state and guards, and it repairs
+// (a --nagios check does not).
+var runChanging = []string{"dry-run", "inventory", "var", "verify-grace", "parallel", "nagios"}
 
 // daemonAnswer is what asking the daemon came to.
 type daemonAnswer int

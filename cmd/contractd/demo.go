@@ -13,6 +13,7 @@ import (
 	"github.com/contractd/contractd/engine"
 	"github.com/contractd/contractd/engine/notify"
 	"github.com/contractd/contractd/fixtures"
+	"github.com/contractd/contractd/fixtures/agents"
 	"github.com/contractd/contractd/fixtures/mesh"
 	"github.com/contractd/contractd/transports"
 )
@@ -24,9 +25,13 @@ import (
 func (m *Main) cmdDemo(ctx context.Context, args []string) int {
 	fs := m.flags("demo")
 	keep := fs.String("dir", "", "keep the mesh and state in `DIR` (default: a temporary directory, removed)")
-	fixture := fs.String("fixture", "", "fixture binary (default: build it with go build)")
-	if rest, err := parse(fs, args); err != nil || len(rest) != 0 {
-		m.errorf("usage: contractd demo [--dir DIR] [--fixture BIN]")
+	fixture := fs.String("fixture", "", "a fixture `BINARY` to run the mesh with (default: the fake agents built into contractd)")
+	rest, err := m.parse(fs, args)
+	if err != nil {
+		return usageExit(err)
+	}
+	if len(rest) != 0 {
+		m.errorf("usage: contractd demo %s", commands["demo"].args)
 		return exitUsage
 	}
 	d := &demo{m: m, w: m.Stdout, start: time.Now()}
@@ -35,6 +40,24 @@ func (m *Main) cmdDemo(ctx context.Context, args []string) int {
 		return exitFailed
 	}
 	return exitOK
+}
+
+// demoAgent is the hidden command that runs a fake agent of the demo's
+// mesh (fixtures/agents) from this binary: `contractd demo-agent pi …`.
+const demoAgent = "demo-agent"
+
+// cmdDemoAgent runs one fixture agent or stand-in (pi, pm2, systemctl …)
+// for the demo's mesh.
+func (m *Main) cmdDemoAgent(ctx context.Context, args []string) int {
+	self, err := os.Executable()
+	if err != nil {
+		m.errorf("%s: %v", demoAgent, err)
+		return exitFailed
+	}
+	return agents.Main(ctx, append([]string{demoAgent}, args...), agents.Env{
+		Stdin: os.Stdin, Stdout: m.Stdout, Stderr: m.Stderr, Getenv: m.Getenv,
+		Self: []string{self, demoAgent},
+	})
 }
 
 type demo struct {
@@ -65,7 +88,18 @@ func (d *demo) run(ctx context.Context, dir, fixture string) error {
 	if err := os.MkdirAll(mdir, 0o755); err != nil {
 		return err
 	}
-	mm, err := mesh.Start(mctx, mesh.Options{Dir: mdir, Binary: fixture, Transport: "local"})
+	mopts := mesh.Options{Dir: mdir, Binary: fixture, Transport: "local"}
+	if fixture == "" {
+		// The fake agents are built into this binary (demo-agent): an
+		// installed contractd runs its demo with no source tree and no
+		// toolchain.
+		self, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("find this executable: %w", err)
+		}
+		mopts.Binary, mopts.BinaryArgs = self, []string{demoAgent}
+	}
+	mm, err := mesh.Start(mctx, mopts)
 	if err != nil {
 		return fmt.Errorf("start mesh: %w", err)
 	}
@@ -101,7 +135,7 @@ func (d *demo) run(ctx context.Context, dir, fixture string) error {
 	d.eng, err = engine.New(engine.Options{
 		StateDir: filepath.Join(dir, "state"), Opener: engine.PoolOpener{Pool: pool},
 		Getenv: os.Getenv, Logf: logf, GraceOverride: 2 * time.Second,
-		NotifyDeps: notify.Deps{Log: io.Discard, Getenv: os.Getenv},
+		NotifyDeps: notify.Deps{Log: newIndent(d.w), Getenv: os.Getenv},
 	})
 	if err != nil {
 		return err
@@ -189,7 +223,7 @@ func (d *demo) run(ctx context.Context, dir, fixture string) error {
 func (d *demo) runOnce(ctx context.Context, c *contracts.Contract) (*engine.Report, error) {
 	rep, err := d.eng.Run(ctx, c)
 	if rep != nil {
-		engine.WriteText(indent{d.w}, rep)
+		engine.WriteText(newIndent(d.w), rep)
 	}
 	return rep, err
 }
@@ -211,12 +245,28 @@ func firstLine(s string) string {
 	return s
 }
 
-// indent prefixes every line written through it.
-type indent struct{ w io.Writer }
+// indent prefixes every line written through it, however the lines are
+// split across writes.
+type indent struct {
+	w       io.Writer
+	midLine *bool
+}
+
+func newIndent(w io.Writer) indent { return indent{w: w, midLine: new(bool)} }
 
 func (i indent) Write(p []byte) (int, error) {
-	s := strings.ReplaceAll(strings.TrimRight(string(p), "\n"), "\n", "\n    ")
-	if _, err := io.WriteString(i.w, "    "+s+"\n"); err != nil {
+	var b strings.Builder
+	for _, line := range strings.SplitAfter(string(p), "\n") {
+		if line == "" {
+			continue
+		}
+		if !*i.midLine && line != "\n" {
+			b.WriteString("    ")
+		}
+		b.WriteString(line)
+		*i.midLine = !strings.HasSuffix(line, "\n")
+	}
+	if _, err := io.WriteString(i.w, b.String()); err != nil {
 		return 0, err
 	}
 	return len(p), nil

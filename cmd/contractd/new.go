@@ -11,12 +11,17 @@ import (
 var contractName = regexp.MustCompile(`^[a-z0-9][a-z0-9-]{0,62}$`)
 
 // cmdNew writes a contract from a template that lints clean, so an author
-// starts from something that runs.
+// starts from something that runs, and whose repairs are not armed: its
+// agent is report-only until the author takes it off the list, so running
+// the template as written never restarts anything.
 func (m *Main) cmdNew(ctx context.Context, args []string) int {
 	fs := m.flags("new")
 	out := fs.String("o", "", "output `FILE` (default NAME.md)")
-	names, err := parse(fs, args)
-	if err != nil || len(names) != 1 || !contractName.MatchString(names[0]) {
+	names, err := m.parse(fs, args)
+	if err != nil {
+		return usageExit(err)
+	}
+	if len(names) != 1 || !contractName.MatchString(names[0]) {
 		m.errorf("usage: contractd new [-o FILE] NAME   (NAME: lower-case letters, digits and dashes)")
 		return exitUsage
 	}
@@ -37,7 +42,8 @@ func (m *Main) cmdNew(ctx context.Context, args []string) int {
 		m.errorf("new: %v", werr)
 		return exitFailed
 	}
-	fmt.Fprintf(m.Stdout, "wrote %s; check it with: contractd lint %s\n", path, path)
+	fmt.Fprintf(m.Stdout, "wrote %s; its repairs are not armed (report_only_agents lists my-agent).\n", path)
+	fmt.Fprintf(m.Stdout, "next: contractd lint %s; contractd run --dry-run %s; then remove my-agent from report_only_agents to arm them\n", path, path)
 	return exitOK
 }
 
@@ -47,6 +53,11 @@ title: NAME — what this contract keeps alive
 version: 0.1.0
 runtime_contract: 2
 agent: my-agent
+# Not armed yet: a report-only agent is probed and alerted on, and every
+# repair says which guard would have let it run, but none runs. Once
+# ` + "`contractd run --dry-run NAME.md`" + ` shows the right repairs, remove my-agent
+# from this list to arm them.
+report_only_agents: [my-agent]
 schedule: {every: 15m, on_start: true}
 commands: [NAME-status]
 guards:

@@ -24,14 +24,19 @@ func (m *Main) cmdServe(ctx context.Context, args []string) int {
 	listen := fs.String("listen", serve.DefaultListen, "HTTP address (status, metrics, on-demand runs)")
 	tokenFile := fs.String("token-file", "", "bearer token `FILE` for POST /contracts/NAME/run")
 	parallel := fs.Int("parallel", 8, "stages in flight at once, per run")
-	stagger := fs.Duration("stagger", 30*time.Second, "largest random delay before a contract's first run")
-	grace := fs.Duration("shutdown-grace", 30*time.Second, "how long running runs may finish on SIGTERM")
+	var stagger, grace time.Duration
+	durationVar(fs, &stagger, "stagger", 30*time.Second, "largest random delay (`DURATION`) before a contract's first run")
+	durationVar(fs, &grace, "shutdown-grace", 30*time.Second, "how long (`DURATION`) running runs may finish on SIGTERM")
 	resident := fs.Bool("resident", true, "keep a resident session per target chain, so later runs start no login shell (see docs/transports.md)")
 	perHost := fs.Int("resident-per-host", transports.DefaultResidentPerHost, "most resident sessions open at once per host")
 	socket := fs.String("socket", "", "Unix socket `PATH` for `contractd NAME` on this host (default STATE_DIR/"+serve.SocketName+"; \"none\" for no socket)")
 	var lf loadFlags
 	lf.register(fs)
-	if rest, err := parse(fs, args); err != nil || len(rest) != 0 {
+	rest, err := m.parse(fs, args)
+	if err != nil {
+		return usageExit(err)
+	}
+	if len(rest) != 0 {
 		m.errorf("usage: contractd serve --dir DIR [--state-dir DIR] [--listen ADDR] [--token-file FILE]")
 		return exitUsage
 	}
@@ -96,7 +101,7 @@ func (m *Main) cmdServe(ctx context.Context, args []string) int {
 			return json.Marshal(st)
 		},
 		Logf: logf, Reload: hup, Systemd: serve.SystemdFromEnv(m.Getenv, os.Getpid()),
-		Stagger: *stagger, ShutdownGrace: *grace, Socket: sock,
+		Stagger: stagger, ShutdownGrace: grace, Socket: sock,
 		ResidentSessions: func() int {
 			n := 0
 			for _, k := range pool.ResidentSessions() {
@@ -106,7 +111,7 @@ func (m *Main) cmdServe(ctx context.Context, args []string) int {
 		},
 	})
 	if err != nil {
-		m.errorf("serve: %v", err)
+		m.fail("serve", err)
 		return exitFailed
 	}
 	return exitOK

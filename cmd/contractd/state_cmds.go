@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"sort"
+	"strings"
+	"text/tabwriter"
 	"time"
 
 	"github.com/contractd/contractd/engine"
@@ -13,21 +16,58 @@ import (
 	"github.com/contractd/contractd/engine/store"
 )
 
+// stateFlags are the flags of the commands that read or change a
+// contract's state: where the state is, and where contract files are (so
+// a mistyped name can be told from a contract that never ran).
+type stateFlags struct {
+	stateDir string
+	dir      string
+}
+
+func (s *stateFlags) register(fs *flag.FlagSet, getenv func(string) string) {
+	fs.StringVar(&s.stateDir, "state-dir", defaultStateDir(getenv), "state `DIR`")
+	fs.StringVar(&s.dir, "dir", getenv("CONTRACTD_DIR"), "contract `DIR` besides /etc/contractd, for telling known contract names from typos")
+}
+
+// checkName returns exitOK when name is a contract with state or a file;
+// otherwise it says so, with the nearest known name, and returns exitUsage.
+func (m *Main) checkName(cmd string, sf stateFlags, name string) (*known, int) {
+	k := m.known(sf.stateDir, sf.dir)
+	if err := k.check(name); err != nil {
+		m.errorf("%s: %v", cmd, err)
+		return k, exitUsage
+	}
+	return k, exitOK
+}
+
 func (m *Main) cmdStatus(ctx context.Context, args []string) int {
 	fs := m.flags("status")
 	asJSON := fs.Bool("json", false, "print as JSON")
-	stateDir := fs.String("state-dir", defaultStateDir(m.Getenv), "state `DIR`")
-	names, err := parse(fs, args)
-	if err != nil || len(names) != 1 {
-		m.errorf("usage: contractd status [--json] [--state-dir DIR] NAME")
+	var sf stateFlags
+	sf.register(fs, m.Getenv)
+	names, err := m.parse(fs, args)
+	if err != nil {
+		return usageExit(err)
+	}
+	switch len(names) {
+	case 0:
+		return m.statusSummary(sf, *asJSON)
+	case 1:
+	default:
+		m.errorf("usage: contractd status %s", commands["status"].args)
 		return exitUsage
 	}
-	st, err := engine.ReadStatus(*stateDir, names[0], time.Now())
+	name := names[0]
+	st, err := engine.ReadStatus(sf.stateDir, name, time.Now())
 	if err != nil {
-		m.errorf("status %s: %v", names[0], err)
 		if errors.Is(err, engine.ErrNeverRan) {
+			if _, code := m.checkName("status", sf, name); code != exitOK {
+				return code
+			}
+			m.errorf("status: %s has not run yet: no snapshot in %s", name, sf.stateDir)
 			return exitUsage
 		}
+		m.fail("status", err)
 		return exitFailed
 	}
 	if *asJSON {
@@ -38,65 +78,167 @@ func (m *Main) cmdStatus(ctx context.Context, args []string) int {
 	return exitOK
 }
 
+// statusSummary prints one line per contract with state in the state dir,
+// like `monit summary`: severity, agents healthy of all, the last run's
+// age, open incidents and maintenance.
+func (m *Main) statusSummary(sf stateFlags, asJSON bool) int {
+	names, err := engine.StateContracts(sf.stateDir)
+	if err != nil {
+		m.fail("status", err)
+		return exitFailed
+	}
+	now := time.Now()
+	sums := make([]*engine.Summary, 0, len(names))
+	for _, n := range names {
+		s, err := engine.Summarize(sf.stateDir, n, now)
+		if err != nil {
+			m.errorf("status: %s: %v", n, err)
+			continue
+		}
+		sums = append(sums, s)
+	}
+	if asJSON {
+		return m.writeJSON(sums)
+	}
+	if len(sums) == 0 {
+		say(m.Stdout, "no contract has state in %s yet\n", sf.stateDir)
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CONTRACT\tSTATUS\tAGENTS OK\tLAST RUN\tINCIDENTS\tNOTE")
+	for _, s := range sums {
+		last := "never"
+		if !s.LastRun.IsZero() {
+			last = ago(now.Sub(s.LastRun)) + " ago"
+		}
+		var notes []string
+		if len(s.Maintenance) > 0 {
+			notes = append(notes, "maintenance")
+		}
+		for _, inc := range s.Incidents {
+			notes = append(notes, incidentLabel(inc))
+		}
+		notes = append(notes, s.Problems...)
+		say(tw, "%s\t%s %s\t%d/%d\t%s\t%d\t%s\n", s.Contract, engine.Mark(s.Severity), s.Severity, s.AgentsOK, s.AgentTotal, last, len(s.Incidents), strings.Join(notes, "; "))
+	}
+	tw.Flush()
+	return exitOK
+}
+
+func incidentLabel(inc *guard.Incident) string {
+	who := inc.Agent
+	if who == store.AllAgents || who == "" {
+		who = "contract"
+	}
+	return who + ": " + inc.Condition
+}
+
+// ago renders a duration as an operator reads an age: 45s, 12m, 3h, 2d.
+func ago(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "0s"
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
 func (m *Main) cmdHistory(ctx context.Context, args []string) int {
 	fs := m.flags("history")
 	asJSON := fs.Bool("json", false, "print as JSON lines")
 	n := fs.Int("n", 20, "how many runs")
-	stateDir := fs.String("state-dir", defaultStateDir(m.Getenv), "state `DIR`")
-	names, err := parse(fs, args)
-	if err != nil || len(names) != 1 {
-		m.errorf("usage: contractd history [-n N] [--json] [--state-dir DIR] NAME")
+	var sf stateFlags
+	sf.register(fs, m.Getenv)
+	names, err := m.parse(fs, args)
+	if err != nil {
+		return usageExit(err)
+	}
+	if len(names) != 1 {
+		m.errorf("usage: contractd history %s", commands["history"].args)
 		return exitUsage
 	}
-	hist, err := engine.ReadHistory(*stateDir, names[0], *n)
+	hist, err := engine.ReadHistory(sf.stateDir, names[0], *n)
 	if err != nil {
-		m.errorf("history %s: %v", names[0], err)
+		m.errorf("history: %s: %v", names[0], err)
 		if !errors.Is(err, store.ErrCorrupt) {
 			return exitFailed
 		}
 		// Bad lines were skipped and named; the good runs still show.
 	}
+	if len(hist) == 0 && err == nil {
+		if _, code := m.checkName("history", sf, names[0]); code != exitOK {
+			return code
+		}
+	}
 	if *asJSON {
 		return m.writeJSON(hist)
 	}
+	if len(hist) == 0 {
+		say(m.Stdout, "%s has no recorded run in %s\n", names[0], sf.stateDir)
+		return exitOK
+	}
+	tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
 	for _, h := range hist {
-		say(m.Stdout, "%s  %-9s %5d ms  %s\n", h.StartedAt.Format(time.RFC3339), h.OverallSeverity, h.DurationMS, summarizeAgents(h.Agents))
+		say(tw, "%s\t%s\t%d ms\t%s\n", h.StartedAt.Format(time.RFC3339), h.OverallSeverity, h.DurationMS, summarizeAgents(h.Agents))
 		for _, a := range h.Actions {
 			if a.Status == "logged" || a.Status == "monitor" {
 				continue
 			}
-			say(m.Stdout, "    %s %s: %s (%s)\n", a.Agent, a.Status, a.Action, a.Condition)
+			say(tw, "\t  %s %s: %s (%s)\n", a.Agent, a.Status, a.Action, a.Condition)
 		}
 		for _, a := range h.Alerts {
 			retry := ""
 			if a.Retry {
 				retry = " (retry)"
 			}
-			say(m.Stdout, "    alert %s%s: %s — %s\n", a.Kind, retry, a.Text, a.Summary())
+			say(tw, "\t  alert %s%s: %s — %s\n", a.Kind, retry, a.Text, a.Summary())
 		}
 	}
+	tw.Flush()
 	return exitOK
 }
 
 func (m *Main) cmdWhy(ctx context.Context, args []string) int {
 	fs := m.flags("why")
-	stateDir := fs.String("state-dir", defaultStateDir(m.Getenv), "state `DIR`")
-	names, err := parse(fs, args)
-	if err != nil || len(names) != 1 {
-		m.errorf("usage: contractd why [--state-dir DIR] NAME")
+	var sf stateFlags
+	sf.register(fs, m.Getenv)
+	names, err := m.parse(fs, args)
+	if err != nil {
+		return usageExit(err)
+	}
+	if len(names) != 1 {
+		m.errorf("usage: contractd why %s", commands["why"].args)
 		return exitUsage
 	}
-	hist, err := engine.ReadHistory(*stateDir, names[0], 1)
-	if err != nil && errors.Is(err, store.ErrCorrupt) && len(hist) > 0 {
-		m.errorf("why %s: %v", names[0], err)
-	} else if err != nil || len(hist) == 0 {
-		m.errorf("why %s: no run recorded (%v)", names[0], err)
+	name := names[0]
+	hist, err := engine.ReadHistory(sf.stateDir, name, 1)
+	switch {
+	case err != nil && errors.Is(err, store.ErrCorrupt) && len(hist) > 0:
+		m.errorf("why: %s: %v", name, err)
+	case err != nil:
+		m.errorf("why: %s: %v", name, err)
+		return exitFailed
+	case len(hist) == 0:
+		if _, code := m.checkName("why", sf, name); code != exitOK {
+			return code
+		}
+		m.errorf("why: %s has not run yet: no run history in %s", name, sf.stateDir)
 		return exitFailed
 	}
 	h := hist[len(hist)-1]
-	say(m.Stdout, "%s run %s at %s: %s\n", names[0], h.RunID, h.StartedAt.Format(time.RFC3339), h.OverallSeverity)
-	for step, f := range h.Findings {
-		for _, line := range f {
+	say(m.Stdout, "%s run %s at %s: %s\n", name, h.RunID, h.StartedAt.Format(time.RFC3339), h.OverallSeverity)
+	steps := make([]string, 0, len(h.Findings))
+	for step := range h.Findings {
+		steps = append(steps, step)
+	}
+	sort.Strings(steps)
+	for _, step := range steps {
+		for _, line := range h.Findings[step] {
 			say(m.Stdout, "  %s: %s\n", step, line)
 		}
 	}
@@ -106,48 +248,74 @@ func (m *Main) cmdWhy(ctx context.Context, args []string) int {
 
 func (m *Main) cmdReset(ctx context.Context, args []string) int {
 	fs := m.flags("reset")
-	stateDir := fs.String("state-dir", defaultStateDir(m.Getenv), "state `DIR`")
-	unit := fs.String("unit", "", "reset only this unit (agent)")
-	names, err := parse(fs, args)
-	if err != nil || len(names) != 1 {
-		m.errorf("usage: contractd reset [--unit AGENT] [--state-dir DIR] NAME")
+	var sf stateFlags
+	sf.register(fs, m.Getenv)
+	unit := fs.String("unit", "", "reset only this unit (`AGENT`)")
+	names, err := m.parse(fs, args)
+	if err != nil {
+		return usageExit(err)
+	}
+	if len(names) != 1 {
+		m.errorf("usage: contractd reset %s", commands["reset"].args)
 		return exitUsage
 	}
-	if err := engine.Reset(ctx, *stateDir, names[0], *unit); err != nil {
-		m.errorf("reset %s: %v", names[0], err)
+	name := names[0]
+	k, code := m.checkName("reset", sf, name)
+	if code != exitOK {
+		return code
+	}
+	if err := k.checkAgent(name, *unit); err != nil {
+		m.errorf("reset: %v", err)
+		return exitUsage
+	}
+	if err := engine.Reset(ctx, sf.stateDir, name, *unit); err != nil {
+		m.fail("reset", err)
 		return exitFailed
 	}
-	if err := serve.Reset(*stateDir, names[0]); err != nil {
-		m.errorf("reset %s: %v", names[0], err)
+	if err := serve.Reset(sf.stateDir, name); err != nil {
+		m.fail("reset", err)
 		return exitFailed
 	}
-	fmt.Fprintf(m.Stdout, "%s: released (hold-down, escalations and pending repairs cleared)\n", names[0])
+	fmt.Fprintf(m.Stdout, "%s: released (hold-down, escalations and pending repairs cleared)\n", name)
 	return exitOK
 }
 
 func (m *Main) cmdMaintenance(ctx context.Context, args []string) int {
 	fs := m.flags("maintenance")
-	stateDir := fs.String("state-dir", defaultStateDir(m.Getenv), "state `DIR`")
+	var sf stateFlags
+	sf.register(fs, m.Getenv)
 	agent := fs.String("agent", "", "only this `AGENT` (default: the whole contract)")
-	dur := fs.Duration("for", 0, "start a window of `DURATION` from now (e.g. 2h); replaces the agent's current one")
+	var dur time.Duration
+	durationVar(fs, &dur, "for", 0, "start a window of `DURATION` from now (e.g. 2h, 90m, 1d); replaces the agent's current one")
 	reason := fs.String("reason", "", "why, for the report and the log")
 	end := fs.Bool("end", false, "end the window now")
-	names, err := parse(fs, args)
-	if err != nil || len(names) != 1 || *dur < 0 || (*dur > 0 && *end) {
-		m.errorf("usage: contractd maintenance [--agent AGENT] [--for DURATION [--reason TEXT] | --end] [--state-dir DIR] NAME")
+	names, err := m.parse(fs, args)
+	if err != nil {
+		return usageExit(err)
+	}
+	if len(names) != 1 || dur < 0 || (dur > 0 && *end) {
+		m.errorf("usage: contractd maintenance %s", commands["maintenance"].args)
 		return exitUsage
 	}
 	name := names[0]
+	k, code := m.checkName("maintenance", sf, name)
+	if code != exitOK {
+		return code
+	}
+	if err := k.checkAgent(name, *agent); err != nil {
+		m.errorf("maintenance: %v", err)
+		return exitUsage
+	}
 	now := time.Now().UTC()
 	var windows map[string]*guard.Window
 	switch {
-	case *dur > 0 || *end:
-		windows, err = engine.SetMaintenance(ctx, *stateDir, name, *agent, *dur, *reason, now)
+	case dur > 0 || *end:
+		windows, err = engine.SetMaintenance(ctx, sf.stateDir, name, *agent, dur, *reason, now)
 	default:
-		windows, err = engine.Maintenance(*stateDir, name, now)
+		windows, err = engine.Maintenance(sf.stateDir, name, now)
 	}
 	if err != nil {
-		m.errorf("maintenance %s: %v", name, err)
+		m.fail("maintenance", err)
 		return exitFailed
 	}
 	if len(windows) == 0 {

@@ -45,6 +45,11 @@ func newLog(r contracts.NotifyRoute, deps Deps) (Notifier, error) {
 // Name returns the notifier's name.
 func (l *Log) Name() string { return l.name }
 
+// EngineLog reports whether l writes to the engine's own log (a route
+// with no path): the engine then leaves its own line about each message
+// out, so the journal has every alert once.
+func (l *Log) EngineLog() bool { return l.path == "" }
+
 // Notify writes the line. It returns the error of opening or writing the
 // file (or the writer's).
 func (l *Log) Notify(_ context.Context, m Message) error {

@@ -888,6 +888,8 @@ func TestMaintenanceOverHTTP(t *testing.T) {
 		{"both for and end", "/contracts/manual/maintenance", auth, `{"for":"1h","end":true}`, http.StatusBadRequest},
 		{"bad duration", "/contracts/manual/maintenance", auth, `{"for":"soon"}`, http.StatusBadRequest},
 		{"unknown field", "/contracts/manual/maintenance", auth, `{"for":"1h","until":"x"}`, http.StatusBadRequest},
+		// On 02630f2 a mistyped agent opened a window nobody has.
+		{"unknown agent", "/contracts/manual/maintenance", auth, `{"agent":"opz","for":"1h"}`, http.StatusBadRequest},
 	} {
 		if code, body := post(tc.path, tc.auth, tc.body); code != tc.want {
 			t.Errorf("%s: POST %s %s = %d %v, want %d", tc.name, tc.path, tc.body, code, body, tc.want)
@@ -897,15 +899,18 @@ func TestMaintenanceOverHTTP(t *testing.T) {
 		t.Fatalf("a refused request opened a window: %v", det["maintenance"])
 	}
 
-	code, body := post("/contracts/manual/maintenance", auth, `{"agent":"abiba","for":"2h","reason":"pi upgrade"}`)
+	if _, body := post("/contracts/manual/maintenance", auth, `{"agent":"opz","for":"1h"}`); !strings.Contains(fmt.Sprint(body["error"]), `did you mean "ops"?`) {
+		t.Errorf("unknown agent: %v, want the nearest agent named", body)
+	}
+	code, body := post("/contracts/manual/maintenance", auth, `{"agent":"ops","for":"2h","reason":"pi upgrade"}`)
 	if code != http.StatusOK {
 		t.Fatalf("start: %d %v", code, body)
 	}
-	w, _ := detail()["maintenance"].(map[string]any)["abiba"].(map[string]any)
+	w, _ := detail()["maintenance"].(map[string]any)["ops"].(map[string]any)
 	if w == nil || w["reason"] != "pi upgrade" {
 		t.Fatalf("detail after start: %v", detail()["maintenance"])
 	}
-	if code, body = post("/contracts/manual/maintenance", auth, `{"agent":"abiba","end":true}`); code != http.StatusOK {
+	if code, body = post("/contracts/manual/maintenance", auth, `{"agent":"ops","end":true}`); code != http.StatusOK {
 		t.Fatalf("end: %d %v", code, body)
 	}
 	if det := detail(); det["maintenance"] != nil {

@@ -5,8 +5,10 @@ import (
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -255,7 +257,8 @@ type MaintenanceRequest struct {
 
 func (d *Daemon) handleMaintenance(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	if d.entry(name) == nil {
+	e := d.entry(name)
+	if e == nil {
 		writeJSON(w, http.StatusNotFound, apiError{Error: "unknown contract " + name})
 		return
 	}
@@ -273,6 +276,15 @@ func (d *Daemon) handleMaintenance(w http.ResponseWriter, r *http.Request) {
 	if err != nil || dur < 0 || (dur > 0) == req.End {
 		writeJSON(w, http.StatusBadRequest, apiError{Error: `give either "for" (a positive duration such as "2h") or "end": true`})
 		return
+	}
+	if req.Agent != "" {
+		e.mu.Lock()
+		agents := engine.Agents(e.c)
+		e.mu.Unlock()
+		if !slices.Contains(agents, req.Agent) {
+			writeJSON(w, http.StatusBadRequest, apiError{Error: fmt.Sprintf("contract %s has no agent %q (its agents: %s)%s", name, req.Agent, strings.Join(agents, ", "), Suggest(req.Agent, agents))})
+			return
+		}
 	}
 	windows, err := engine.SetMaintenance(r.Context(), d.cfg.StateDir, name, req.Agent, dur, req.Reason, d.clock.Now().UTC())
 	if err != nil {

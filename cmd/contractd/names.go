@@ -1,0 +1,175 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine"
+	"github.com/contractd/contractd/engine/serve"
+)
+
+// declares matches a contract that declares the command name.
+func declares(name string) func(*contracts.Contract) bool {
+	return func(c *contracts.Contract) bool { return slices.Contains(c.Commands, name) }
+}
+
+// contractDirs are the directories searched for contract files by name:
+// dir (--dir or CONTRACTD_DIR) first, then /etc/contractd.
+func contractDirs(dir string) []string {
+	var dirs []string
+	if dir != "" {
+		dirs = append(dirs, dir)
+	}
+	return append(dirs, "/etc/contractd", "/etc/contractd/contracts")
+}
+
+// contractFiles loads every contract file of dirs that loads, by name; the
+// first of a name wins.
+func contractFiles(dirs []string) map[string]*contracts.Contract {
+	out := map[string]*contracts.Contract{}
+	for _, d := range dirs {
+		files, _ := filepath.Glob(filepath.Join(d, "*.md"))
+		for _, f := range files {
+			c, diags := contracts.LoadFile(f, contracts.Options{})
+			if c != nil && !diags.HasErrors() && out[c.Name] == nil {
+				out[c.Name] = c
+			}
+		}
+	}
+	return out
+}
+
+// known is what the CLI knows of contract names: the contracts with state
+// in the state dir and the contract files in the searched directories.
+type known struct {
+	stateDir string
+	dirs     []string
+	state    []string                       // contracts with state files
+	files    map[string]*contracts.Contract // contract files by name
+}
+
+func (m *Main) known(stateDir, dir string) *known {
+	k := &known{stateDir: stateDir, dirs: contractDirs(dir)}
+	k.state, _ = engine.StateContracts(stateDir)
+	k.files = contractFiles(k.dirs)
+	return k
+}
+
+func (k *known) names() []string {
+	set := map[string]bool{}
+	for _, n := range k.state {
+		set[n] = true
+	}
+	for n := range k.files {
+		set[n] = true
+	}
+	out := make([]string, 0, len(set))
+	for n := range set {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// check returns an error for a contract name that has no state and no
+// contract file, with the nearest known name as a suggestion.
+func (k *known) check(name string) error {
+	if slices.Contains(k.names(), name) {
+		return nil
+	}
+	return fmt.Errorf("unknown contract %q: no state in %s and no contract file of that name in %s%s",
+		name, k.stateDir, strings.Join(k.dirs, ", "), suggest(name, k.names()))
+}
+
+// agents are the agents contract name is known to have: from its file
+// (for_each expanded) and from its last recorded run.
+func (k *known) agents(name string) []string {
+	set := map[string]bool{}
+	if c := k.files[name]; c != nil {
+		for _, a := range engine.Agents(c) {
+			set[a] = true
+		}
+	}
+	if hist, _ := engine.ReadHistory(k.stateDir, name, 1); len(hist) > 0 {
+		for a := range hist[len(hist)-1].Agents {
+			set[a] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for a := range set {
+		out = append(out, a)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// checkAgent returns an error for an agent contract name is not known to
+// have. A contract whose agents are unknown (never ran, no file) accepts
+// any.
+func (k *known) checkAgent(name, agent string) error {
+	agents := k.agents(name)
+	if agent == "" || len(agents) == 0 || slices.Contains(agents, agent) {
+		return nil
+	}
+	return fmt.Errorf("contract %s has no agent %q (its agents: %s)%s", name, agent, strings.Join(agents, ", "), suggest(agent, agents))
+}
+
+// suggest returns "; did you mean X?" for the candidate nearest to name
+// when it is near enough to be a typo, else "".
+func suggest(name string, candidates []string) string { return serve.Suggest(name, candidates) }
+
+// durationValue is a flag.Value for durations that says what a good one
+// looks like: "90" gets "needs a unit", not "parse error". Days (1d) are
+// accepted too.
+type durationValue struct{ d *time.Duration }
+
+func (v durationValue) String() string {
+	if v.d == nil {
+		return ""
+	}
+	return v.d.String()
+}
+
+func (v durationValue) Set(s string) error {
+	d, err := parseDuration(s)
+	if err != nil {
+		return err
+	}
+	*v.d = d
+	return nil
+}
+
+// parseDuration parses a Go duration (90s, 15m, 1h30m) or a number of days
+// (2d). Its error says what was wrong and gives examples.
+func parseDuration(s string) (time.Duration, error) {
+	s = strings.TrimSpace(s)
+	if n, ok := strings.CutSuffix(s, "d"); ok && n != "" && !strings.ContainsAny(n, "hmsµun") {
+		var days float64
+		if _, err := fmt.Sscanf(n, "%g", &days); err == nil && days >= 0 {
+			return time.Duration(days * float64(24*time.Hour)), nil
+		}
+	}
+	d, err := time.ParseDuration(s)
+	if err == nil {
+		return d, nil
+	}
+	if s == "" {
+		return 0, fmt.Errorf("empty duration: give a number with a unit, e.g. 90s, 15m, 2h or 1d")
+	}
+	if strings.Trim(s, "0123456789.") == "" {
+		return 0, fmt.Errorf("%q has no unit: write %ss, %sm or %sh (units: s, m, h, d)", s, s, s, s)
+	}
+	return 0, fmt.Errorf("%q is not a duration: give a number with a unit, e.g. 90s, 15m, 2h or 1d", s)
+}
+
+// durationVar defines a duration flag parsed by parseDuration.
+func durationVar(fs *flag.FlagSet, p *time.Duration, name string, def time.Duration, usage string) {
+	*p = def
+	fs.Var(durationValue{p}, name, usage)
+}

@@ -1,0 +1,184 @@
+package engine
+
+import (
+	"errors"
+	"os"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine/guard"
+	"github.com/contractd/contractd/engine/store"
+)
+
+// Agents returns the agents contract c's stages name, for_each items
+// expanded, sorted; gates and other agentless stages name none.
+func Agents(c *contracts.Contract) []string {
+	set := map[string]bool{}
+	for _, sr := range expandStages(c) {
+		if sr.agent != "" {
+			set[sr.agent] = true
+		}
+	}
+	out := make([]string, 0, len(set))
+	for a := range set {
+		out = append(out, a)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// stateSuffixes are the files a contract's state is kept in.
+var stateSuffixes = []string{".history.jsonl", ".snapshot.json", ".ledger.json"}
+
+// StateContracts returns the names of the contracts that have state (a run
+// history, a snapshot or a ledger) under stateDir, sorted. A state dir that
+// does not exist has none; other read errors are returned.
+func StateContracts(stateDir string) ([]string, error) {
+	ents, err := os.ReadDir(stateDir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	set := map[string]bool{}
+	for _, e := range ents {
+		if e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		for _, suf := range stateSuffixes {
+			if n, ok := strings.CutSuffix(e.Name(), suf); ok && n != "" {
+				set[n] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(set))
+	for n := range set {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// Summary is one contract at a glance (`contractd status`, the status
+// page): its last run's severity, how many agents are healthy, when it
+// last ran, and its open incidents and maintenance windows.
+type Summary struct {
+	Contract string `json:"contract"`
+	// Severity is the last run's overall severity ("unknown" before any).
+	Severity   contracts.Severity `json:"severity"`
+	AgentsOK   int                `json:"agents_ok"`
+	AgentTotal int                `json:"agents_total"`
+	// Agents is each agent's severity after the last run.
+	Agents    map[string]string `json:"agents"`
+	LastRun   time.Time         `json:"last_run,omitzero"`
+	AgeSec    float64           `json:"age_seconds,omitempty"`
+	LastRunID string            `json:"last_run_id,omitempty"`
+	// Incidents are the open ones, oldest first.
+	Incidents   []*guard.Incident        `json:"open_incidents"`
+	Maintenance map[string]*guard.Window `json:"maintenance,omitempty"`
+	// Problems says what could not be read (a corrupt file moved aside).
+	Problems []string `json:"problems,omitempty"`
+}
+
+// Summarize reads contract name's summary from stateDir at now. It fails
+// only when the state dir cannot be opened or the name is not one a state
+// file can have; what cannot be read is named in Problems.
+func Summarize(stateDir, name string, now time.Time) (*Summary, error) {
+	s, err := store.Open(stateDir)
+	if err != nil {
+		return nil, err
+	}
+	sum := &Summary{Contract: name, Agents: map[string]string{}, Incidents: []*guard.Incident{}}
+	hist, err := ReadHistory(stateDir, name, 1)
+	if errors.Is(err, store.ErrName) {
+		return nil, err
+	}
+	if err != nil {
+		sum.Problems = append(sum.Problems, "history: "+err.Error())
+	}
+	if len(hist) > 0 {
+		h := hist[len(hist)-1]
+		sum.LastRun, sum.LastRunID = h.StartedAt, h.RunID
+		sum.AgeSec = now.Sub(h.StartedAt).Seconds()
+		_ = sum.Severity.UnmarshalText([]byte(h.OverallSeverity))
+		for a, sev := range h.Agents {
+			sum.Agents[a] = sev
+			sum.AgentTotal++
+			if sev == contracts.SeverityHealthy.String() {
+				sum.AgentsOK++
+			}
+		}
+	}
+	l, err := s.ReadLedger(name)
+	if err != nil {
+		sum.Problems = append(sum.Problems, "ledger: "+err.Error())
+	}
+	if l != nil {
+		for _, inc := range l.Incidents {
+			if inc != nil && !inc.Resolved {
+				sum.Incidents = append(sum.Incidents, inc)
+			}
+		}
+		sort.Slice(sum.Incidents, func(i, j int) bool {
+			a, b := sum.Incidents[i], sum.Incidents[j]
+			if !a.OpenedAt.Equal(b.OpenedAt) {
+				return a.OpenedAt.Before(b.OpenedAt)
+			}
+			return a.Agent+a.Condition < b.Agent+b.Condition
+		})
+		l.PruneWindows(now)
+		if len(l.Maintenance) > 0 {
+			sum.Maintenance = l.Maintenance
+		}
+	}
+	return sum, nil
+}
+
+// AgentHistory is one agent's severities over recent runs, oldest first:
+// the status page's history strip.
+type AgentHistory struct {
+	Agent string      `json:"agent"`
+	Runs  []AgentMark `json:"runs"`
+}
+
+// AgentMark is one agent in one run.
+type AgentMark struct {
+	RunID    string    `json:"run_id"`
+	At       time.Time `json:"at"`
+	Severity string    `json:"severity"` // "" when the agent was not in that run
+	Repaired bool      `json:"repaired,omitempty"`
+}
+
+// HistoryByAgent turns run records (oldest first) into one strip per
+// agent, sorted by agent.
+func HistoryByAgent(hist []HistoryRecord) []AgentHistory {
+	set := map[string]bool{}
+	for _, h := range hist {
+		for a := range h.Agents {
+			set[a] = true
+		}
+	}
+	names := make([]string, 0, len(set))
+	for a := range set {
+		names = append(names, a)
+	}
+	sort.Strings(names)
+	out := make([]AgentHistory, 0, len(names))
+	for _, a := range names {
+		ah := AgentHistory{Agent: a, Runs: make([]AgentMark, 0, len(hist))}
+		for _, h := range hist {
+			mark := AgentMark{RunID: h.RunID, At: h.StartedAt, Severity: h.Agents[a]}
+			for _, act := range h.Actions {
+				if act.Agent == a && act.Status == ActionRan {
+					mark.Repaired = true
+				}
+			}
+			ah.Runs = append(ah.Runs, mark)
+		}
+		out = append(out, ah)
+	}
+	return out
+}
