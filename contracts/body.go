@@ -605,7 +605,11 @@ func (b *bodyParser) healthTable(header []cell, rows [][]cell) {
 		if len(row) == 0 {
 			continue
 		}
-		field := unquoteTicks(row[0].text)
+		fieldCell, export, ok := b.fieldAttrs(row[0])
+		if !ok {
+			continue
+		}
+		field := unquoteTicks(fieldCell)
 		if field == "" {
 			b.d.errorf(row[0].pos, "health row needs a field name")
 			continue
@@ -615,7 +619,7 @@ func (b *bodyParser) healthTable(header []cell, rows [][]cell) {
 			continue
 		}
 		b.fields[fieldRoot(field)] = true
-		hr := &HealthRow{Field: field, Pos: row[0].pos}
+		hr := &HealthRow{Field: field, Pos: row[0].pos, Export: export}
 		for i := 1; i < len(row) && i < len(cols); i++ {
 			src := strings.TrimSpace(row[i].text)
 			if src == "" {
@@ -881,6 +885,42 @@ func (b *bodyParser) action(ar *ActionRow, c cell, prev *ActionRow) bool {
 	}
 	b.d.errorf(c.pos, "unknown action %q (want a `command` in backticks, or text starting with log, alert, monitor or escalate)", text)
 	return false
+}
+
+// fieldAttrs splits a health row's field cell into the field and its
+// attributes: “ `used_pct` {export=true} “ exports the field's numeric
+// value as a metric and as Nagios perfdata. It reports false, with a
+// diagnostic, for an attribute it does not know.
+func (b *bodyParser) fieldAttrs(c cell) (string, bool, bool) {
+	text := strings.TrimSpace(c.text)
+	if !strings.HasSuffix(text, "}") {
+		return c.text, false, true
+	}
+	open := strings.LastIndex(text, "{")
+	if open < 0 {
+		return c.text, false, true
+	}
+	inner := text[open+1 : len(text)-1]
+	base := c.off + strings.Index(c.text, text) + open + 1
+	attrs, aerr := parseAttrs(inner, base)
+	if aerr != nil {
+		b.d.errorf(b.s.pos(aerr.Off), "field attributes: %s", aerr.Msg)
+		return "", false, false
+	}
+	export := false
+	for _, a := range attrs {
+		switch {
+		case a.Key == "export" && (a.Value == "true" || a.Value == "false"):
+			export = a.Value == "true"
+		case a.Key == "export":
+			b.d.errorf(b.s.pos(a.Off), "field attributes: export is true or false, got %q", a.Value)
+			return "", false, false
+		default:
+			b.d.errorf(b.s.pos(a.Off), "field attributes: unknown attribute %q (want export=true)", a.Key)
+			return "", false, false
+		}
+	}
+	return strings.TrimSpace(text[:open]), export, true
 }
 
 func (b *bodyParser) actionGuards(ar *ActionRow, c cell, st *Stage) {

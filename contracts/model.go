@@ -323,6 +323,10 @@ type HealthRow struct {
 	Field string // the row's subject; "stdout" for Expected lines
 	Cells []*Cell
 	Pos   Pos
+	// Export marks a field whose numeric value the report keeps in the
+	// step's metrics: /metrics and Nagios perfdata show it
+	// (`` `used_pct` {export=true} `` in the field cell).
+	Export bool
 }
 
 // Cell is one health-table cell compiled to an expression with the row's

@@ -194,6 +194,7 @@ func (sr *stageRun) record(r *run, step *contracts.Step, o *steps.Observation) {
 		Findings:   append([]string{}, o.Findings...),
 		HTTPStatus: o.HTTPStatus,
 		Values:     tableValues(step, o),
+		Metrics:    exportedValues(step, o),
 	}
 	if code, ok := o.Values["exit_code"].(int); ok {
 		rep.ExitCode = code
@@ -258,6 +259,41 @@ func tableValues(step *contracts.Step, o *steps.Observation) map[string]any {
 		if v, ok := steps.Lookup(o.Values, row.Field); ok {
 			m[row.Field] = v
 		}
+	}
+	return m
+}
+
+// exportedValues keeps the numeric values of the fields the step's table
+// exports; a field that is not a number this run is left out.
+func exportedValues(step *contracts.Step, o *steps.Observation) map[string]float64 {
+	var m map[string]float64
+	for _, row := range step.Health {
+		if !row.Export {
+			continue
+		}
+		v, ok := steps.Lookup(o.Values, row.Field)
+		if !ok {
+			continue
+		}
+		var f float64
+		switch x := v.(type) {
+		case int:
+			f = float64(x)
+		case int64:
+			f = float64(x)
+		case float64:
+			f = x
+		case bool:
+			if x {
+				f = 1
+			}
+		default:
+			continue
+		}
+		if m == nil {
+			m = map[string]float64{}
+		}
+		m[row.Field] = f
 	}
 	return m
 }

@@ -318,6 +318,24 @@ func WriteNagios(w io.Writer, rep *Report) error {
 		perfdata("unreachable", strconv.Itoa(counts[contracts.SeverityUnreachable]), "", "", n),
 		perfdata("duration", strconv.FormatFloat(float64(rep.DurationMS)/1000, 'f', 3, 64), "s", "", -1),
 	}
+	// The fields the contract exports ({export=true}), as stage/step.field;
+	// of a repaired stage, the values after the repair.
+	for _, st := range rep.Stages {
+		cur := st
+		if st.Verify != nil {
+			cur = st.Verify
+		}
+		for _, sp := range cur.Steps {
+			fields := make([]string, 0, len(sp.Metrics))
+			for f := range sp.Metrics {
+				fields = append(fields, f)
+			}
+			sort.Strings(fields)
+			for _, f := range fields {
+				perf = append(perf, perfdata(st.ID+"/"+sp.ID+"."+f, strconv.FormatFloat(sp.Metrics[f], 'f', -1, 64), "", "", -2))
+			}
+		}
+	}
 	ew.printf("%s %s - %s | %s\n", strings.ToUpper(rep.Contract), NagiosLabel(code), summary, strings.Join(perf, " "))
 	for _, st := range rep.Stages {
 		for _, sp := range st.Steps {
@@ -330,7 +348,8 @@ func WriteNagios(w io.Writer, rep *Report) error {
 }
 
 // perfdata renders one performance value: 'label'=value[UOM];warn;crit;min;max,
-// with min 0 and max when max >= 0. Labels are quoted when they hold
+// with max when max >= 0 and min 0 for counts and durations (max >= -1);
+// max < -1 leaves min out too (an exported field may be negative). Labels are quoted when they hold
 // anything beyond letters, digits, '_' and '.', and a quote in a label is
 // doubled, as the guidelines say.
 func perfdata(label, value, uom, warncrit string, max int) string {
@@ -340,14 +359,17 @@ func perfdata(label, value, uom, warncrit string, max int) string {
 	}) >= 0 {
 		l = "'" + strings.ReplaceAll(label, "'", "''") + "'"
 	}
-	mx := ""
+	mn, mx := "0", ""
 	if max >= 0 {
 		mx = strconv.Itoa(max)
+	}
+	if max < -1 {
+		mn = ""
 	}
 	if warncrit == "" {
 		warncrit = ";"
 	}
-	return l + "=" + value + uom + ";" + warncrit + ";0;" + mx
+	return l + "=" + value + uom + ";" + warncrit + ";" + mn + ";" + mx
 }
 
 type errWriter struct {

@@ -87,6 +87,9 @@ type StepReport struct {
 	Note       string             `json:"note,omitempty"`  // how the transport ran it when not as usual (a broken resident session, a fresh one instead)
 	Findings   []string           `json:"findings"`
 	Values     map[string]any     `json:"values,omitempty"` // the fields the tables read
+	// Metrics are the numeric values of the fields the contract exports
+	// (`{export=true}` on a health row), for /metrics and Nagios perfdata.
+	Metrics map[string]float64 `json:"metrics,omitempty"`
 }
 
 // ActionReport is one candidate action and what the guards made of it.

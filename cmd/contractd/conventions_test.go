@@ -349,3 +349,31 @@ func TestDemoRunsFromTheBinaryAlone(t *testing.T) {
 		t.Fatalf("demo: %v\n%s", err, out)
 	}
 }
+
+// diskContract's one step prints JSON whose used_pct its table exports.
+const diskContract = "---\nname: disk\nruntime_contract: 2\ntargets:\n  here: {local: true}\n---\n\n## Execution\n\n" +
+	"### Disk {#box agent=box on=here}\n\n```sh {id=df as=json}\nprintf '{\"used_pct\": 91.5, \"mount\": \"/\"}'\n```\n\n" +
+	"| Field | Healthy | Critical |\n|---|---|---|\n| `used_pct` {export=true} | < 90 | ≥ 90 |\n| `mount` | `it == \"/\"` | |\n"
+
+// A field the author marks {export=true} is in the report's metrics and
+// in the Nagios perfdata. On 02630f2 probe values such as used_pct were
+// exported nowhere.
+func TestExportedFieldReachesReportAndPerfdata(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "disk.md")
+	os.WriteFile(path, []byte(diskContract), 0o644)
+	code, out, errs := runMain(t, "contractd", "run", "--json", "--quiet", "--state-dir", t.TempDir(), path)
+	if code != 0 || !regexp.MustCompile(`"metrics": \{\s*"used_pct": 91.5\s*\}`).MatchString(out) {
+		t.Fatalf("run --json: exit %d, no metrics.used_pct = 91.5:\n%s%s", code, out, errs)
+	}
+	code, out, _ = runMain(t, "contractd", "run", "--nagios", "--state-dir", t.TempDir(), path)
+	first, _, _ := strings.Cut(out, "\n")
+	if code != 2 || !strings.Contains(first, " 'box/df.used_pct'=91.5;;;;") {
+		t.Fatalf("nagios: exit %d, %q", code, first)
+	}
+	bad := filepath.Join(t.TempDir(), "disk.md")
+	os.WriteFile(bad, []byte(strings.Replace(diskContract, "{export=true}", "{exprot=true}", 1)), 0o644)
+	code, out, _ = runMain(t, "contractd", "lint", bad)
+	if code != 1 || !strings.Contains(out, `unknown attribute "exprot"`) || !strings.Contains(out, bad+":18:15:") {
+		t.Fatalf("lint of a mistyped attribute: exit %d\n%s", code, out)
+	}
+}

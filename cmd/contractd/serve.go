@@ -101,7 +101,7 @@ func (m *Main) cmdServe(ctx context.Context, args []string) int {
 			return json.Marshal(st)
 		},
 		Logf: logf, Reload: hup, Systemd: serve.SystemdFromEnv(m.Getenv, os.Getpid()),
-		Stagger: stagger, ShutdownGrace: grace, Socket: sock,
+		Stagger: stagger, ShutdownGrace: grace, Socket: sock, Build: serve.ReadBuildInfo(version),
 		ResidentSessions: func() int {
 			n := 0
 			for _, k := range pool.ResidentSessions() {

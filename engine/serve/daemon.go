@@ -117,6 +117,9 @@ type Config struct {
 	// ResidentSessions reports how many resident sessions the transport
 	// pool holds, for /metrics; nil leaves the gauge out.
 	ResidentSessions func() int
+	// Build names the running build for contractd_build_info and the
+	// status page; a zero Version reads "dev".
+	Build BuildInfo
 
 	Stagger       time.Duration // max random phase per contract; 0 means none
 	ShutdownGrace time.Duration // how long running runs may finish after ctx is cancelled
@@ -247,7 +250,7 @@ func New(cfg Config) (*Daemon, error) {
 		reloadReq: make(chan struct{}, 1),
 		hb:        heartbeat{stuckAfter: cfg.StuckAfter},
 	}
-	d.metrics = newMetrics(d.tickAgeSeconds, cfg.ResidentSessions)
+	d.metrics = newMetrics(d.tickAgeSeconds, cfg.ResidentSessions, cfg.Build)
 	if d.cfg.Notify == nil {
 		d.cfg.Notify = d.notifyRoutes
 	}

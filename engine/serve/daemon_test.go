@@ -21,6 +21,7 @@ import (
 	"github.com/contractd/contractd/engine"
 	"github.com/contractd/contractd/engine/notify"
 	"github.com/contractd/contractd/engine/store"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 )
 
 func TestScheduledRuns(t *testing.T) {
@@ -438,62 +439,86 @@ func TestOnDemandRunOverHTTP(t *testing.T) {
 	})
 }
 
+// TestMetricsScrape: /metrics follows the Prometheus conventions, checked
+// by promlint: each state a 0/1 series, standard go_* and process_*
+// collectors, contractd_build_info, a last-run timestamp, repairs counted
+// only when their command ran, and the fields a contract exports. On
+// 02630f2 severity was one gauge of codes 0–5, the collectors were renamed
+// contractd_go_*/contractd_process_*, there was no build info and no
+// last-run time, and repairs_total counted pending and blocked repairs.
 func TestMetricsScrape(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	writeContract(t, dir, "scraped", "1", "1h", true)
-	exit0 := 0
+	exit0, exit1 := 0, 1
 	var ran atomic.Bool
-	h := startDaemon(t, Config{Dir: dir, StateDir: t.TempDir(), Runner: &fakeRunner{run: func(ctx context.Context, c *contracts.Contract) (*engine.Report, error) {
-		r := report(c)
-		r.OverallSeverity = contracts.SeverityCritical
-		r.Agents = map[string]*engine.AgentReport{
-			"abiba": {Agent: "abiba", Severity: contracts.SeverityCritical},
-			"koby":  {Agent: "koby", Severity: contracts.SeverityHealthy},
-		}
-		r.Actions = []*engine.ActionReport{
-			{Agent: "abiba", Action: "pm2 restart abiba-zulip", Status: "ran", ExitCode: &exit0},
-			{Agent: "abiba", Action: "pm2 restart abiba-zulip", Status: "merged"},
-			{Agent: "abiba", Action: "systemctl restart dsh-web", Status: "alert"}, // crash loop: alerted instead
-			{Agent: "abiba", Action: "alert", Status: "alert"},
-			{Agent: "abiba", Action: "log", Status: "logged"},
-		}
-		// What the metrics count is what the routes really did.
-		delivered := func(route string) engine.RouteDelivery {
-			return engine.RouteDelivery{Route: route, Outcome: notify.OutcomeDelivered, Tried: true, Attempts: 1}
-		}
-		r.Alerts = []*engine.AlertReport{
-			{Key: "scraped/abiba/down", Kind: "open", Routes: []engine.RouteDelivery{
-				delivered("log"), {Route: "webhook", Outcome: notify.OutcomeQueued, Tried: true, Attempts: 1, Error: "connection refused"}}},
-			{Key: "scraped/koby/down", Kind: "open", Retry: true, Sent: true, ReachedBefore: true, Routes: []engine.RouteDelivery{delivered("webhook")}},
-			{Key: "scraped/abiba/repair", Kind: "repair", Routes: []engine.RouteDelivery{
-				delivered("log"), {Route: "webhook", Outcome: notify.OutcomeQueued, Error: "not tried: webhook failed earlier in this run"}}},
-			{Key: "scraped/ace/down", Kind: "open", Retry: true, Routes: []engine.RouteDelivery{
-				{Route: "webhook", Outcome: notify.OutcomeDropped, Tried: true, Attempts: 40, Error: "connection refused"}}},
-		}
-		ran.Store(true)
-		return r, nil
-	}}})
+	h := startDaemon(t, Config{Dir: dir, StateDir: t.TempDir(), Build: BuildInfo{Version: "1.2.3", Revision: "abc", GoVersion: "go1.x"},
+		Runner: &fakeRunner{run: func(ctx context.Context, c *contracts.Contract) (*engine.Report, error) {
+			r := report(c)
+			r.OverallSeverity = contracts.SeverityCritical
+			r.Agents = map[string]*engine.AgentReport{
+				"abiba": {Agent: "abiba", Severity: contracts.SeverityCritical},
+				"koby":  {Agent: "koby", Severity: contracts.SeverityHealthy},
+			}
+			r.Stages = []*engine.StageReport{{ID: "disk", Agent: "abiba", Steps: []*engine.StepReport{
+				{ID: "df", Metrics: map[string]float64{"used_pct": 91.5, "inodes.used": 7}},
+			}}}
+			r.Actions = []*engine.ActionReport{
+				{Agent: "abiba", Kind: engine.KindRepair, Action: "pm2 restart abiba-zulip", Status: "ran", ExitCode: &exit0, Verify: "remediated"},
+				{Agent: "abiba", Kind: engine.KindRepair, Action: "pm2 restart abiba-zulip", Status: "merged"},
+				{Agent: "abiba", Kind: engine.KindRepair, Action: "systemctl restart dsh-web", Status: "failed", ExitCode: &exit1, Verify: "remediation failed"},
+				{Agent: "abiba", Kind: engine.KindRepair, Action: "systemctl restart dsh-web", Status: "alert"}, // crash loop: alerted instead
+				{Agent: "abiba", Kind: engine.KindRepair, Action: "systemctl restart koby", Status: "pending"},
+				{Agent: "abiba", Kind: engine.KindRepair, Action: "systemctl restart koby", Status: "blocked"},
+				{Agent: "abiba", Kind: engine.KindAlert, Action: "alert", Status: "alert"},
+				{Agent: "abiba", Kind: engine.KindLog, Action: "log", Status: "logged"},
+			}
+			// What the metrics count is what the routes really did.
+			delivered := func(route string) engine.RouteDelivery {
+				return engine.RouteDelivery{Route: route, Outcome: notify.OutcomeDelivered, Tried: true, Attempts: 1}
+			}
+			r.Alerts = []*engine.AlertReport{
+				{Key: "scraped/abiba/down", Kind: "open", Routes: []engine.RouteDelivery{
+					delivered("log"), {Route: "webhook", Outcome: notify.OutcomeQueued, Tried: true, Attempts: 1, Error: "connection refused"}}},
+				{Key: "scraped/koby/down", Kind: "open", Retry: true, Sent: true, ReachedBefore: true, Routes: []engine.RouteDelivery{delivered("webhook")}},
+				{Key: "scraped/abiba/repair", Kind: "repair", Routes: []engine.RouteDelivery{
+					delivered("log"), {Route: "webhook", Outcome: notify.OutcomeQueued, Error: "not tried: webhook failed earlier in this run"}}},
+				{Key: "scraped/ace/down", Kind: "open", Retry: true, Routes: []engine.RouteDelivery{
+					{Route: "webhook", Outcome: notify.OutcomeDropped, Tried: true, Attempts: 40, Error: "connection refused"}}},
+			}
+			ran.Store(true)
+			return r, nil
+		}}})
+	before := time.Now()
 	h.waitFor(5*time.Second, "the on_start run", func() bool { return ran.Load() && h.status("scraped").LastResult == ResultOK })
 
 	want := map[string]float64{
-		`contractd_runs_total{contract="scraped",result="ok"}`:                    1,
-		`contractd_runs_total{contract="scraped",result="failed"}`:                0,
-		`contractd_run_duration_seconds_count{contract="scraped"}`:                1,
-		`contractd_severity{agent="abiba",contract="scraped"}`:                    float64(contracts.SeverityCritical),
-		`contractd_severity{agent="koby",contract="scraped"}`:                     float64(contracts.SeverityHealthy),
-		`contractd_overall_severity{contract="scraped"}`:                          float64(contracts.SeverityCritical),
-		`contractd_repairs_total{contract="scraped",result="ran"}`:                1,
-		`contractd_repairs_total{contract="scraped",result="alert"}`:              1,
-		`contractd_alerts_sent_total{contract="scraped"}`:                         2,
-		`contractd_notify_delivered_total{contract="scraped",notifier="log"}`:     2,
-		`contractd_notify_delivered_total{contract="scraped",notifier="webhook"}`: 1,
-		`contractd_notify_failures_total{contract="scraped",notifier="webhook"}`:  2,
-		`contractd_notify_dropped_total{contract="scraped",notifier="webhook"}`:   1,
-		`contractd_held_down{contract="scraped"}`:                                 0,
-		`contractd_skipped_overlap_total{contract="scraped"}`:                     0,
-		`contractd_contracts{state="loaded"}`:                                     1,
-		`contractd_contracts{state="rejected"}`:                                   0,
+		`contractd_runs_total{contract="scraped",result="ok"}`:                                 1,
+		`contractd_runs_total{contract="scraped",result="failed"}`:                             0,
+		`contractd_run_duration_seconds_count{contract="scraped"}`:                             1,
+		`contractd_agent_state{agent="abiba",contract="scraped",state="critical"}`:             1,
+		`contractd_agent_state{agent="abiba",contract="scraped",state="healthy"}`:              0,
+		`contractd_agent_state{agent="abiba",contract="scraped",state="unknown"}`:              0,
+		`contractd_agent_state{agent="koby",contract="scraped",state="healthy"}`:               1,
+		`contractd_agent_state{agent="koby",contract="scraped",state="critical"}`:              0,
+		`contractd_contract_state{contract="scraped",state="critical"}`:                        1,
+		`contractd_contract_state{contract="scraped",state="healthy"}`:                         0,
+		`contractd_repairs_total{contract="scraped",result="ran"}`:                             1,
+		`contractd_repairs_total{contract="scraped",result="failed"}`:                          1,
+		`contractd_repair_verifications_total{contract="scraped",result="remediated"}`:         1,
+		`contractd_repair_verifications_total{contract="scraped",result="remediation_failed"}`: 1,
+		`contractd_probe_used_pct{agent="abiba",contract="scraped",stage="disk",step="df"}`:    91.5,
+		`contractd_probe_inodes_used{agent="abiba",contract="scraped",stage="disk",step="df"}`: 7,
+		`contractd_build_info{goversion="go1.x",revision="abc",version="1.2.3"}`:               1,
+		`contractd_alerts_sent_total{contract="scraped"}`:                                      2,
+		`contractd_notify_delivered_total{contract="scraped",notifier="log"}`:                  2,
+		`contractd_notify_delivered_total{contract="scraped",notifier="webhook"}`:              1,
+		`contractd_notify_failures_total{contract="scraped",notifier="webhook"}`:               2,
+		`contractd_notify_dropped_total{contract="scraped",notifier="webhook"}`:                1,
+		`contractd_held_down{contract="scraped"}`:                                              0,
+		`contractd_skipped_overlap_total{contract="scraped"}`:                                  0,
+		`contractd_contracts{state="loaded"}`:                                                  1,
+		`contractd_contracts{state="rejected"}`:                                                0,
 	}
 	for series, v := range want {
 		t.Run(series, func(t *testing.T) {
@@ -506,12 +531,19 @@ func TestMetricsScrape(t *testing.T) {
 			}
 		})
 	}
+	last, ok := h.metric(`contractd_last_run_timestamp_seconds{contract="scraped"}`)
+	if !ok || last < float64(before.Add(-time.Second).Unix()) || last > float64(time.Now().Unix()+1) {
+		t.Errorf("contractd_last_run_timestamp_seconds = %v (present %v), want the run's end, about %d", last, ok, before.Unix())
+	}
 	for _, series := range []string{
 		`contractd_repairs_total{contract="scraped",result="merged"}`,
 		`contractd_repairs_total{contract="scraped",result="logged"}`,
+		`contractd_repairs_total{contract="scraped",result="pending"}`,
+		`contractd_repairs_total{contract="scraped",result="blocked"}`,
+		`contractd_repairs_total{contract="scraped",result="alert"}`,
 	} {
 		if _, ok := h.metric(series); ok {
-			t.Errorf("%s is exported: only commands that were repair candidates count", series)
+			t.Errorf("%s is exported: only repairs whose command ran count", series)
 		}
 	}
 	lines := h.scrape()
@@ -520,14 +552,21 @@ func TestMetricsScrape(t *testing.T) {
 		if strings.HasPrefix(line, "#") || line == "" {
 			continue
 		}
-		if !strings.HasPrefix(line, "contractd_") {
-			t.Errorf("series without the contractd_ prefix: %s", line)
+		sawGo = sawGo || strings.HasPrefix(line, "go_goroutines ")
+		sawProcess = sawProcess || strings.HasPrefix(line, "process_resident_memory_bytes ")
+		if !strings.HasPrefix(line, "contractd_") && !strings.HasPrefix(line, "go_") && !strings.HasPrefix(line, "process_") {
+			t.Errorf("series of no known family: %s", line)
 		}
-		sawGo = sawGo || strings.HasPrefix(line, "contractd_go_goroutines ")
-		sawProcess = sawProcess || strings.HasPrefix(line, "contractd_process_resident_memory_bytes ")
 	}
 	if !sawGo || !sawProcess {
-		t.Errorf("runtime collectors missing (go %v, process %v)", sawGo, sawProcess)
+		t.Errorf("standard runtime collectors missing (go_goroutines %v, process_resident_memory_bytes %v)", sawGo, sawProcess)
+	}
+	problems, err := promlint.New(strings.NewReader(strings.Join(lines, "\n") + "\n")).Lint()
+	if err != nil {
+		t.Fatalf("promlint: %v", err)
+	}
+	for _, p := range problems {
+		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
 	}
 }
 

@@ -188,7 +188,13 @@ func (d *Daemon) addEntry(e *entry) {
 	}
 	d.entries[e.name] = e
 	d.mu.Unlock()
-	d.metrics.add(e.name)
+	e.mu.Lock()
+	var lastRun time.Time
+	if st := e.state; !st.LastStartedAt.IsZero() {
+		lastRun = st.LastStartedAt.Add(time.Duration(st.LastDurationMS) * time.Millisecond)
+	}
+	e.mu.Unlock()
+	d.metrics.add(e.name, lastRun)
 	d.metrics.setHeld(e.name, e.state.HeldDown)
 	e.mu.Lock()
 	next, held := e.next, e.state.HeldDown

@@ -1,24 +1,33 @@
 package serve
 
 import (
+	"runtime"
+	"runtime/debug"
+	"sync"
+	"time"
+
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine"
+	"github.com/contractd/contractd/engine/guard"
 	"github.com/contractd/contractd/engine/notify"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
-// metrics is the daemon's private Prometheus registry. Every series is named
-// contractd_*; the Go runtime and process collectors are registered under the
-// same prefix (contractd_go_*, contractd_process_*), so nothing here collides
-// with another exporter on the host.
+// metrics is the daemon's Prometheus registry, named by the Prometheus
+// conventions: the daemon's own series are contractd_*; the Go runtime and
+// process collectors keep their standard go_* and process_* names, so
+// the usual dashboards find them; each state is a 0/1 series
+// (contractd_agent_state{state="critical"}), never a numeric code.
 type metrics struct {
 	reg       *prometheus.Registry
 	runs      *prometheus.CounterVec
 	duration  *prometheus.HistogramVec
-	severity  *prometheus.GaugeVec
-	overall   *prometheus.GaugeVec
+	agent     *prometheus.GaugeVec
+	contract  *prometheus.GaugeVec
+	lastRun   *prometheus.GaugeVec
 	repairs   *prometheus.CounterVec
+	verified  *prometheus.CounterVec
 	alerts    *prometheus.CounterVec
 	delivered *prometheus.CounterVec
 	failures  *prometheus.CounterVec
@@ -27,21 +36,24 @@ type metrics struct {
 	overlap   *prometheus.CounterVec
 	contracts *prometheus.GaugeVec
 	tickAge   prometheus.GaugeFunc
+	probes    *probeValues
 }
 
-// isRepair reports whether an action of a report was a repair candidate:
-// a command from an action table, not a built-in row (log, monitor, alert,
-// escalate, which run nothing on a target) and not one merged into another
-// condition's identical repair in the same run.
-func isRepair(a *engine.ActionReport) bool {
-	switch a.Action {
-	case contracts.ActionLog, contracts.ActionMonitor, contracts.ActionAlert, contracts.ActionEscalate:
-		return false
-	}
-	return a.Status != "merged"
+// States are the values of the state label of contractd_agent_state and
+// contractd_contract_state: every one is exported, 1 for the current.
+var States = []contracts.Severity{
+	contracts.SeverityHealthy, contracts.SeverityDegraded, contracts.SeverityCritical,
+	contracts.SeverityUnreachable, contracts.SeveritySkipped, contracts.SeverityUnknown,
 }
 
-func newMetrics(tickAge func() float64, resident func() int) *metrics {
+// ranRepair reports whether an action of a report was a repair whose
+// command was attempted: it ran and exited 0 (ran) or did not (failed).
+// Pending, blocked, report-only and merged repairs ran nothing.
+func ranRepair(a *engine.ActionReport) bool {
+	return a.Kind == engine.KindRepair && (a.Status == engine.ActionRan || a.Status == engine.ActionFailed)
+}
+
+func newMetrics(tickAge func() float64, resident func() int, build BuildInfo) *metrics {
 	m := &metrics{
 		reg: prometheus.NewRegistry(),
 		runs: prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -53,17 +65,25 @@ func newMetrics(tickAge func() float64, resident func() int) *metrics {
 			Help:    "Wall time of finished runs.",
 			Buckets: []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600},
 		}, []string{"contract"}),
-		severity: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "contractd_severity",
-			Help: "Severity per agent after the last run: 0 unknown, 1 healthy, 2 degraded, 3 critical, 4 unreachable, 5 skipped.",
-		}, []string{"contract", "agent"}),
-		overall: prometheus.NewGaugeVec(prometheus.GaugeOpts{
-			Name: "contractd_overall_severity",
-			Help: "Overall severity of the last run, same codes as contractd_severity.",
+		agent: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "contractd_agent_state",
+			Help: "1 for each agent's state after the last run, 0 for its other states: healthy, degraded, critical, unreachable, skipped, unknown.",
+		}, []string{"contract", "agent", "state"}),
+		contract: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "contractd_contract_state",
+			Help: "1 for the overall state of the contract's last run, 0 for the other states.",
+		}, []string{"contract", "state"}),
+		lastRun: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "contractd_last_run_timestamp_seconds",
+			Help: "Unix time the contract's last run (ok or failed) finished; alert on time() minus this to catch a contract that stopped running.",
 		}, []string{"contract"}),
 		repairs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "contractd_repairs_total",
-			Help: "Repair actions by outcome: ran, failed, pending, blocked, report-only, dry-run, escalate (repairs exhausted), alert (crash loop).",
+			Help: "Repair commands that ran, by result: ran (exit 0) or failed (a non-zero exit, a timeout, or an unreachable target). Repairs the guards held back are not counted.",
+		}, []string{"contract", "result"}),
+		verified: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "contractd_repair_verifications_total",
+			Help: "Repairs probed again after their grace, by result: remediated or remediation_failed.",
 		}, []string{"contract", "result"}),
 		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "contractd_alerts_sent_total",
@@ -93,36 +113,73 @@ func newMetrics(tickAge func() float64, resident func() int) *metrics {
 			Name: "contractd_contracts",
 			Help: "Contract files by state: loaded, rejected (failed lint, kept out), stale (an edit failed lint; the last good version runs).",
 		}, []string{"state"}),
+		probes: &probeValues{last: map[string]*engine.Report{}},
 	}
 	m.tickAge = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "contractd_scheduler_tick_age_seconds",
 		Help: "Seconds since the scheduler loop last ticked; /healthz fails when it exceeds the stuck threshold.",
 	}, tickAge)
-	m.reg.MustRegister(m.runs, m.duration, m.severity, m.overall, m.repairs, m.alerts, m.delivered, m.failures, m.dropped,
-		m.heldDown, m.overlap, m.contracts, m.tickAge)
+	info := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "contractd_build_info",
+		Help:        "Always 1; the labels say which build of contractd runs.",
+		ConstLabels: prometheus.Labels{"version": build.Version, "revision": build.Revision, "goversion": build.GoVersion},
+	})
+	info.Set(1)
+	m.reg.MustRegister(m.runs, m.duration, m.agent, m.contract, m.lastRun, m.repairs, m.verified, m.alerts, m.delivered,
+		m.failures, m.dropped, m.heldDown, m.overlap, m.contracts, m.tickAge, info, m.probes)
 	if resident != nil {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "contractd_resident_sessions",
 			Help: "Resident sessions open to targets (one long-lived session per target chain, reused by every run).",
 		}, func() float64 { return float64(resident()) }))
 	}
-	prometheus.WrapRegistererWithPrefix("contractd_", m.reg).MustRegister(
+	m.reg.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	return m
 }
 
+// BuildInfo names the running build for contractd_build_info.
+type BuildInfo struct {
+	Version   string // the release, e.g. 1.4.0; "dev" for a local build
+	Revision  string // the VCS revision it was built from, when known
+	GoVersion string
+}
+
+// ReadBuildInfo returns the build's revision and Go version from the
+// binary's embedded build information, with version as given.
+func ReadBuildInfo(version string) BuildInfo {
+	b := BuildInfo{Version: version, GoVersion: runtime.Version()}
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" {
+				b.Revision = s.Value
+			}
+		}
+	}
+	if b.Version == "" {
+		b.Version = "dev"
+	}
+	return b
+}
+
 // add makes a contract's series exist at zero so a scrape shows them before
-// the first run.
-func (m *metrics) add(name string) {
+// the first run; lastRun, when known from the scheduler state, is when its
+// last run finished (before this daemon started).
+func (m *metrics) add(name string, lastRun time.Time) {
 	m.runs.WithLabelValues(name, ResultOK)
 	m.runs.WithLabelValues(name, ResultFailed)
 	m.runs.WithLabelValues(name, ResultSkippedOverlap)
 	m.runs.WithLabelValues(name, ResultCancelled)
+	m.repairs.WithLabelValues(name, engine.ActionRan)
+	m.repairs.WithLabelValues(name, engine.ActionFailed)
 	m.alerts.WithLabelValues(name)
 	m.overlap.WithLabelValues(name)
 	m.heldDown.WithLabelValues(name)
+	if !lastRun.IsZero() {
+		m.lastRun.WithLabelValues(name).Set(float64(lastRun.UnixNano()) / 1e9)
+	}
 }
 
 // forget drops every series of a contract whose file went away.
@@ -130,38 +187,52 @@ func (m *metrics) forget(name string) {
 	l := prometheus.Labels{"contract": name}
 	m.runs.DeletePartialMatch(l)
 	m.duration.DeletePartialMatch(l)
-	m.severity.DeletePartialMatch(l)
-	m.overall.DeletePartialMatch(l)
+	m.agent.DeletePartialMatch(l)
+	m.contract.DeletePartialMatch(l)
+	m.lastRun.DeletePartialMatch(l)
 	m.repairs.DeletePartialMatch(l)
+	m.verified.DeletePartialMatch(l)
 	m.alerts.DeletePartialMatch(l)
 	m.delivered.DeletePartialMatch(l)
 	m.failures.DeletePartialMatch(l)
 	m.dropped.DeletePartialMatch(l)
 	m.heldDown.DeletePartialMatch(l)
 	m.overlap.DeletePartialMatch(l)
+	m.probes.forget(name)
 }
 
-// record counts one finished run.
-func (m *metrics) record(name, result string, seconds float64, rep *engine.Report) {
+// record counts one finished run that ended at now.
+func (m *metrics) record(name, result string, seconds float64, rep *engine.Report, now time.Time) {
 	m.runs.WithLabelValues(name, result).Inc()
 	if result == ResultSkippedOverlap {
 		m.overlap.WithLabelValues(name).Inc()
 		return
 	}
 	m.duration.WithLabelValues(name).Observe(seconds)
-	if rep == nil {
+	if result == ResultOK || result == ResultFailed {
+		m.lastRun.WithLabelValues(name).Set(float64(now.UnixNano()) / 1e9)
+	}
+	if rep == nil || rep.Skipped != "" {
 		return
 	}
-	m.overall.WithLabelValues(name).Set(float64(rep.OverallSeverity))
-	m.severity.DeletePartialMatch(prometheus.Labels{"contract": name})
+	setState(m.contract.MustCurryWith(prometheus.Labels{"contract": name}), rep.OverallSeverity)
+	m.agent.DeletePartialMatch(prometheus.Labels{"contract": name})
 	for agent, a := range rep.Agents {
 		if a != nil {
-			m.severity.WithLabelValues(name, agent).Set(float64(a.Severity))
+			setState(m.agent.MustCurryWith(prometheus.Labels{"contract": name, "agent": agent}), a.Severity)
 		}
 	}
+	m.probes.set(name, rep)
 	for _, a := range rep.Actions {
-		if a != nil && isRepair(a) {
-			m.repairs.WithLabelValues(name, a.Status).Inc()
+		if a == nil || !ranRepair(a) {
+			continue
+		}
+		m.repairs.WithLabelValues(name, a.Status).Inc()
+		switch a.Verify {
+		case guard.Remediated:
+			m.verified.WithLabelValues(name, "remediated").Inc()
+		case guard.RemediationFailed:
+			m.verified.WithLabelValues(name, "remediation_failed").Inc()
 		}
 	}
 	for _, a := range rep.Alerts {
@@ -191,4 +262,84 @@ func (m *metrics) setHeld(name string, held bool) {
 		v = 1
 	}
 	m.heldDown.WithLabelValues(name).Set(v)
+}
+
+// setState sets the series of every state in v (curried down to the state
+// label): 1 for s, 0 for the others.
+func setState(v *prometheus.GaugeVec, s contracts.Severity) {
+	for _, st := range States {
+		g := 0.0
+		if st == s {
+			g = 1
+		}
+		v.WithLabelValues(st.String()).Set(g)
+	}
+}
+
+// probeValues exports the numeric fields contracts mark with
+// {export=true}, from each contract's last report: one gauge per field,
+// contractd_probe_FIELD{contract,stage,agent,step}, the field's dots made
+// underscores. The names come from the contracts, so the collector is
+// unchecked (it describes nothing up front).
+type probeValues struct {
+	mu   sync.Mutex
+	last map[string]*engine.Report
+}
+
+var _ prometheus.Collector = (*probeValues)(nil)
+
+func (p *probeValues) set(name string, rep *engine.Report) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.last[name] = rep
+}
+
+func (p *probeValues) forget(name string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	delete(p.last, name)
+}
+
+// Describe sends nothing: the metric names depend on the contracts loaded.
+func (p *probeValues) Describe(chan<- *prometheus.Desc) {}
+
+// Collect sends one gauge per exported field of every last report; of a
+// stage probed again after a repair, the values after it.
+func (p *probeValues) Collect(ch chan<- prometheus.Metric) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	descs := map[string]*prometheus.Desc{}
+	for name, rep := range p.last {
+		for _, st := range rep.Stages {
+			cur := st
+			if st.Verify != nil {
+				cur = st.Verify
+			}
+			for _, sp := range cur.Steps {
+				for field, v := range sp.Metrics {
+					metric := ProbeMetricName(field)
+					d := descs[metric]
+					if d == nil {
+						d = prometheus.NewDesc(metric, "The field "+field+" a contract exports ({export=true} on its health row), from the contract's last run.",
+							[]string{"contract", "stage", "agent", "step"}, nil)
+						descs[metric] = d
+					}
+					ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, name, st.ID, st.Agent, sp.ID)
+				}
+			}
+		}
+	}
+}
+
+// ProbeMetricName is the metric an exported field is shown as:
+// contractd_probe_ and the field with every character outside [a-zA-Z0-9_]
+// made an underscore (disk.used_pct → contractd_probe_disk_used_pct).
+func ProbeMetricName(field string) string {
+	b := []byte("contractd_probe_" + field)
+	for i, c := range b {
+		if !(c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z') {
+			b[i] = '_'
+		}
+	}
+	return string(b)
 }

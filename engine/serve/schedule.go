@@ -192,7 +192,7 @@ func (d *Daemon) tick(e *entry) {
 		e.state.LastResult = ResultSkippedOverlap
 		started := e.runStart
 		e.mu.Unlock()
-		d.metrics.record(e.name, ResultSkippedOverlap, 0, nil)
+		d.metrics.record(e.name, ResultSkippedOverlap, 0, nil, d.clock.Now())
 		d.logf("serve: %s: skipped_overlap: the run started %s ago is still going", e.name, now.Sub(started).Round(time.Millisecond))
 		d.save(e)
 		return
@@ -226,7 +226,7 @@ func (d *Daemon) RunNow(name string) (*engine.Report, error) {
 	if e.running {
 		e.state.SkippedOverlap++
 		e.mu.Unlock()
-		d.metrics.record(name, ResultSkippedOverlap, 0, nil)
+		d.metrics.record(name, ResultSkippedOverlap, 0, nil, d.clock.Now())
 		d.save(e)
 		return nil, fmt.Errorf("%s: %w", name, ErrOverlap)
 	}
@@ -324,7 +324,7 @@ func (d *Daemon) finish(e *entry, start time.Time, rep *engine.Report, runErr er
 	st := e.state
 	e.mu.Unlock()
 
-	d.metrics.record(e.name, result, now.Sub(start).Seconds(), rep)
+	d.metrics.record(e.name, result, now.Sub(start).Seconds(), rep, now)
 	d.metrics.setHeld(e.name, st.HeldDown)
 	switch result {
 	case ResultCancelled:
