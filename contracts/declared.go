@@ -3,6 +3,7 @@ package contracts
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -53,12 +54,32 @@ func (c *Contract) ownVars() []string {
 	return out
 }
 
+// ParseVarFlag splits a --var argument "key=value" (the value may hold
+// anything, = included). It fails when there is no "=" or the key cannot be
+// a var (CheckVarName).
+func ParseVarFlag(kv string) (key, value string, err error) {
+	k, v, ok := strings.Cut(kv, "=")
+	if !ok || k == "" {
+		return "", "", fmt.Errorf("--var %q: want key=value", kv)
+	}
+	if why := CheckVarName(k); why != "" {
+		return "", "", fmt.Errorf("--var %q: %s is %s", kv, k, why)
+	}
+	return k, v, nil
+}
+
 // CheckVarOverrides returns an error for the first --var name (in name
 // order) that no contract of cs declares, suggesting a declared name when
 // one is a likely typo; nil when every name is declared by at least one.
+// Nil contracts (ones that did not load) are skipped.
 // A --var is addressed to the contracts it is given with, so a name none
 // of them reads is a mistake, not a no-op.
 func CheckVarOverrides(cs []*Contract, vars map[string]string) error {
+	// One that did not load declares nothing anyone knows of.
+	cs = slices.DeleteFunc(slices.Clone(cs), func(c *Contract) bool { return c == nil })
+	if len(cs) == 0 {
+		return nil
+	}
 	names := make([]string, 0, len(vars))
 	for k := range vars {
 		names = append(names, k)

@@ -328,6 +328,12 @@ func (y *yamlShape) scan(t []byte, i int, node bool) *shapeError {
 			continue
 		case c == '#' && (i == 0 || t[i-1] == ' ' || t[i-1] == '\t'):
 			return nil
+		case (c == '&' || c == '!') && (node || inFlow):
+			// An anchor or a tag: the node it belongs to follows.
+			for i < len(t) && t[i] != ' ' && t[i] != '\t' && !(inFlow && (t[i] == ',' || t[i] == '[' || t[i] == ']' || t[i] == '{' || t[i] == '}')) {
+				i++
+			}
+			continue
 		case (c == '"' || c == '\'') && (node || inFlow):
 			y.quote = c
 			node = false

@@ -29,6 +29,10 @@ func TestNestingBombsAreRefusedBeforeParsing(t *testing.T) {
 			"bomb.md:5:38: error: YAML: nested deeper than 32 levels"},
 		{"flow mappings 40 KB", limitsHead + "vars: " + fill("{a: ", 20000) + "1" + fill("}", 10000) + "\n" + limitsBody,
 			"bomb.md:5:131: error: YAML: nested deeper than 32 levels"},
+		{"behind an anchor", limitsHead + "vars: &a " + fill("[", 20000) + fill("]", 20000) + "\n" + limitsBody,
+			"bomb.md:5:41: error: YAML: nested deeper than 32 levels"},
+		{"behind a tag", limitsHead + "vars: !!seq " + fill("[", 20000) + fill("]", 20000) + "\n" + limitsBody,
+			"bomb.md:5:44: error: YAML: nested deeper than 32 levels"},
 		{"bare braces 40 KB", limitsHead + "vars: " + fill("{", 20000) + fill("}", 20000) + "\n" + limitsBody,
 			"bomb.md:5:38: error: YAML: nested deeper than 32 levels"},
 		{"block mappings", limitsHead + func() string {

@@ -76,12 +76,9 @@ func (m *Main) loadWith(files []string, l loadFlags) ([]*contracts.Contract, int
 func (l *loadFlags) options() (contracts.Options, error) {
 	opts := contracts.Options{Inventory: l.inventory, Vars: map[string]string{}, MaxFileSize: int64(l.maxSize)}
 	for _, kv := range l.vars {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return opts, fmt.Errorf("--var %q: want key=value", kv)
-		}
-		if why := contracts.CheckVarName(k); why != "" {
-			return opts, fmt.Errorf("--var %q: %s is %s", kv, k, why)
+		k, v, err := contracts.ParseVarFlag(kv)
+		if err != nil {
+			return opts, err
 		}
 		opts.Vars[k] = v
 	}

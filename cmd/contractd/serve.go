@@ -6,7 +6,6 @@ import (
 	"errors"
 	"os"
 	"os/signal"
-	"slices"
 	"syscall"
 	"time"
 
@@ -52,7 +51,7 @@ func (m *Main) cmdServe(ctx context.Context, args []string) int {
 			m.errorf("serve: %v", err)
 			return exitFailed
 		}
-		if err := contracts.CheckVarOverrides(slices.DeleteFunc(cs, func(c *contracts.Contract) bool { return c == nil }), opts.Vars); err != nil {
+		if err := contracts.CheckVarOverrides(cs, opts.Vars); err != nil {
 			m.errorf("%v", err)
 			return exitUsage
 		}
