@@ -142,3 +142,20 @@ v.md:7:3: error: --var on=yes: on is declared here as true or false (true); "yes
 		t.Fatalf("got:\n%s\nwant:\n%s", ds, want)
 	}
 }
+
+// An http or tcp step probes from the engine's host or through via=; an
+// on= on it was accepted, shown by explain as where the probe ran, and
+// never used. It is refused.
+func TestProbeStepsRefuseOn(t *testing.T) {
+	for _, kind := range []string{"http", "tcp"} {
+		body := "GET http://127.0.0.1:1/"
+		if kind == "tcp" {
+			body = "127.0.0.1:1"
+		}
+		src := "---\nname: v\nruntime_contract: 2\ntargets:\n  hop: {ssh: root@10.0.0.1}\n---\n\n## Execution\n\n### S {#s}\n\n```" + kind + " {id=p on=hop}\n" + body + "\n```\n"
+		_, ds := contracts.Parse("v.md", []byte(src), contracts.Options{})
+		if want := "v.md:12:"; !strings.Contains(ds.String(), want) || !strings.Contains(ds.String(), "on applies only to bash and sh steps") {
+			t.Errorf("%s step with on=: %s", kind, ds)
+		}
+	}
+}

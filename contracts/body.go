@@ -335,6 +335,11 @@ func (b *bodyParser) fenced(f *ast.FencedCodeBlock) {
 			}
 		case "on":
 			st.On, meta.onPos = a.Value, p
+			if kind == KindHTTP || kind == KindTCP {
+				// The run probes http and tcp from the engine's host or
+				// through via=; an on= would be shown and never used.
+				b.d.errorf(p, "on applies only to bash and sh steps (an http or tcp step probes from the engine's host, or from an ssh target with via=)")
+			}
 		case "via":
 			st.Via, meta.viaPos = a.Value, p
 			if kind != KindHTTP && kind != KindTCP {
