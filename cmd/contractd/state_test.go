@@ -1,8 +1,10 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -96,5 +98,56 @@ func TestStatusSaysACorruptSnapshotWasMovedAside(t *testing.T) {
 	code, _, errs := runMain(t, "contractd", "status", "--state-dir", state, "fixme")
 	if code != 1 || !strings.Contains(errs, "fixme.snapshot.json: data: missing or null: moved aside to fixme.snapshot.json.corrupt-") {
 		t.Errorf("status: exit %d\n%s", code, errs)
+	}
+}
+
+// `contractd status` with no name is one line per contract in the state
+// dir, like `monit summary`: its state, agents healthy of all, the last
+// run's age and the open incidents; --json gives the same as a list. On
+// 02630f2 status needed a name and showed one nested snapshot.
+func TestStatusSummaryListsEveryContract(t *testing.T) {
+	state := t.TempDir()
+	held := heldContract(t, t.TempDir())
+	dir := t.TempDir()
+	fix := repairContract(t, dir)
+	src, _ := os.ReadFile(fix)
+	os.WriteFile(fix, []byte(strings.Replace(string(src), "| `echo x", "| `exit 1; echo x", 1)), 0o644)
+	os.WriteFile(filepath.Join(dir, "state"), []byte("bad\n"), 0o644)
+	for _, c := range []string{held, fix} {
+		if code, _, errs := runMain(t, "contractd", "run", "--quiet", "--verify-grace", "10ms", "--state-dir", state, c); code != 0 {
+			t.Fatalf("run %s: exit %d: %s", c, code, errs)
+		}
+	}
+	code, out, errs := runMain(t, "contractd", "status", "--state-dir", state)
+	if code != 0 {
+		t.Fatalf("status: exit %d: %s", code, errs)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != 3 || !strings.HasPrefix(lines[0], "CONTRACT") {
+		t.Fatalf("want a header and one line per contract:\n%s", out)
+	}
+	fixme := regexp.MustCompile(`^fixme +✖ critical +0/1 +\d+s ago +1 +box: `)
+	heldRow := regexp.MustCompile(`^held +✔ healthy +2/2 +\d+s ago +0`)
+	if !fixme.MatchString(lines[1]) || !heldRow.MatchString(lines[2]) {
+		t.Fatalf("rows:\n%s", out)
+	}
+	code, out, _ = runMain(t, "contractd", "status", "--json", "--state-dir", state)
+	var sums []struct {
+		Contract  string `json:"contract"`
+		Severity  string `json:"severity"`
+		AgentsOK  int    `json:"agents_ok"`
+		Total     int    `json:"agents_total"`
+		Incidents []struct {
+			Agent string `json:"agent"`
+		} `json:"open_incidents"`
+	}
+	if err := json.Unmarshal([]byte(out), &sums); err != nil || code != 0 {
+		t.Fatalf("status --json: exit %d, %v\n%s", code, err, out)
+	}
+	if len(sums) != 2 || sums[0].Contract != "fixme" || sums[0].Severity != "critical" || len(sums[0].Incidents) != 1 || sums[1].AgentsOK != 2 || sums[1].Total != 2 {
+		t.Fatalf("status --json: %+v", sums)
+	}
+	if code, out, _ := runMain(t, "contractd", "status", "--state-dir", t.TempDir()); code != 0 || !strings.Contains(out, "no contract has state") {
+		t.Fatalf("empty state dir: exit %d %q", code, out)
 	}
 }
