@@ -122,6 +122,7 @@ func (r *run) execBatch(ctx context.Context, sr *stageRun, tgt string, batch []*
 	}
 	bctx, cancel := context.WithTimeout(ctx, batchDeadline(cmds))
 	defer cancel()
+	bctx = r.probeContext(bctx, sr, batch...)
 	start := time.Now()
 	var results []transports.Result
 	if len(cmds) == 1 {
@@ -170,16 +171,32 @@ func (r *run) probeNative(ctx context.Context, sr *stageRun, step *contracts.Ste
 	if !ok {
 		return steps.FromResult(step, transports.Result{ExitCode: 1, Stderr: "unknown step kind " + step.Kind}, nil)
 	}
-	var d steps.Dialer
+	// The opener answers for the engine's own host too ("local": nil, a
+	// direct dial, from PoolOpener), so a replaying opener can answer
+	// every native probe.
+	via := "local"
 	if step.Via != "" {
-		var err error
-		if d, err = r.e.opts.Opener.Dialer(r.c, expandAttr(step.Via, sr.vars)); err != nil {
-			return steps.FromResult(step, transports.Result{}, fmt.Errorf("%w: %v", transports.ErrUnreachable, err))
-		}
+		via = expandAttr(step.Via, sr.vars)
+	}
+	d, err := r.e.opts.Opener.Dialer(r.c, via)
+	if err != nil {
+		return steps.FromResult(step, transports.Result{}, fmt.Errorf("%w: %v", transports.ErrUnreachable, err))
 	}
 	sctx, cancel := context.WithTimeout(ctx, r.e.stepTimeout(step))
 	defer cancel()
+	sctx = r.probeContext(sctx, sr, step)
 	return probe(sctx, step, steps.WithSecrets(sr.vars, r.secrets), d)
+}
+
+// probeContext names the stage and steps a probe is for in ctx (Probe),
+// keeping the Verify mark verify set.
+func (r *run) probeContext(ctx context.Context, sr *stageRun, list ...*contracts.Step) context.Context {
+	p, _ := ProbeFrom(ctx)
+	p.Contract, p.Stage, p.Agent, p.Steps = r.c.Name, sr.id, sr.agent, make([]string, len(list))
+	for i, st := range list {
+		p.Steps[i] = st.ID
+	}
+	return WithProbe(ctx, p)
 }
 
 // record judges a step with its table, in the environment of everything

@@ -324,7 +324,8 @@ func (r *run) act(ctx context.Context, u *unit, sr *stageRun, row *contracts.Act
 	r.mu.Lock()
 	r.fleet.Repairs++
 	r.mu.Unlock()
-	res, err := r.execAction(ctx, target, steps.Script(row.Action, sr.vars))
+	actx := WithProbe(ctx, Probe{Contract: r.c.Name, Stage: sr.id, Agent: u.agent, Action: cmd})
+	res, err := r.execAction(actx, target, steps.Script(row.Action, sr.vars))
 	if err != nil {
 		r.ended(intent, -1)
 	} else {

@@ -41,7 +41,7 @@ func (r *run) verify(ctx context.Context, jobs []*verifyJob) {
 				return
 			}
 			again := sr.again(r.c)
-			r.probeStage(ctx, again)
+			r.probeStage(WithProbe(ctx, Probe{Verify: true}), again)
 			sr.verified = again
 			sr.report.Verify = again.report
 			known := again.report.Status != StatusUnreachable && again.report.Severity != contracts.SeverityUnknown

@@ -50,6 +50,7 @@ func init() {
 		"run":         {"[flags] FILE... | NAME", "run contracts now and report", (*Main).cmdRun},
 		"lint":        {"[--strict] FILE...", "check contracts; print file:line:col diagnostics", (*Main).cmdLint},
 		"explain":     {"[--json] FILE", "show a contract's plan in order", (*Main).cmdExplain},
+		"test":        {"[-v] FILE.test.yaml | FILE.md ...", "check contracts against recorded outputs and expected verdicts, with no targets (NAME.test.yaml)", (*Main).cmdTest},
 		"status":      {"[--json] [--state-dir DIR] [NAME]", "one line per contract, or one contract's last snapshot and its age", (*Main).cmdStatus},
 		"history":     {"[-n N] [--json] [--state-dir DIR] NAME", "show a contract's recent runs", (*Main).cmdHistory},
 		"why":         {"[--state-dir DIR] NAME", "show the last run's actions with every guard's answer", (*Main).cmdWhy},

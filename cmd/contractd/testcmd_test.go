@@ -1,0 +1,107 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Every shipped contract has a test file, and `contractd test` passes on
+// each: the real engine, driven by recorded outputs and a fake clock,
+// comes to the severities, actions and alerts its author wrote down.
+func TestEveryShippedContractPassesItsTestFile(t *testing.T) {
+	contracts, _ := filepath.Glob("../../fixtures/contracts/*.md")
+	if len(contracts) == 0 {
+		t.Fatal("no contracts in fixtures/contracts")
+	}
+	for _, c := range contracts {
+		t.Run(filepath.Base(c), func(t *testing.T) {
+			tf := strings.TrimSuffix(c, ".md") + ".test.yaml"
+			if _, err := os.Stat(tf); err != nil {
+				t.Fatalf("%s has no test file %s (docs/contract-format.md, \"Testing a contract\")", c, filepath.Base(tf))
+			}
+			code, out, errs := runMain(t, "contractd", "test", tf)
+			if code != 0 || !strings.HasPrefix(out, "ok ") {
+				t.Fatalf("contractd test %s: exit %d\n%s%s", tf, code, out, errs)
+			}
+		})
+	}
+}
+
+// A wrong expectation fails the test with a readable diff: the severity
+// expected against the one seen, and "-" for an expected action the run
+// did not take, "+" for one it took. A test file that does not parse is
+// an error at its line and column.
+func TestContractTestShowsADiffOnAWrongExpectation(t *testing.T) {
+	dir := t.TempDir()
+	src, err := os.ReadFile("../../fixtures/contracts/a2a-selfheal.test.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := strings.Replace(string(src), "status: ran, action: systemctl --user restart lab-a2a-sol, verify: remediated", "status: ran, action: systemctl --user restart lab-a2a-ace, verify: remediated", 1)
+	wrong = strings.Replace(wrong, "      agents: {sol: critical}", "      agents: {sol: healthy}", 1)
+	if wrong == string(src) {
+		t.Fatal("the test file no longer has the lines this test changes")
+	}
+	tf := filepath.Join(dir, "a2a-selfheal.test.yaml")
+	os.WriteFile(tf, []byte("contract: "+mustAbs(t, "../../fixtures/contracts/a2a-selfheal.md")+"\n"+wrong), 0o644)
+	code, out, errs := runMain(t, "contractd", "test", tf)
+	if code != 1 {
+		t.Fatalf("exit %d, want 1\n%s%s", code, out, errs)
+	}
+	for _, want := range []string{
+		"FAIL  " + tf + "  (a2a-selfheal: 2 of 4 runs differ)",
+		`run 2 "wedged - restarted and verified": differs`,
+		"- action {agent: sol, status: ran, action: systemctl --user restart lab-a2a-ace, verify: remediated}   (expected; the run did not take it)",
+		"+ action {agent: sol, stage: sol, status: ran, action: systemctl --user restart lab-a2a-sol, verify: remediated,",
+		"agent sol: want healthy, got critical",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+
+	bad := filepath.Join(dir, "bad.test.yaml")
+	os.WriteFile(bad, []byte("runs:\n  - name: x\n    stepz: {}\n"), 0o644)
+	code, _, errs = runMain(t, "contractd", "test", bad)
+	if code != 2 || !strings.Contains(errs, bad+":3:5:") {
+		t.Fatalf("a mistyped key: exit %d, %q; want 2 and the key's line:col", code, errs)
+	}
+	missing := filepath.Join(dir, "gap.test.yaml")
+	os.WriteFile(missing, []byte("contract: "+mustAbs(t, "../../fixtures/contracts/a2a-selfheal.md")+"\nruns:\n  - steps:\n      sol/health: {http: {status: 200, body: {status: running}}}\n"), 0o644)
+	code, out, _ = runMain(t, "contractd", "test", missing)
+	if code != 1 || !strings.Contains(out, "step sol/dispatch: no recorded output") {
+		t.Fatalf("a step without a recording: exit %d\n%s", code, out)
+	}
+}
+
+func mustAbs(t *testing.T, p string) string {
+	t.Helper()
+	a, err := filepath.Abs(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// The test file in docs/contract-format.md ("Testing a contract") passes
+// as written.
+func TestDocumentedTestFilePasses(t *testing.T) {
+	doc, err := os.ReadFile("../../docs/contract-format.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const start = "```yaml\n# a2a-selfheal.test.yaml"
+	i := strings.Index(string(doc), start)
+	if i < 0 {
+		t.Fatal("docs/contract-format.md has no a2a-selfheal.test.yaml example")
+	}
+	body := string(doc[i+len("```yaml\n"):])
+	body = body[:strings.Index(body, "```")]
+	tf := filepath.Join(t.TempDir(), "a2a-selfheal.test.yaml")
+	os.WriteFile(tf, []byte("contract: "+mustAbs(t, "../../fixtures/contracts/a2a-selfheal.md")+"\n"+body), 0o644)
+	if code, out, errs := runMain(t, "contractd", "test", tf); code != 0 {
+		t.Fatalf("the documented test file: exit %d\n%s%s", code, out, errs)
+	}
+}

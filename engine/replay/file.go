@@ -1,0 +1,200 @@
+// Package replay is `contractd test`: it runs a contract through the real
+// engine against recorded step outputs instead of targets, on a fake
+// clock, and compares each run's severities, actions and alerts with what
+// the author's test file expects — the promtool `test rules` of contracts.
+//
+// Nothing is evaluated here: a replaying transport answers the engine's
+// commands and a replaying dialer its http and tcp probes from the
+// recording (engine.ProbeFrom names the step each one is for), and the
+// engine's own report is compared.
+package replay
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/goccy/go-yaml"
+)
+
+// File is a test file (NAME.test.yaml beside NAME.md), as documented in
+// docs/contract-format.md, "Testing a contract".
+type File struct {
+	// Contract is the contract file, relative to the test file; empty
+	// means the test file's name without .test.yaml, plus .md.
+	Contract string `yaml:"contract"`
+	// Inventory and Vars override the contract's, as --inventory and
+	// --var do (a URL pointed at http:// rather than https://, say).
+	Inventory string            `yaml:"inventory"`
+	Vars      map[string]string `yaml:"vars"`
+	// Start is the fake clock's time at the first run (RFC 3339); empty
+	// means 2026-01-01T00:00:00Z.
+	Start string `yaml:"start"`
+	Runs  []*Run `yaml:"runs"`
+
+	path string
+}
+
+// Run is one run of the contract: what its steps answer and what the run
+// must come to.
+type Run struct {
+	Name string `yaml:"name"`
+	// After is how long the fake clock moves before this run (e.g. 15m);
+	// empty means the contract's schedule interval. The first run starts
+	// at Start.
+	After string `yaml:"after"`
+	// Steps are the recorded outputs by "stage/step" (a for_each stage as
+	// written in the report: "lab[sol]/health"). A run keeps the outputs
+	// of the run before it and replaces those it lists.
+	Steps map[string]*Output `yaml:"steps"`
+	// AfterRepair are the outputs of the probe after a repair (by
+	// "stage/step"); a step not listed answers as in Steps.
+	AfterRepair map[string]*Output `yaml:"after_repair"`
+	// Repairs are the outputs of repair commands, by the command as the
+	// report names it; a repair not listed exits 0.
+	Repairs map[string]*Output `yaml:"repairs"`
+	Expect  Expect             `yaml:"expect"`
+}
+
+// Output is what one step or repair answered.
+type Output struct {
+	Stdout string `yaml:"stdout"`
+	Stderr string `yaml:"stderr"`
+	Exit   int    `yaml:"exit"`
+	// Timeout: the command ran past its timeout (exec), or nothing
+	// answered before the step's deadline (http, tcp).
+	Timeout bool `yaml:"timeout"`
+	// Unreachable: the target could not be reached at all (a transport
+	// error, not a probe that failed).
+	Unreachable bool `yaml:"unreachable"`
+	// Refused: an http or tcp probe's connection was refused
+	// (http_status "000").
+	Refused bool `yaml:"refused"`
+	// HTTP is an http step's answer; a tcp step connects when neither
+	// Refused, Timeout nor Unreachable is set.
+	HTTP *HTTPOutput `yaml:"http"`
+}
+
+// HTTPOutput is an http step's recorded answer.
+type HTTPOutput struct {
+	Status  int               `yaml:"status"`
+	Headers map[string]string `yaml:"headers"`
+	// Body is the answer's body: a string as it is, anything else as
+	// JSON (with Content-Type: application/json unless Headers set one).
+	Body any `yaml:"body"`
+}
+
+// Expect is what a run must come to. Only what is given is checked.
+type Expect struct {
+	// Overall is the run's overall severity.
+	Overall string `yaml:"overall"`
+	// Agents are agents' severities after the run, by agent.
+	Agents map[string]string `yaml:"agents"`
+	// Actions, when given, are every action of the run but log and
+	// monitor rows, in any order: each matches one action on the fields
+	// it gives, and no action is left over. `actions: []` means none.
+	Actions *[]ActionExpect `yaml:"actions"`
+	// Alerts, when given, are every message of the run, in any order,
+	// matched the same way. `alerts: []` means none.
+	Alerts *[]AlertExpect `yaml:"alerts"`
+}
+
+// ActionExpect matches an action of the report on the fields it gives.
+type ActionExpect struct {
+	Agent     string `yaml:"agent"`
+	Stage     string `yaml:"stage"`
+	Action    string `yaml:"action"`    // the command, or alert/escalate
+	Status    string `yaml:"status"`    // ran, failed, pending, blocked, report-only, …
+	Guard     string `yaml:"guard"`     // the guard that decided: debounce, budget, …
+	Verify    string `yaml:"verify"`    // remediated, remediation failed
+	Condition string `yaml:"condition"` // the row's condition as written
+}
+
+// AlertExpect matches a message of the report on the fields it gives.
+type AlertExpect struct {
+	Kind      string `yaml:"kind"` // open, reminder, resolved, repair, escalate
+	Agent     string `yaml:"agent"`
+	Condition string `yaml:"condition"`
+	Severity  string `yaml:"severity"`
+	Text      string `yaml:"text"` // a part of the text
+}
+
+// ErrFile is wrapped by every error about the test file itself.
+var ErrFile = errors.New("bad test file")
+
+// Load reads and checks a test file. Its errors wrap ErrFile and name
+// FILE:LINE:COL where the YAML says where.
+func Load(path string) (*File, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrFile, err)
+	}
+	var f File
+	if err := yaml.UnmarshalWithOptions(src, &f, yaml.Strict()); err != nil {
+		var ye yaml.Error
+		if errors.As(err, &ye) {
+			if tok := ye.GetToken(); tok != nil && tok.Position != nil {
+				return nil, fmt.Errorf("%w: %s:%d:%d: %s", ErrFile, path, tok.Position.Line, tok.Position.Column, ye.GetMessage())
+			}
+			return nil, fmt.Errorf("%w: %s: %s", ErrFile, path, ye.GetMessage())
+		}
+		return nil, fmt.Errorf("%w: %s: %v", ErrFile, path, err)
+	}
+	f.path = path
+	if f.Contract == "" {
+		f.Contract = strings.TrimSuffix(filepath.Base(path), ".test.yaml") + ".md"
+	}
+	if len(f.Runs) == 0 {
+		return nil, fmt.Errorf("%w: %s: no runs", ErrFile, path)
+	}
+	if _, err := f.start(); err != nil {
+		return nil, fmt.Errorf("%w: %s: start: %v", ErrFile, path, err)
+	}
+	for i, r := range f.Runs {
+		if r == nil {
+			return nil, fmt.Errorf("%w: %s: run %d is empty", ErrFile, path, i+1)
+		}
+		if r.After != "" {
+			if d, err := time.ParseDuration(r.After); err != nil || d < 0 {
+				return nil, fmt.Errorf("%w: %s: run %d: after %q is not a duration such as 15m", ErrFile, path, i+1, r.After)
+			}
+		}
+		for _, m := range []map[string]*Output{r.Steps, r.AfterRepair} {
+			for k, o := range m {
+				if !strings.Contains(k, "/") {
+					return nil, fmt.Errorf("%w: %s: run %d: step %q: write it as stage/step", ErrFile, path, i+1, k)
+				}
+				if o == nil {
+					return nil, fmt.Errorf("%w: %s: run %d: step %q has no output", ErrFile, path, i+1, k)
+				}
+			}
+		}
+	}
+	return &f, nil
+}
+
+// ContractPath is the contract file the test runs.
+func (f *File) ContractPath() string {
+	if filepath.IsAbs(f.Contract) {
+		return f.Contract
+	}
+	return filepath.Join(filepath.Dir(f.path), f.Contract)
+}
+
+func (f *File) start() (time.Time, error) {
+	if f.Start == "" {
+		return time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), nil
+	}
+	return time.Parse(time.RFC3339, f.Start)
+}
+
+// label names run i (0-based) in messages: `run 2 "pipeline blocks"`.
+func (f *File) label(i int) string {
+	if n := f.Runs[i].Name; n != "" {
+		return fmt.Sprintf("run %d %q", i+1, n)
+	}
+	return fmt.Sprintf("run %d", i+1)
+}

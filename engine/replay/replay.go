@@ -1,0 +1,356 @@
+package replay
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine"
+	"github.com/contractd/contractd/engine/notify"
+	"github.com/contractd/contractd/steps"
+	"github.com/contractd/contractd/transports"
+)
+
+// Result is what a test file came to.
+type Result struct {
+	File     string
+	Contract string
+	Runs     []RunResult
+}
+
+// RunResult is one run's verdict: the differences between what was
+// expected and what the engine reported, none when it passed.
+type RunResult struct {
+	Label    string
+	Severity contracts.Severity
+	Diffs    []string
+	Report   *engine.Report
+}
+
+// Failed reports whether any run differs from its expectations.
+func (r *Result) Failed() bool {
+	for _, run := range r.Runs {
+		if len(run.Diffs) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Test runs the test file at path. It returns an error wrapping ErrFile
+// when the test file or its contract does not load (with the contract's
+// diagnostics), and an error when the engine itself fails; differences
+// are in the Result.
+func Test(ctx context.Context, path string) (*Result, error) {
+	f, err := Load(path)
+	if err != nil {
+		return nil, err
+	}
+	c, diags := contracts.LoadFile(f.ContractPath(), contracts.Options{Inventory: inventoryPath(f), Vars: f.Vars})
+	if diags.HasErrors() || c == nil {
+		return nil, fmt.Errorf("%w: %s: contract %s does not load:\n%v", ErrFile, path, f.ContractPath(), diags.Err())
+	}
+	// Nothing leaves the machine: the contract's routes and log file are
+	// replaced by one that records, so alerts[] says what a run would send.
+	c.Notify, c.Log = nil, ""
+	state, err := os.MkdirTemp("", "contractd-test-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(state)
+	start, _ := f.start()
+	clk := &clock{now: start}
+	rp := &replayer{}
+	secrets := map[string]string{}
+	for _, s := range c.Secrets {
+		secrets[s] = "test-secret-" + s
+	}
+	eng, err := engine.New(engine.Options{
+		StateDir: state, Opener: &opener{rp}, Now: clk.Now, Sleep: clk.sleep,
+		Getenv:    func(k string) string { return secrets[k] },
+		Notifiers: []notify.Notifier{recorder{}},
+	})
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{File: path, Contract: c.Name}
+	for i, run := range f.Runs {
+		if i > 0 {
+			d := c.Schedule.Every
+			if run.After != "" {
+				d, _ = time.ParseDuration(run.After)
+			}
+			clk.advance(d)
+		}
+		rp.next(run)
+		rep, err := eng.Run(ctx, c)
+		if err != nil {
+			return res, fmt.Errorf("%s: %s: the engine failed: %w", path, f.label(i), err)
+		}
+		rr := RunResult{Label: f.label(i), Report: rep, Severity: rep.OverallSeverity}
+		rr.Diffs = append(rr.Diffs, rp.missing()...)
+		rr.Diffs = append(rr.Diffs, compare(run.Expect, rep)...)
+		res.Runs = append(res.Runs, rr)
+	}
+	return res, nil
+}
+
+func inventoryPath(f *File) string {
+	if f.Inventory == "" || filepath.IsAbs(f.Inventory) {
+		return f.Inventory
+	}
+	return filepath.Join(filepath.Dir(f.path), f.Inventory)
+}
+
+// clock is the fake clock: it moves only when a run is due (advance) and
+// when the engine waits out a verify grace (sleep), at once.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// sleep moves the clock to at least d past when it was called, so stages
+// verifying at once wait the longest grace, not the sum of them.
+func (c *clock) sleep(ctx context.Context, d time.Duration) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t := c.now.Add(d); t.After(c.now) {
+		c.now = t
+	}
+	return ctx.Err()
+}
+
+// replayer holds the outputs of the current run and what was asked of it
+// that the recording lacks.
+type replayer struct {
+	mu      sync.Mutex
+	steps   map[string]*Output
+	after   map[string]*Output
+	repairs map[string]*Output
+	lacking map[string]bool
+}
+
+// next makes run the current one: its steps over the last run's.
+func (r *replayer) next(run *Run) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.steps == nil {
+		r.steps = map[string]*Output{}
+	}
+	for k, o := range run.Steps {
+		r.steps[k] = o
+	}
+	r.after, r.repairs, r.lacking = run.AfterRepair, run.Repairs, map[string]bool{}
+}
+
+// output is the recorded answer of stage/step; nil (noted) when there is none.
+func (r *replayer) output(p engine.Probe, step string) *Output {
+	key := p.Stage + "/" + step
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if p.Verify {
+		if o, ok := r.after[key]; ok {
+			return o
+		}
+	}
+	if o, ok := r.steps[key]; ok {
+		return o
+	}
+	r.lacking[key] = true
+	return nil
+}
+
+func (r *replayer) repair(action string) *Output {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if o, ok := r.repairs[action]; ok {
+		return o
+	}
+	return &Output{}
+}
+
+// missing names the steps the engine probed that the recording lacks.
+func (r *replayer) missing() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []string
+	for k := range r.lacking {
+		out = append(out, fmt.Sprintf("step %s: no recorded output (add it under steps:); it ran as unreachable", k))
+	}
+	sort.Strings(out)
+	return out
+}
+
+// opener hands the engine replaying transports and dialers.
+type opener struct{ r *replayer }
+
+var _ engine.Opener = (*opener)(nil)
+
+func (o *opener) Open(c *contracts.Contract, target string) (transports.Transport, error) {
+	return &transport{r: o.r, target: target}, nil
+}
+
+func (o *opener) Dialer(c *contracts.Contract, target string) (steps.Dialer, error) {
+	return dialer{r: o.r}, nil
+}
+
+// transport answers exec steps and repairs from the recording.
+type transport struct {
+	r      *replayer
+	target string
+}
+
+var _ transports.Transport = (*transport)(nil)
+
+func (t *transport) String() string { return "replay " + t.target }
+
+func (t *transport) Exec(ctx context.Context, cmd transports.Command) (transports.Result, error) {
+	p, ok := engine.ProbeFrom(ctx)
+	switch {
+	case !ok:
+		return transports.Result{}, fmt.Errorf("%w: replay: a command with no probe named", transports.ErrUnreachable)
+	case p.Action != "":
+		return result(t.r.repair(p.Action))
+	case len(p.Steps) == 0:
+		return transports.Result{}, fmt.Errorf("%w: replay: a probe with no step", transports.ErrUnreachable)
+	}
+	return result(t.r.output(p, p.Steps[0]))
+}
+
+// ExecBatch answers each step in turn; like a real batch whose session
+// dies, an unreachable step ends it and the rest did not run.
+func (t *transport) ExecBatch(ctx context.Context, cmds []transports.Command) ([]transports.Result, error) {
+	p, ok := engine.ProbeFrom(ctx)
+	if !ok || len(p.Steps) != len(cmds) {
+		return nil, fmt.Errorf("%w: replay: a batch whose steps are not named", transports.ErrUnreachable)
+	}
+	out := make([]transports.Result, len(cmds))
+	for i := range cmds {
+		res, err := result(t.r.output(p, p.Steps[i]))
+		if err != nil {
+			for j := i; j < len(cmds); j++ {
+				out[j] = transports.Result{ExitCode: -1, NotRun: true}
+			}
+			return out, err
+		}
+		out[i] = res
+	}
+	return out, nil
+}
+
+// result turns a recorded output into what a transport returns.
+func result(o *Output) (transports.Result, error) {
+	if o == nil {
+		return transports.Result{}, fmt.Errorf("%w: no recorded output", transports.ErrUnreachable)
+	}
+	if o.Unreachable {
+		return transports.Result{}, fmt.Errorf("%w: recorded unreachable", transports.ErrUnreachable)
+	}
+	res := transports.Result{Stdout: o.Stdout, Stderr: o.Stderr, ExitCode: o.Exit, TimedOut: o.Timeout,
+		StdoutBytes: int64(len(o.Stdout)), StderrBytes: int64(len(o.Stderr))}
+	if o.Timeout && o.Exit == 0 {
+		res.ExitCode = 124 // what `timeout` exits with
+	}
+	return res, nil
+}
+
+// dialer answers http and tcp probes: an http answer is served over an
+// in-memory connection to the engine's own HTTP client.
+type dialer struct{ r *replayer }
+
+func (d dialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	p, ok := engine.ProbeFrom(ctx)
+	if !ok || len(p.Steps) == 0 {
+		return nil, fmt.Errorf("%w: replay: a dial with no step named", transports.ErrUnreachable)
+	}
+	o := d.r.output(p, p.Steps[0])
+	switch {
+	case o == nil:
+		return nil, fmt.Errorf("%w: no recorded output", transports.ErrUnreachable)
+	case o.Unreachable:
+		return nil, fmt.Errorf("%w: recorded unreachable", transports.ErrUnreachable)
+	case o.Refused:
+		return nil, &net.OpError{Op: "dial", Net: network, Err: syscall.ECONNREFUSED}
+	case o.Timeout:
+		// At once: the fake clock does not wait, and neither does a test.
+		return nil, &net.OpError{Op: "dial", Net: network, Err: timeoutError{}}
+	}
+	client, server := net.Pipe()
+	go serve(server, o.HTTP)
+	return client, nil
+}
+
+// serve answers one request on conn with h (a tcp probe's connection, h
+// nil, is only held open until the prober closes it).
+func serve(conn net.Conn, h *HTTPOutput) {
+	defer conn.Close()
+	if h == nil {
+		_, _ = io.Copy(io.Discard, conn)
+		return
+	}
+	req, err := http.ReadRequest(bufio.NewReader(conn))
+	if err != nil {
+		return
+	}
+	_, _ = io.Copy(io.Discard, req.Body)
+	var body []byte
+	header := http.Header{}
+	switch b := h.Body.(type) {
+	case nil:
+	case string:
+		body = []byte(b)
+	default:
+		body, _ = json.Marshal(b)
+		header.Set("Content-Type", "application/json")
+	}
+	for k, v := range h.Headers {
+		header.Set(k, v)
+	}
+	status := h.Status
+	if status == 0 {
+		status = http.StatusOK
+	}
+	resp := &http.Response{StatusCode: status, Status: strconv.Itoa(status) + " " + http.StatusText(status),
+		ProtoMajor: 1, ProtoMinor: 1, Header: header, ContentLength: int64(len(body)),
+		Body: io.NopCloser(strings.NewReader(string(body))), Close: true, Request: req}
+	_ = resp.Write(conn)
+}
+
+// recorder stands in for the contract's notify routes: every message is
+// delivered to it, and nowhere else.
+type recorder struct{}
+
+func (recorder) Name() string                                       { return "test" }
+func (recorder) Notify(ctx context.Context, m notify.Message) error { return nil }
+
+// timeoutError is a recorded timeout, as net reports one.
+type timeoutError struct{}
+
+func (timeoutError) Error() string   { return "i/o timeout (recorded)" }
+func (timeoutError) Timeout() bool   { return true }
+func (timeoutError) Temporary() bool { return true }
