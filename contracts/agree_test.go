@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine/notify"
 	"github.com/contractd/contractd/transports"
 )
 
@@ -157,5 +158,33 @@ func TestProbeStepsRefuseOn(t *testing.T) {
 		if want := "v.md:12:"; !strings.Contains(ds.String(), want) || !strings.Contains(ds.String(), "on applies only to bash and sh steps") {
 			t.Errorf("%s step with on=: %s", kind, ds)
 		}
+	}
+}
+
+// A webhook or zulip URL lint accepts is one the notifier can be built
+// with, and one it refuses is a lint error: both read CheckHTTPURL.
+func TestNotifyURLLintAgreesWithNotifier(t *testing.T) {
+	for _, u := range []string{
+		"https://hooks.example/x", "http://127.0.0.1:8080/hook", "http://[::1]:80/",
+		"http://h:99999/x", "http://h:0/", "ftp://h/x", "http:///x", "127.0.0.1:80", "http://h x/",
+	} {
+		t.Run(u, func(t *testing.T) {
+			src := "---\nname: v\nruntime_contract: 2\nnotify:\n  - {webhook: {url: " + quote(u) + "}}\n---\n"
+			c, ds := contracts.Parse("v.md", []byte(src), contracts.Options{})
+			lintOK := !ds.HasErrors()
+			var buildErr error
+			if lintOK {
+				_, errs := notify.NewAll(c.Notify, notify.Deps{Getenv: func(string) string { return "" }})
+				if len(errs) > 0 {
+					buildErr = errs[0]
+				}
+			}
+			if lintOK && buildErr != nil {
+				t.Fatalf("lint accepted %q, the notifier refused it: %v", u, buildErr)
+			}
+			if want := !strings.Contains(u, ":99999") && !strings.Contains(u, ":0/") && strings.HasPrefix(u, "http") && !strings.Contains(u, "///") && !strings.Contains(u, " "); lintOK != want {
+				t.Fatalf("lint accepts %q: %v, want %v (%s)", u, lintOK, want, ds)
+			}
+		})
 	}
 }

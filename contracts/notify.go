@@ -261,8 +261,7 @@ func (o NotifierOption) parse(text string, f reflect.Value) error {
 		}
 		return fmt.Errorf("must be %s, got %q", strings.Join(o.Enum, " or "), text)
 	case "url":
-		u, err := url.Parse(text)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		if err := CheckHTTPURL(text); err != nil {
 			return fmt.Errorf("expected an http or https URL, got %q", redactURL(text))
 		}
 	case "env":
@@ -280,6 +279,22 @@ func (o NotifierOption) parse(text string, f reflect.Value) error {
 
 // redactURL keeps only the scheme and host of a URL-looking string, since
 // webhook URLs often carry their secret in the path.
+// CheckHTTPURL is the one rule for a URL a notifier posts to, read by lint
+// and by the notifier alike: http or https, a host, a port (when written)
+// in 1..65535. Its error names only the URL's scheme and host.
+func CheckHTTPURL(s string) error {
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
+		return fmt.Errorf("%q is not an http(s) URL", redactURL(s))
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return fmt.Errorf("%q: port %q is not a number in 1..65535", redactURL(s), p)
+		}
+	}
+	return nil
+}
+
 func redactURL(s string) string {
 	if u, err := url.Parse(s); err == nil && u.Host != "" {
 		return u.Scheme + "://" + u.Host + "/…"

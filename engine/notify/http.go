@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/contractd/contractd/contracts"
 )
 
 // poster sends one HTTP request with a per-attempt timeout and retries with
@@ -29,10 +31,10 @@ func newPoster(deps Deps, rawURL string, timeout time.Duration, retries int, bac
 	if p.client == nil {
 		p.client = &http.Client{}
 	}
-	u, err := url.Parse(rawURL)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return p, fmt.Errorf("%w: %q is not an http(s) URL", ErrConfig, redactURL(rawURL))
+	if err := contracts.CheckHTTPURL(rawURL); err != nil {
+		return p, fmt.Errorf("%w: %v", ErrConfig, err)
 	}
+	u, _ := url.Parse(rawURL)
 	p.where = u.Scheme + "://" + u.Host
 	if p.timeout <= 0 || p.backoff <= 0 || p.retries < 0 {
 		return p, fmt.Errorf("%w: timeout and backoff must be positive, retries at least 0", ErrConfig)

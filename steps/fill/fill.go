@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 
 	"github.com/contractd/contractd/transports/addr"
@@ -152,8 +153,13 @@ func URL(tmpl string, vals map[string]string) (string, error) {
 	b.WriteString(tmpl[last:])
 	out := b.String()
 	u, err := url.Parse(out)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Hostname() == "" {
 		return "", fmt.Errorf("URL %s: not an http or https URL with a host once filled", tmpl)
+	}
+	if p := u.Port(); p != "" {
+		if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+			return "", fmt.Errorf("URL %s: port %q is not a number in 1..65535", tmpl, p)
+		}
 	}
 	return out, nil
 }

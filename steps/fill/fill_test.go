@@ -18,6 +18,7 @@ func TestURL(t *testing.T) {
 		"query": "http://h/?x=1",
 		"space": "http://h /",
 		"ftp":   "ftp://h",
+		"big":   "99999",
 	}
 	for _, tc := range []struct{ name, tmpl, want, err string }{
 		{"base URL", "${base}/check", "http://127.0.0.1:8080/check", ""},
@@ -29,6 +30,7 @@ func TestURL(t *testing.T) {
 		{"a base URL with a query is refused", "${query}/x", "", "must not carry a query"},
 		{"a space in a base URL is refused", "${space}", "", "space or control"},
 		{"not http", "${ftp}/x", "", "not an http or https URL"},
+		{"a port out of range", "http://127.0.0.1:${big}/", "", `port "99999" is not a number in 1..65535`},
 		{"unset", "${base}/?t=${TOKEN}", "", "${TOKEN} is not set"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
