@@ -67,6 +67,9 @@ func (r *run) env(sc scope) map[string]any {
 		if sr.item != nil {
 			env["item"] = sr.item
 		}
+	} else {
+		// The escalation table reads the contract's vars too.
+		env["vars"] = r.c.StageValues(nil)
 	}
 	if sc.severity != "" {
 		env["severity"] = sc.severity
