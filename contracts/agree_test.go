@@ -188,3 +188,22 @@ func TestNotifyURLLintAgreesWithNotifier(t *testing.T) {
 		})
 	}
 }
+
+// restarts(agent, window) counts 0 for a window that is not a duration, so
+// a row like `restarts("abiba", "1 hour") > 3` never held; lint refuses
+// the window.
+func TestRestartsWindowIsADuration(t *testing.T) {
+	for _, tc := range []struct{ window, err string }{
+		{"1h", ""},
+		{"90m", ""},
+		{"1 hour", `restarts(agent, "1 hour"): the window must be a duration like 1h or 30m`},
+		{"0s", `restarts(agent, "0s")`},
+	} {
+		src := "---\nname: v\nruntime_contract: 2\n---\n\n## Execution\n\n### S {#s agent=a}\n\n```bash {id=p}\necho up\n```\n\n" +
+			"| Condition | Action |\n|---|---|\n| `restarts(\"a\", \"" + tc.window + "\") > 3` | Alert — crash loop |\n"
+		_, ds := contracts.Parse("v.md", []byte(src), contracts.Options{})
+		if tc.err == "" && ds.HasErrors() || tc.err != "" && !strings.Contains(ds.String(), tc.err) {
+			t.Errorf("window %q: %s", tc.window, ds)
+		}
+	}
+}

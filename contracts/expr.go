@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/ast"
@@ -91,6 +92,10 @@ type compiled struct {
 	err    error
 	idents []ident
 	reads  []string // readPaths of the expression
+	// badWindows are literal windows of restarts(agent, window) that are
+	// not a positive duration: the run counts 0 for them, so the call
+	// could never hold.
+	badWindows []string
 }
 
 // calls reports whether the expression calls the named function.
@@ -168,7 +173,7 @@ func (c *exprCache) get(text string, value bool) *compiled {
 		r.prog, r.err = Compile(text)
 	}
 	if r.err == nil {
-		r.idents = collectIdents(r.prog.Node())
+		r.idents, r.badWindows = collectIdents(r.prog.Node())
 		r.reads = readPaths(r.prog.Node())
 	}
 	if c != nil {
@@ -194,8 +199,9 @@ func exprErrorColumn(err error) (int, string) {
 }
 
 type identCollector struct {
-	found    map[string]*ident
-	declared map[string]bool
+	found      map[string]*ident
+	declared   map[string]bool
+	badWindows []string
 }
 
 func (v *identCollector) Visit(n *ast.Node) {
@@ -211,6 +217,13 @@ func (v *identCollector) Visit(n *ast.Node) {
 	case *ast.CallNode:
 		if id, ok := x.Callee.(*ast.IdentifierNode); ok {
 			v.add(id.Value, false, true)
+			if id.Value == "restarts" && len(x.Arguments) == 2 {
+				if w, ok := x.Arguments[1].(*ast.StringNode); ok {
+					if d, err := time.ParseDuration(w.Value); err != nil || d <= 0 {
+						v.badWindows = append(v.badWindows, w.Value)
+					}
+				}
+			}
 		}
 	}
 }
@@ -291,9 +304,9 @@ func readPaths(n ast.Node) []string {
 }
 
 // collectIdents lists the free names an expression reads, sorted.
-func collectIdents(n ast.Node) []ident {
+func collectIdents(n ast.Node) ([]ident, []string) {
 	if n == nil {
-		return nil
+		return nil, nil
 	}
 	v := &identCollector{found: map[string]*ident{}, declared: map[string]bool{}}
 	ast.Walk(&n, v)
@@ -305,5 +318,5 @@ func collectIdents(n ast.Node) []ident {
 		out = append(out, *id)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
-	return out
+	return out, v.badWindows
 }

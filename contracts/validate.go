@@ -147,6 +147,9 @@ func (b *bodyParser) checkTargets() {
 
 func (b *bodyParser) lintIdents() {
 	for _, u := range b.uses {
+		for _, w := range u.c.badWindows {
+			b.d.errorf(u.pos, "restarts(agent, %q): the window must be a duration like 1h or 30m (the run would count 0)", w)
+		}
 		for _, id := range u.c.idents {
 			known := scopeNames[u.scope][id.Name] ||
 				u.scope != scopeEscalation && (b.fields[id.Name] || b.stepIDs[id.Name] != Pos{})
