@@ -30,6 +30,8 @@ const (
 	scopeCell scope = iota
 	scopeAction
 	scopeEscalation
+	scopeSnapshot      // a top-level Maintains key's Value
+	scopeAgentSnapshot // a per-agent Maintains key's Value
 )
 
 // stageMeta and stepMeta keep attribute positions for the checks that run
@@ -60,6 +62,9 @@ type bodyParser struct {
 	stageMeta map[*Stage]*stageMeta
 	stepMeta  map[*Step]*stepMeta
 	schemaOK  bool
+	// snapshotRows are the `Key | Value` rows, bound once the whole body
+	// is read (bindSnapshotValues).
+	snapshotRows []snapshotBinding
 }
 
 func newBodyParser(s *source, d *diags, c *Contract, cache *exprCache) *bodyParser {
@@ -1208,13 +1213,9 @@ func (b *bodyParser) agentSchema(f *ast.FencedCodeBlock) {
 	b.c.Maintains.Agents = agents
 }
 
-// snapshotValues reads the `Key | Value` table under the per-agent schema:
-// for each key, the expression that fills it from the agent's steps.
+// snapshotValues reads a `Key | Value` table under `## Maintains`: for each
+// key, the expression that fills it (see bindSnapshotValues).
 func (b *bodyParser) snapshotValues(header []cell, rows [][]cell) {
-	if !b.schemaOK {
-		b.d.errorf(header[0].pos, "the Key | Value table must follow the per-agent snapshot JSON example")
-		return
-	}
 	for i := 2; i < len(header); i++ {
 		b.d.errorf(header[i].pos, "unknown snapshot-table column %q", strings.TrimSpace(header[i].text))
 	}
@@ -1223,34 +1224,12 @@ func (b *bodyParser) snapshotValues(header []cell, rows [][]cell) {
 			continue
 		}
 		name := unquoteTicks(row[0].text)
-		var shared *MaintainedKey
-		for _, k := range b.c.Maintains.Agent {
-			if k.Name == name {
-				shared = k
-			}
-		}
-		if shared == nil {
-			b.d.errorf(row[0].pos, "%q is not a key of the per-agent snapshot example", name)
-			continue
-		}
 		src := strings.TrimSpace(row[1].text)
 		text := unquoteTicks(src)
 		if text == "" {
 			b.d.errorf(row[1].pos, "snapshot key %s needs a value expression", name)
 			continue
 		}
-		comp := b.compile(text, true, src, row[1].pos)
-		if comp == nil {
-			continue
-		}
-		b.uses = append(b.uses, exprUse{c: comp, pos: row[1].pos, scope: scopeAction})
-		shared.Value, shared.Program = text, comp.prog
-		for _, keys := range b.c.Maintains.PerAgent {
-			for _, k := range keys {
-				if k.Name == name {
-					k.Value, k.Program = text, comp.prog
-				}
-			}
-		}
+		b.snapshotRows = append(b.snapshotRows, snapshotBinding{name: name, text: text, src: src, keyPos: row[0].pos, valPos: row[1].pos})
 	}
 }

@@ -580,8 +580,10 @@ func TestPerAgentSnapshotKeys(t *testing.T) {
 	for _, k := range m.PerAgent["tanko"] {
 		switch k.Name {
 		case "platform":
-			if k.Example != "dsh" || k.Program != nil {
-				t.Errorf("platform: example %v, program %v", k.Example, k.Program)
+			// The contract binds it to its example's constant.
+			v, ok := k.Fill(map[string]any{"example": map[string]any{"platform": k.Example}})
+			if k.Example != "dsh" || !ok || v != "dsh" {
+				t.Errorf("platform: example %v, filled %v %v", k.Example, v, ok)
 			}
 		case "http_status":
 			if k.Example != int64(200) || k.Type != "int" {

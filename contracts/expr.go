@@ -35,9 +35,11 @@ var escalationNames = []string{"critical_count", "degraded_count", "unreachable_
 
 // scopeNames are the built-in names of each expression scope, read-only.
 var scopeNames = map[scope]map[string]bool{
-	scopeCell:       nameSet(cellNames),
-	scopeAction:     nameSet(actionNames),
-	scopeEscalation: nameSet(escalationNames),
+	scopeCell:          nameSet(cellNames),
+	scopeAction:        nameSet(actionNames),
+	scopeEscalation:    nameSet(escalationNames),
+	scopeSnapshot:      nameSet(SnapshotNames),
+	scopeAgentSnapshot: nameSet(append(append([]string{}, actionNames...), AgentSnapshotNames...)),
 }
 
 func nameSet(names []string) map[string]bool {

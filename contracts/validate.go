@@ -8,12 +8,6 @@ import (
 	stepfill "github.com/contractd/contractd/steps/fill"
 )
 
-// EngineWrittenKeys returns the Maintains keys the engine itself writes on
-// every run. A gate stage with id G also writes G_status, optionally
-// prefixed (zulip_server_status for a gate named server). It never fails.
-func EngineWrittenKeys() []string {
-	return []string{"agents", "last_check", "overall_severity", "restart_debounce", "last_repair"}
-}
 
 // validate runs the checks that need the whole contract: target references
 // and via chains, stage and step targets, identifiers in every expression,
@@ -51,6 +45,7 @@ func (b *bodyParser) validate() {
 			b.checkFilled(st, step)
 		}
 	}
+	b.bindSnapshotValues()
 	b.lintIdents()
 	b.lintMaintains()
 }
@@ -151,15 +146,18 @@ func (b *bodyParser) lintIdents() {
 			b.d.errorf(u.pos, "restarts(agent, %q): the window must be a duration like 1h or 30m (the run would count 0)", w)
 		}
 		for _, id := range u.c.idents {
-			known := scopeNames[u.scope][id.Name] ||
-				u.scope != scopeEscalation && (b.fields[id.Name] || b.stepIDs[id.Name] != Pos{})
+			steps := u.scope != scopeEscalation && u.scope != scopeSnapshot // scopes that see step fields and ids
+			known := scopeNames[u.scope][id.Name] || steps && (b.fields[id.Name] || b.stepIDs[id.Name] != Pos{})
 			switch {
 			case id.Call && !functionNames[id.Name]:
 				b.d.errorf(u.pos, "unknown function %s (the engine provides restarts(agent, window))", id.Name)
 			case id.Call:
 			case known:
-			case id.Member && u.scope != scopeEscalation:
+			case id.Member && steps:
 				b.d.errorf(u.pos, "undefined step %s (no step has id=%s)", id.Name, id.Name)
+			case u.scope == scopeSnapshot:
+				b.d.errorf(u.pos, "undefined variable %s (a Maintains key reads the snapshot values %s; a stage's state is stages.ID.severity)",
+					id.Name, strings.Join(SnapshotNames, ", "))
 			default:
 				b.d.errorf(u.pos, "undefined variable %s", id.Name)
 			}
@@ -167,29 +165,6 @@ func (b *bodyParser) lintIdents() {
 	}
 }
 
-func (b *bodyParser) lintMaintains() {
-	var gates []string
-	for _, st := range b.c.Stages {
-		if st.Gate {
-			gates = append(gates, st.ID)
-		}
-	}
-	written := EngineWrittenKeys()
-	for _, k := range b.c.Maintains.Keys {
-		if contains(written, k.Name) {
-			continue
-		}
-		byGate := false
-		for _, g := range gates {
-			if k.Name == g+"_status" || strings.HasSuffix(k.Name, "_"+g+"_status") {
-				byGate = true
-			}
-		}
-		if !byGate {
-			b.d.warnf(k.Pos, "maintained key %s is never written (the engine writes %s and <gate id>_status)", k.Name, strings.Join(written, ", "))
-		}
-	}
-}
 
 // checkFilled fills an http or tcp step with the values known at load (the
 // vars after overrides; in a for_each stage, each item's keys) through the

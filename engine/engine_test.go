@@ -45,6 +45,11 @@ targets:
 - overall_severity: "healthy" | "degraded" | "critical"
 - restart_debounce: timestamp
 
+| Key | Value |
+|-----|-------|
+| ` + "`server_status`" + ` | ` + "`stages.server.severity in [\"healthy\", \"degraded\"] ? \"healthy\" : \"down\"`" + ` |
+| ` + "`restart_debounce`" + ` | ` + "`last_repair`" + ` |
+
 ### Per-Agent Snapshot Schema
 
 ` + "```json" + `

@@ -26,14 +26,15 @@ func (r *run) save() error {
 	return r.st.AppendHistory(r.c.Name, historyRecord(r.rep))
 }
 
-// seedFromSnapshot rebuilds the one guard fact the snapshot keeps when the
-// ledger was lost: the last repair (`restart_debounce`), recorded on every
-// agent the snapshot names, so "never restart more than once per debounce
-// window" holds across the loss. It over-counts rather than forgets.
+// seedFromSnapshot rebuilds the one guard fact the snapshot may keep when
+// the ledger was lost: the last repair (any key the Maintains rule fills
+// with `last_repair`), recorded on every agent the snapshot names, so
+// "never restart more than once per debounce window" holds across the
+// loss. It over-counts rather than forgets.
 func (r *run) seedFromSnapshot(snap map[string]any) {
 	var last time.Time
-	for _, key := range []string{"restart_debounce", "last_repair"} {
-		if s, ok := snap[key].(string); ok {
+	for _, k := range r.c.Maintains.KeysFilledBy("last_repair") {
+		if s, ok := snap[k.Name].(string); ok {
 			if t, err := time.Parse(time.RFC3339, s); err == nil && t.After(last) {
 				last = t
 			}

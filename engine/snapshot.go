@@ -6,48 +6,40 @@ import (
 	"strings"
 	"time"
 
-	"github.com/expr-lang/expr"
-
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/steps"
 )
 
 // snapshot builds the Maintains snapshot: exactly the keys the contract's
-// `## Maintains` declares, with the declared types. The engine knows how to
-// fill:
-//
-//   - `agents`: per agent, the keys of that agent's entry in the per-agent
-//     example (the union of all entries for an agent it does not show):
-//     `severity` is the agent's severity; a key with an expression in the
-//     `Key | Value` table is that expression over the agent's steps
-//     (`service.stdout`); `platform` is the example's constant; any other
-//     key is a step field of that name, or `<step>_<field>`;
-//   - `last_check`: the run's start time;
-//   - `overall_severity`: the worst agent, mapped onto the declared enum
-//     (unknown and unreachable below their threshold read as degraded);
-//   - `restart_debounce` / `last_repair`: the last repair's time;
-//   - an enum key ending in `status` (e.g. `zulip_server_status`): the first
-//     gate's state, "healthy" when it passed, else the enum's other value.
-//
-// A key the run could not fill keeps its previous value, or null.
+// `## Maintains` declares, with the declared types, each filled by the
+// Maintains rule (contracts.MaintainedKey.Fill, the rule lint checks): its
+// `Key | Value` expression, else the snapshot value of the same name
+// (contracts.SnapshotNames). Per-agent snapshots are filled the same way
+// from each agent's environment. A key the run could not fill keeps its
+// previous value, or null.
 func (r *run) snapshot(prev map[string]any) map[string]any {
+	stages := map[string]any{}
+	for _, sr := range r.stages {
+		cur := sr.current()
+		stages[sr.id] = map[string]any{"severity": cur.report.Severity.String(), "status": cur.report.Status, "agent": sr.agent}
+	}
+	var lastRepairAt any
+	if t := lastRepair(r.ledger); !t.IsZero() {
+		lastRepairAt = t.UTC().Format(time.RFC3339)
+	}
+	env := map[string]any{
+		"last_check":       r.rep.StartedAt.UTC().Format(time.RFC3339),
+		"overall_severity": r.rep.OverallSeverity.String(),
+		"last_repair":      lastRepairAt,
+		"agents":           r.agentSnapshots(prev),
+		"gate_ok":          r.gateOK,
+		"stages":           stages,
+		"state":            r.state,
+		"vars":             r.c.StageValues(nil),
+	}
 	snap := map[string]any{}
 	for _, k := range r.c.Maintains.Keys {
-		var v any
-		switch {
-		case k.Name == "agents":
-			v = r.agentSnapshots(prev)
-		case k.Name == "last_check":
-			v = r.rep.StartedAt.UTC().Format(time.RFC3339)
-		case k.Name == "overall_severity":
-			v = enumSeverity(r.rep.OverallSeverity, k.Enum)
-		case k.Name == "restart_debounce" || k.Name == "last_repair":
-			if t := lastRepair(r.ledger); !t.IsZero() {
-				v = t.UTC().Format(time.RFC3339)
-			}
-		case strings.HasSuffix(k.Name, "status") && len(k.Enum) > 0:
-			v = r.gateStatus(k)
-		}
+		v, _ := k.Fill(env)
 		if v == nil {
 			v = prev[k.Name]
 		}
@@ -56,34 +48,16 @@ func (r *run) snapshot(prev map[string]any) map[string]any {
 	return snap
 }
 
-func (r *run) gateStatus(k *contracts.MaintainedKey) any {
-	for _, sr := range r.stages {
-		if !sr.stage.Gate || sr.report.Status == StatusSkipped {
-			continue
-		}
-		sev := sr.current().report.Severity
-		ok := sev == contracts.SeverityHealthy || sev == contracts.SeverityDegraded
-		if ok && slices.Contains(k.Enum, "healthy") {
-			return "healthy"
-		}
-		for _, e := range k.Enum {
-			if !ok && e != "healthy" {
-				return e
-			}
-		}
-		if ok {
-			return k.Enum[0]
-		}
-	}
-	return nil
-}
-
-// enumSeverity maps a severity onto a declared enum such as
-// "healthy" | "degraded" | "critical".
-func enumSeverity(s contracts.Severity, enum []string) any {
-	name := s.String()
-	if len(enum) == 0 || slices.Contains(enum, name) {
+// enumSeverity maps a severity onto a declared enum of severities such as
+// "healthy" | "degraded" | "critical": unknown, unreachable and skipped
+// read as degraded when the enum has it, else as its last value.
+func enumSeverity(name string, enum []string) any {
+	if slices.Contains(enum, name) {
 		return name
+	}
+	var s contracts.Severity
+	if s.UnmarshalText([]byte(name)) != nil || !slices.Contains(enum, "healthy") {
+		return name // not a severity, or not an enum of severities: the type check says so
 	}
 	switch s {
 	case contracts.SeverityUnknown, contracts.SeverityUnreachable, contracts.SeveritySkipped:
@@ -94,42 +68,34 @@ func enumSeverity(s contracts.Severity, enum []string) any {
 	return enum[len(enum)-1]
 }
 
+// agentSnapshots fills each agent's snapshot from the agent's environment:
+// its stages' fields and step ids as they are at the end of the run, its
+// severity, its name and its entry of the per-agent example.
 func (r *run) agentSnapshots(prev map[string]any) map[string]any {
 	prevAgents, _ := prev["agents"].(map[string]any)
 	out := map[string]any{}
 	for agent, ar := range r.rep.Agents {
-		var runs []*stageRun
 		env := map[string]any{}
 		for _, sr := range r.stages {
 			if sr.agent == agent {
-				cur := sr.current()
-				runs = append(runs, cur)
-				for k, v := range cur.env {
+				for k, v := range sr.current().env {
 					env[k] = v
 				}
 			}
 		}
+		keys := agentKeys(r.c, agent)
+		example := map[string]any{}
+		for _, k := range keys {
+			example[k.Name] = k.Example
+		}
+		env["severity"], env["agent"], env["example"] = ar.Severity.String(), agent, example
 		old, _ := prevAgents[agent].(map[string]any)
 		m := map[string]any{}
-		for _, k := range agentKeys(r.c, agent) {
+		for _, k := range keys {
 			var v any
-			switch {
-			case k.Name == "severity":
-				v = ar.Severity.String()
-			case ar.Severity == contracts.SeveritySkipped:
-				// nothing seen this run: keep the previous value below
-			case k.Program != nil:
-				if out, err := expr.Run(k.Program, env); err == nil {
-					v = out
-				}
-			case k.Name == "platform":
-				if s, ok := k.Example.(string); ok {
-					v = s
-				} else if len(runs) > 0 {
-					v = runs[0].stage.ID
-				}
-			default:
-				v = findValue(runs, k.Name)
+			if k.Name == "severity" || ar.Severity != contracts.SeveritySkipped {
+				// A skipped agent was not seen: only its severity is new.
+				v, _ = k.Fill(env)
 			}
 			if v == nil && old != nil {
 				v = old[k.Name]
@@ -145,31 +111,7 @@ func (r *run) agentSnapshots(prev map[string]any) map[string]any {
 // per-agent example, or the union of every entry for an agent the example
 // does not show (a for_each item, say).
 func agentKeys(c *contracts.Contract, agent string) []*contracts.MaintainedKey {
-	if keys, ok := c.Maintains.PerAgent[agent]; ok {
-		return keys
-	}
-	return c.Maintains.Agent
-}
-
-// findValue looks for a field in the agent's steps: by name, or as
-// `<step>_<field>` (pm2_status is step pm2's status).
-func findValue(runs []*stageRun, name string) any {
-	for _, sr := range runs {
-		for _, o := range sr.obs {
-			if o.Err != nil {
-				continue
-			}
-			if v, ok := o.Values[name]; ok {
-				return v
-			}
-			if rest, ok := strings.CutPrefix(name, o.StepID+"_"); ok {
-				if v, ok := o.Values[rest]; ok {
-					return v
-				}
-			}
-		}
-	}
-	return nil
+	return c.Maintains.KeysFor(agent)
 }
 
 // coerce converts v to the declared type where that is lossless ("200" to
@@ -191,7 +133,13 @@ func coerce(v any, k *contracts.MaintainedKey) any {
 				return int(x)
 			}
 		}
-	case "string", "enum", "timestamp":
+	case "enum":
+		str, ok := v.(string)
+		if !ok {
+			str = steps.FormatValue(v)
+		}
+		return enumSeverity(str, k.Enum)
+	case "string", "timestamp":
 		if _, ok := v.(string); !ok {
 			return steps.FormatValue(v)
 		}

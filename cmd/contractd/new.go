@@ -84,7 +84,7 @@ with a known header is documentation.
 ### Per-Agent Snapshot Schema
 
 ` + "```json" + `
-{"my-agent": {"status": "ok", "severity": "healthy"}}
+{"my-agent": {"http_status": "200", "severity": "healthy"}}
 ` + "```" + `
 
 ## Execution

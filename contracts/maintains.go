@@ -1,0 +1,182 @@
+package contracts
+
+import (
+	"sort"
+	"strings"
+
+	"github.com/expr-lang/expr"
+)
+
+// The Maintains rule, the same for lint and the run. A top-level key is
+// filled from the snapshot environment: by the expression bound to it in a
+// `Key | Value` table under `## Maintains`, else by the value of the same
+// name (SnapshotNames). A per-agent key is filled from the agent's
+// environment (its steps' fields and ids as action conditions see them,
+// plus AgentSnapshotNames): by its bound expression, else by the value of
+// the same name, else by `<step>_<field>` (pm2_status is step pm2's
+// status). A key nothing fills keeps its previous value, or null; lint
+// warns about it.
+
+// SnapshotNames are the values a top-level Maintains key is filled from
+// when it has the same name, or that its `Key | Value` expression reads:
+// last_check (the run's start, RFC 3339), overall_severity (the worst agent
+// after the run's repairs), last_repair (the newest repair of any unit, or
+// null), agents (each agent's snapshot, per the per-agent schema), gate_ok,
+// stages (by stage id: {severity, status, agent}), state (the previous
+// snapshot) and vars.
+var SnapshotNames = []string{"last_check", "overall_severity", "last_repair", "agents", "gate_ok", "stages", "state", "vars"}
+
+// AgentSnapshotNames are the values a per-agent key is filled from besides
+// the agent's step fields and step ids: severity (the agent's, after the
+// run's repairs), agent (its name), example (its entry in the per-agent JSON
+// example, for constants: `example.platform`), vars and item.
+var AgentSnapshotNames = []string{"severity", "agent", "example", "vars", "item"}
+
+// Fill returns the value of key k in env by the Maintains rule, and whether
+// anything gave one. An expression that fails gives nothing.
+func (k *MaintainedKey) Fill(env map[string]any) (any, bool) {
+	if k.Program != nil {
+		out, err := expr.Run(k.Program, env)
+		if err != nil {
+			return nil, false
+		}
+		return out, true
+	}
+	if v, ok := env[k.Name]; ok {
+		if _, fn := v.(func(string, string) int); !fn {
+			return v, true
+		}
+	}
+	// <step>_<field>: every split at an underscore, shortest step id first.
+	for i := strings.IndexByte(k.Name, '_'); i > 0; {
+		if m, ok := env[k.Name[:i]].(map[string]any); ok {
+			if v, ok := m[k.Name[i+1:]]; ok {
+				return v, true
+			}
+		}
+		j := strings.IndexByte(k.Name[i+1:], '_')
+		if j < 0 {
+			break
+		}
+		i += j + 1
+	}
+	return nil, false
+}
+
+// KeysFilledBy returns the top-level keys whose value is exactly the
+// snapshot value name: a key of that name with no expression of its own, or
+// a key whose expression is just that name (`restart_debounce | last_repair`).
+func (m Maintains) KeysFilledBy(name string) []*MaintainedKey {
+	var out []*MaintainedKey
+	for _, k := range m.Keys {
+		if k.Program == nil && k.Name == name || k.Program != nil && strings.TrimSpace(k.Value) == name {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// snapshotBinding is one row of a `Key | Value` table, resolved once the
+// whole body (the bullets and the per-agent example) is known.
+type snapshotBinding struct {
+	name, text, src string
+	keyPos, valPos  Pos
+}
+
+// bindSnapshotValues gives each `Key | Value` row's expression to the key it
+// names: a top-level bullet, or a per-agent key of the JSON example.
+func (b *bodyParser) bindSnapshotValues() {
+	m := &b.c.Maintains
+	for _, r := range b.snapshotRows {
+		var top, agent *MaintainedKey
+		for _, k := range m.Keys {
+			if k.Name == r.name {
+				top = k
+			}
+		}
+		for _, k := range m.Agent {
+			if k.Name == r.name {
+				agent = k
+			}
+		}
+		switch {
+		case top == nil && agent == nil:
+			b.d.errorf(r.keyPos, "%q is neither a Maintains key nor a key of the per-agent snapshot example", r.name)
+			continue
+		case top != nil && agent != nil:
+			b.d.errorf(r.keyPos, "%q is both a Maintains key and a per-agent key: rename one, so the binding says which it fills", r.name)
+			continue
+		}
+		sc := scopeSnapshot
+		if agent != nil {
+			sc = scopeAgentSnapshot
+		}
+		comp := b.compile(r.text, true, r.src, r.valPos)
+		if comp == nil {
+			continue
+		}
+		b.uses = append(b.uses, exprUse{c: comp, pos: r.valPos, scope: sc})
+		if top != nil {
+			top.Value, top.Program = r.text, comp.prog
+			continue
+		}
+		agent.Value, agent.Program = r.text, comp.prog
+		for _, keys := range m.PerAgent {
+			for _, k := range keys {
+				if k.Name == r.name {
+					k.Value, k.Program = r.text, comp.prog
+				}
+			}
+		}
+	}
+}
+
+// lintMaintains warns about every key the Maintains rule fills with
+// nothing: it would stay null in every snapshot.
+func (b *bodyParser) lintMaintains() {
+	m := b.c.Maintains
+	hasAgents := false
+	for _, k := range m.Keys {
+		if k.Name == "agents" || k.Program != nil && strings.Contains(k.Value, "agents") {
+			hasAgents = true
+		}
+		if k.Program == nil && !contains(SnapshotNames, k.Name) {
+			b.d.warnf(k.Pos, "maintained key %s is filled by nothing: name it like a snapshot value (%s) or bind it in a `Key | Value` table under ## Maintains",
+				k.Name, strings.Join(SnapshotNames[:5], ", "))
+		}
+	}
+	if len(m.Agents) > 0 && !hasAgents && len(m.Keys) > 0 {
+		b.d.warnf(m.Keys[0].Pos, "the per-agent snapshots are written nowhere: declare `- agents: map` (or bind a key to `agents`)")
+	}
+	agents := make([]string, 0, len(m.PerAgent))
+	for a := range m.PerAgent {
+		agents = append(agents, a)
+	}
+	sort.Strings(agents)
+	warned := map[string]bool{}
+	for _, a := range agents {
+		for _, k := range m.PerAgent[a] {
+			if k.Program != nil || contains(AgentSnapshotNames, k.Name) || contains(stepValueNames, k.Name) ||
+				b.fields[k.Name] || b.stepField(k.Name) || warned[k.Name] {
+				continue
+			}
+			warned[k.Name] = true
+			b.d.warnf(k.Pos, "per-agent key %s (agent %s) is filled by nothing: no step field or <step>_<field> is named so; bind it in a `Key | Value` table", k.Name, a)
+		}
+	}
+}
+
+// stepValueNames are the values every step has, whatever its output.
+var stepValueNames = []string{"stdout", "stderr", "exit_code", "timed_out", "duration", "unreachable", "http_status", "status_code", "open"}
+
+// stepField reports whether name reads as <step id>_<field>.
+func (b *bodyParser) stepField(name string) bool {
+	for i, c := range name {
+		if c == '_' && i > 0 {
+			if _, ok := b.stepIDs[name[:i]]; ok {
+				return true
+			}
+		}
+	}
+	return false
+}
