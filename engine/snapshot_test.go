@@ -1,0 +1,121 @@
+package engine
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/transports"
+)
+
+const twoGatesContract = "---\n" + `name: twogates
+runtime_contract: 2
+targets:
+  box: {local: true}
+---
+
+## Maintains
+
+- front_status: "healthy" | "degraded" | "critical"
+- back_status: "healthy" | "degraded" | "critical"
+- overall_severity: "healthy" | "degraded" | "critical"
+- agents: map of per-agent snapshots
+
+| Key | Value |
+|-----|-------|
+| ` + "`front_status`" + ` | ` + "`stages.front.severity`" + ` |
+| ` + "`back_status`" + ` | ` + "`stages.back.severity`" + ` |
+
+### Per-Agent Snapshot Schema
+
+` + "```json" + `
+{"web": {"code": 200, "severity": "healthy"}, "db": {"replicas": 3, "kind": "pg", "severity": "healthy"}}
+` + "```" + `
+
+| Key | Value |
+|-----|-------|
+| ` + "`code`" + ` | ` + "`web.stdout`" + ` |
+| ` + "`replicas`" + ` | ` + "`db.stdout`" + ` |
+| ` + "`kind`" + ` | ` + "`example.kind`" + ` |
+
+## Execution
+
+### Front {#front .gate on=box}
+
+` + "```sh {id=front_probe}\necho front\n```" + `
+
+Expected: ` + "`ok`" + `
+
+### Back {#back .gate on=box}
+
+` + "```sh {id=back_probe}\necho back\n```" + `
+
+| Field | Healthy | Degraded |
+|-------|---------|----------|
+| ` + "`stdout`" + ` | ` + "`ok`" + ` | ` + "`slow`" + ` |
+
+### Web {#web_stage agent=web on=box}
+
+` + "```sh {id=web}\necho web\n```" + `
+
+### Db {#db_stage agent=db on=box}
+
+` + "```sh {id=db}\necho db\n```" + `
+`
+
+// The snapshot is filled by the contract's own rule: with two gates each
+// status key says its own gate's state (not the first gate's), and each
+// agent's snapshot holds its own keys, filled from its own steps and its
+// example's constants.
+func TestSnapshotFollowsTheContractsMaintainsRule(t *testing.T) {
+	c := parse(t, twoGatesContract)
+	answers := map[string]string{"echo front": "ok", "echo back": "slow", "echo web": "201", "echo db": "2"}
+	box := &fakeTarget{name: "box", exec: func(ctx context.Context, cmd transports.Command) (transports.Result, error) {
+		for k, v := range answers {
+			if strings.Contains(cmd.Script, k) {
+				return transports.Result{Stdout: v + "\n"}, nil
+			}
+		}
+		return transports.Result{ExitCode: 127}, nil
+	}}
+	clk := &clock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	dir := t.TempDir()
+	eng, err := New(Options{StateDir: dir, Opener: &fakeOpener{targets: map[string]*fakeTarget{"box": box}}, Now: clk.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := eng.Run(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	st, err := ReadStatus(dir, "twogates", clk.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap := st.Snapshot
+	if snap["front_status"] != "healthy" || snap["back_status"] != "degraded" {
+		t.Errorf("front_status %v, back_status %v; want each gate's own state (healthy, degraded)", snap["front_status"], snap["back_status"])
+	}
+	agents := snap["agents"].(map[string]any)
+	web, db := agents["web"].(map[string]any), agents["db"].(map[string]any)
+	if len(web) != 2 || web["code"] != float64(201) || web["severity"] != "healthy" {
+		t.Errorf("web snapshot %v; want exactly its own keys, code 201", web)
+	}
+	if len(db) != 3 || db["replicas"] != float64(2) || db["kind"] != "pg" {
+		t.Errorf("db snapshot %v; want exactly its own keys, replicas 2, kind pg", db)
+	}
+	if problems := ValidateSnapshot(c, snap); len(problems) > 0 {
+		t.Errorf("snapshot against its schema: %v", problems)
+	}
+}
+
+// Lint and the run use the same rule: a key nothing fills is a warning at
+// load, and null in the snapshot.
+func TestAKeyNothingFillsIsALintWarning(t *testing.T) {
+	src := strings.Replace(twoGatesContract, "| `back_status` | `stages.back.severity` |\n", "", 1)
+	_, diags := contracts.Parse("twogates.md", []byte(src), contracts.Options{})
+	if diags.HasErrors() || !strings.Contains(diags.String(), "maintained key back_status is filled by nothing") {
+		t.Errorf("diagnostics:\n%s\nwant a warning that back_status is filled by nothing", diags.String())
+	}
+}
