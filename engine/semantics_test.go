@@ -1,0 +1,130 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine/notify"
+	"github.com/contractd/contractd/transports"
+)
+
+const oneStepContract = "---\n" + `name: onestep
+runtime_contract: 2
+targets:
+  ct: {local: true}
+---
+
+## Execution
+
+### Container {#app agent=app on=ct}
+
+` + "```sh {id=health}\necho health\n```" + `
+
+Expected: ` + "`ok`" + `
+
+| Condition | Action |
+|-----------|--------|
+| ` + "`health.stdout != \"ok\"`" + ` | ` + "`docker restart app`" + ` |
+`
+
+// A stage with a single exec step on a target that cannot be reached is
+// unreachable with the transport's reason, exactly as with two steps: not
+// critical, and nothing is repaired.
+func TestOneStepStageKeepsItsTransportError(t *testing.T) {
+	for _, steps := range []int{1, 2} {
+		src := oneStepContract
+		if steps == 2 {
+			src = strings.Replace(src, "```sh {id=health}", "```sh {id=pre}\necho pre\n```\n\n```sh {id=health}", 1)
+		}
+		c := parse(t, src)
+		ct := &fakeTarget{name: "ct", exec: func(ctx context.Context, cmd transports.Command) (transports.Result, error) {
+			if strings.Contains(cmd.Script, "docker restart") {
+				t.Errorf("%d step(s): a repair ran on an unreachable target", steps)
+			}
+			return transports.Result{ExitCode: -1}, errors.New("Error response from daemon: No such container: app")
+		}}
+		clk := &clock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+		eng, _ := New(Options{StateDir: t.TempDir(), Opener: &fakeOpener{targets: map[string]*fakeTarget{"ct": ct}}, Now: clk.Now})
+		rep, err := eng.Run(context.Background(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		st := rep.Stages[0]
+		if st.Status != StatusUnreachable || !strings.Contains(st.Reason, "No such container") {
+			t.Errorf("%d step(s): stage %s (%q); want unreachable with the transport's reason", steps, st.Status, st.Reason)
+		}
+		if a := rep.Agents["app"]; a.Severity != contracts.SeverityUnreachable {
+			t.Errorf("%d step(s): app is %s, want unreachable", steps, a.Severity)
+		}
+	}
+}
+
+const forEachOnContract = "---\n" + `name: lanes
+runtime_contract: 2
+targets:
+  h1: {local: true}
+  h2: {local: true}
+for_each:
+  lanes: [{name: sol, host: h1}, {name: ace, host: h2}]
+---
+
+## Execution
+
+### Lane {#lane agent=$name on=$host for_each=lanes}
+
+` + "```bash {id=probe}\necho probe\n```" + `
+
+Expected: ` + "`up`" + `
+`
+
+// on=$key in a for_each stage sends every step kind to the item's target.
+func TestForEachOnKeyReachesEachItemsTarget(t *testing.T) {
+	c := parse(t, forEachOnContract)
+	seen := map[string]int{}
+	mk := func(name string) *fakeTarget {
+		return &fakeTarget{name: name, exec: func(ctx context.Context, cmd transports.Command) (transports.Result, error) {
+			seen[name]++
+			return transports.Result{Stdout: "up\n"}, nil
+		}}
+	}
+	clk := &clock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	eng, _ := New(Options{StateDir: t.TempDir(), Opener: &fakeOpener{targets: map[string]*fakeTarget{"h1": mk("h1"), "h2": mk("h2")}}, Now: clk.Now})
+	rep, err := eng.Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seen["h1"] != 1 || seen["h2"] != 1 || rep.OverallSeverity != contracts.SeverityHealthy {
+		for _, st := range rep.Stages {
+			t.Logf("stage %s %s %s %s", st.ID, st.Status, st.Reason, st.Target)
+		}
+		t.Errorf("probes per target %v, overall %s; want one on each item's host, all healthy", seen, rep.OverallSeverity)
+	}
+}
+
+// crash_loop: {then: escalate} pages a person (an escalation, sent even
+// under alert_on: repair) instead of alerting.
+func TestCrashLoopThenEscalatePages(t *testing.T) {
+	h := newHarness(t)
+	h.c = parse(t, strings.Replace(meshContract, "  grace: 5s\n", "  grace: 5s\n  crash_loop: {max_restarts: 1, per: 1h, then: escalate}\nalert_on: repair\n", 1))
+	h.w.set(func(w *world) { w.pi["response_pipeline"], w.sticky = "blocked", true })
+	h.run()
+	h.clock.Advance(6 * time.Minute)
+	n := h.rec.count()
+	rep := h.run()
+	msgs := h.rec.since(n)
+	if len(msgs) != 1 || msgs[0].Kind != notify.KindOpen || !strings.Contains(msgs[0].Text, "needs a person") {
+		t.Errorf("messages:\n%s\nwant one page that abiba needs a person, even under alert_on: repair", render(msgs))
+	}
+	for _, a := range rep.Actions {
+		if a.Agent == "abiba" && a.Guard == "crash-loop" && a.Status != "alert" {
+			t.Errorf("crash-loop verdict %s", a.Status)
+		}
+	}
+	if h.w.restartCount("abiba") != 1 {
+		t.Errorf("%d restarts, want 1", h.w.restartCount("abiba"))
+	}
+}
