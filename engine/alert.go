@@ -273,7 +273,7 @@ func (r *run) repairText(u *unit) string {
 // Without a table, each critical agent is relayed.
 func (r *run) escalate() {
 	agg := r.aggregates()
-	env := r.env(scope{aggregates: agg})
+	env := r.env(scope{values: agg})
 	action, message, cond := contracts.EscalateRelay, "", "critical"
 	matched := len(r.c.Escalation) == 0
 	for _, rule := range r.c.Escalation {

@@ -24,17 +24,23 @@ type scope struct {
 	// field stays reachable by its step id (`pm2.restarts`).
 	merged   bool
 	severity string
-	// aggregates are the escalation table's counts.
-	aggregates map[string]any
+	// of are stages whose final environments are merged in, in order: an
+	// agent's stages for its Maintains snapshot.
+	of []*stageRun
+	// values are named values nothing shadows: the escalation table's
+	// aggregates, the snapshot values of a Maintains key, an agent's
+	// severity and example.
+	values map[string]any
 }
 
 // env builds the environment for sc. Lowest to highest precedence: the
-// previous snapshot (`state`), the gates' steps by id, the stage's steps by
-// id, merged fields, the engine's functions (action conditions), the step's
-// own fields (health cells), then `vars`, `item`, `severity` and the
-// aggregates, which nothing shadows.
+// previous snapshot (`state`), the gates' steps by id, the final
+// environments of sc.of, the stage's steps by id, merged fields, the
+// engine's functions (action conditions), the step's own fields (health
+// cells), then `vars`, `item`, `severity` and sc.values, which nothing
+// shadows.
 func (r *run) env(sc scope) map[string]any {
-	n := 4 + len(r.gateValues) + len(sc.steps) + len(sc.aggregates)
+	n := 4 + len(r.gateValues) + len(sc.steps) + len(sc.values)
 	if sc.own != nil {
 		n += len(sc.own.Values)
 	}
@@ -43,6 +49,11 @@ func (r *run) env(sc scope) map[string]any {
 	env["restarts"] = r.restarts
 	for id, v := range r.gateValues {
 		env[id] = v
+	}
+	for _, sr := range sc.of {
+		for k, v := range sr.current().env {
+			env[k] = v
+		}
 	}
 	if sc.merged {
 		for _, o := range sc.steps {
@@ -74,7 +85,7 @@ func (r *run) env(sc scope) map[string]any {
 	if sc.severity != "" {
 		env["severity"] = sc.severity
 	}
-	for k, v := range sc.aggregates {
+	for k, v := range sc.values {
 		env[k] = v
 	}
 	return env

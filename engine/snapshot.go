@@ -27,7 +27,7 @@ func (r *run) snapshot(prev map[string]any) map[string]any {
 	if t := lastRepair(r.ledger); !t.IsZero() {
 		lastRepairAt = t.UTC().Format(time.RFC3339)
 	}
-	env := map[string]any{
+	env := r.env(scope{values: map[string]any{
 		"last_check":       r.rep.StartedAt.UTC().Format(time.RFC3339),
 		"overall_severity": r.rep.OverallSeverity.String(),
 		"last_repair":      lastRepairAt,
@@ -36,7 +36,7 @@ func (r *run) snapshot(prev map[string]any) map[string]any {
 		"stages":           stages,
 		"state":            r.state,
 		"vars":             r.c.StageValues(nil),
-	}
+	}})
 	snap := map[string]any{}
 	for _, k := range r.c.Maintains.Keys {
 		v, _ := k.Fill(env)
@@ -75,12 +75,10 @@ func (r *run) agentSnapshots(prev map[string]any) map[string]any {
 	prevAgents, _ := prev["agents"].(map[string]any)
 	out := map[string]any{}
 	for agent, ar := range r.rep.Agents {
-		env := map[string]any{}
+		var of []*stageRun
 		for _, sr := range r.stages {
 			if sr.agent == agent {
-				for k, v := range sr.current().env {
-					env[k] = v
-				}
+				of = append(of, sr)
 			}
 		}
 		keys := agentKeys(r.c, agent)
@@ -88,7 +86,7 @@ func (r *run) agentSnapshots(prev map[string]any) map[string]any {
 		for _, k := range keys {
 			example[k.Name] = k.Example
 		}
-		env["severity"], env["agent"], env["example"] = ar.Severity.String(), agent, example
+		env := r.env(scope{of: of, values: map[string]any{"severity": ar.Severity.String(), "agent": agent, "example": example}})
 		old, _ := prevAgents[agent].(map[string]any)
 		m := map[string]any{}
 		for _, k := range keys {
