@@ -8,7 +8,6 @@ import (
 	stepfill "github.com/contractd/contractd/steps/fill"
 )
 
-
 // validate runs the checks that need the whole contract: target references
 // and via chains, stage and step targets, identifiers in every expression,
 // and Maintains keys nothing writes.
@@ -164,7 +163,6 @@ func (b *bodyParser) lintIdents() {
 		}
 	}
 }
-
 
 // checkFilled fills an http or tcp step with the values known at load (the
 // vars after overrides; in a for_each stage, each item's keys) through the
