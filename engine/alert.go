@@ -277,7 +277,11 @@ func (r *run) escalate() {
 	action, message, cond := contracts.EscalateRelay, "", "critical"
 	matched := len(r.c.Escalation) == 0
 	for _, rule := range r.c.Escalation {
-		if ok, _ := evalBool(rule.Program, env); ok {
+		ok, err := evalBool(rule.Program, env)
+		if err != nil {
+			r.rep.Errors = append(r.rep.Errors, fmt.Sprintf("%s: escalation row %q could not be evaluated, read as false: %v", rule.Pos, rule.Condition, err))
+		}
+		if ok {
 			action, message, cond, matched = rule.Action, rule.Message, rule.Condition, true
 			break
 		}

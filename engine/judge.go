@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"fmt"
 	"sort"
 	"strings"
 
@@ -89,7 +90,11 @@ func (r *run) judge() {
 			u.skipped = false
 			u.raw = steps.Worst(u.raw, sr.report.Severity)
 			for _, row := range sr.stage.Actions {
-				if sr.holds(row) {
+				ok, err := sr.evaluate(row)
+				if err != nil {
+					r.rep.Errors = append(r.rep.Errors, fmt.Sprintf("%s: stage %s: condition %q could not be evaluated, read as false: %v", row.Pos, sr.id, row.Condition, err))
+				}
+				if ok {
 					u.held[conditionKey(row)] = true
 				}
 			}

@@ -128,3 +128,21 @@ func TestCrashLoopThenEscalatePages(t *testing.T) {
 		t.Errorf("%d restarts, want 1", h.w.restartCount("abiba"))
 	}
 }
+
+// A condition that cannot be evaluated at run time reads as false, and the
+// report says so with the row's position instead of staying silent.
+func TestAConditionThatFailsAtRunTimeIsReported(t *testing.T) {
+	h := newHarness(t)
+	h.c = parse(t, strings.Replace(meshContract, "| `connected: false` | `pm2 restart abiba-zulip` |",
+		"| `connected: false` | `pm2 restart abiba-zulip` |\n| `response_pipeline > 3` | Log — odd |", 1))
+	rep := h.run()
+	found := false
+	for _, e := range rep.Errors {
+		if strings.Contains(e, "test.md:") && strings.Contains(e, "response_pipeline > 3") && strings.Contains(e, "read as false") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("errors %q; want the row that could not be evaluated, with its position", rep.Errors)
+	}
+}

@@ -135,10 +135,16 @@ func (sr *stageRun) unreachable() bool {
 // holds reports whether an action row's condition holds in the stage's
 // current state (after verification, when the stage was verified).
 func (sr *stageRun) holds(row *contracts.ActionRow) bool {
+	ok, _ := sr.evaluate(row)
+	return ok
+}
+
+// evaluate is holds with the reason a condition could not be evaluated (a
+// type mismatch at run time, say), which then reads as false.
+func (sr *stageRun) evaluate(row *contracts.ActionRow) (bool, error) {
 	cur := sr.current()
 	if cur.report.Status == StatusSkipped || cur.unreachable() {
-		return false
+		return false, nil
 	}
-	ok, _ := evalBool(row.Program, cur.env)
-	return ok
+	return evalBool(row.Program, cur.env)
 }
