@@ -22,6 +22,7 @@ func (m *Main) cmdServe(ctx context.Context, args []string) int {
 	stateDir := fs.String("state-dir", defaultStateDir(m.Getenv), "state `DIR`")
 	listen := fs.String("listen", serve.DefaultListen, "HTTP address (status, metrics, on-demand runs)")
 	tokenFile := fs.String("token-file", "", "bearer token `FILE` for POST /contracts/NAME/run")
+	pageAuth := fs.Bool("page-auth", false, "ask for the --token-file token on the status page (GET /) too")
 	parallel := fs.Int("parallel", 8, "stages in flight at once, per run")
 	var stagger, grace time.Duration
 	durationVar(fs, &stagger, "stagger", 30*time.Second, "largest random delay (`DURATION`) before a contract's first run")
@@ -100,7 +101,7 @@ func (m *Main) cmdServe(ctx context.Context, args []string) int {
 			return json.Marshal(st)
 		},
 		Logf: logf, Reload: hup, Systemd: serve.SystemdFromEnv(m.Getenv, os.Getpid()),
-		Stagger: stagger, ShutdownGrace: grace, Socket: sock, Build: serve.ReadBuildInfo(version),
+		Stagger: stagger, ShutdownGrace: grace, Socket: sock, Build: serve.ReadBuildInfo(version), PageAuth: *pageAuth,
 		ResidentSessions: func() int {
 			n := 0
 			for _, k := range pool.ResidentSessions() {

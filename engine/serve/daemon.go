@@ -117,6 +117,10 @@ type Config struct {
 	// ResidentSessions reports how many resident sessions the transport
 	// pool holds, for /metrics; nil leaves the gauge out.
 	ResidentSessions func() int
+	// PageAuth makes the status page (GET / and /c/NAME) ask for the
+	// bearer token of TokenFile, as the on-demand endpoints do; by default
+	// it is read-only and open to whoever reaches Listen.
+	PageAuth bool
 	// Build names the running build for contractd_build_info and the
 	// status page; a zero Version reads "dev".
 	Build BuildInfo

@@ -84,13 +84,16 @@ type ContractList struct {
 	Rejected  []RejectedFile   `json:"rejected"`
 }
 
-// Handler returns the daemon's HTTP API: GET /healthz, GET /contracts,
+// Handler returns the daemon's HTTP API: the status page (GET / and
+// GET /c/{name}), GET /healthz, GET /contracts,
 // GET /contracts/{name}, POST /contracts/{name}/run,
 // POST /commands/{command}/run (the contract declaring command),
 // POST /contracts/{name}/reset, POST /contracts/{name}/maintenance and
 // GET /metrics.
 func (d *Daemon) Handler() http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET /{$}", d.page(d.handlePage))
+	mux.HandleFunc("GET /c/{name}", d.page(d.handleContractPage))
 	mux.HandleFunc("GET /healthz", d.handleHealth)
 	mux.HandleFunc("GET /contracts", d.handleList)
 	mux.HandleFunc("GET /contracts/{name}", d.handleDetail)
@@ -300,6 +303,15 @@ func (d *Daemon) handleMaintenance(w http.ResponseWriter, r *http.Request) {
 	}
 	d.logf("serve: %s: maintenance of %s %s", name, who, what)
 	writeJSON(w, http.StatusOK, map[string]any{"contract": name, "maintenance": windows})
+}
+
+// page serves a status page: to anyone who reaches the address, or, with
+// Config.PageAuth, like the on-demand endpoints (the token, or the socket).
+func (d *Daemon) page(next http.HandlerFunc) http.HandlerFunc {
+	if d.cfg.PageAuth {
+		return d.authorized(next)
+	}
+	return next
 }
 
 // authorized admits a request that carries the token from TokenFile as

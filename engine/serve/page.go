@@ -1,0 +1,216 @@
+package serve
+
+import (
+	"embed"
+	"encoding/json"
+	"fmt"
+	"html/template"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine"
+	"github.com/contractd/contractd/engine/guard"
+)
+
+// The status page: server-rendered HTML and inline SVG from html/template,
+// no JavaScript (a meta refresh keeps it current), built from the same data
+// as GET /contracts and the run history in the state dir.
+
+//go:embed page/*.html
+var pageFS embed.FS
+
+// historyRuns is how many runs a history strip shows.
+const historyRuns = 48
+
+var pageTemplates = template.Must(template.New("").Funcs(template.FuncMap{
+	"mark":  func(s string) string { return markOf(s) },
+	"upper": strings.ToUpper,
+	"ago":   ago,
+	"x":     func(i int) int { return i * 9 },
+	"width": func(n int) int { return n*9 + 1 },
+	"time":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05Z") },
+	"who": func(agent string) string {
+		if agent == "" || agent == "*" {
+			return "whole contract"
+		}
+		return agent
+	},
+	"json": func(v any) string {
+		b, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return err.Error()
+		}
+		return string(b)
+	},
+}).ParseFS(pageFS, "page/*.html"))
+
+func markOf(sev string) string {
+	var s contracts.Severity
+	if err := s.UnmarshalText([]byte(sev)); err != nil {
+		return "?"
+	}
+	return engine.Mark(s)
+}
+
+// ago renders how long before now t was: 45s, 12m, 3h05m, 2d.
+func ago(now, t time.Time) string {
+	if t.IsZero() {
+		return "never"
+	}
+	d := max(now.Sub(t), 0)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
+	}
+	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+// pageData is the overview page.
+type pageData struct {
+	Now       time.Time
+	Build     BuildInfo
+	Contracts []*pageContract
+	Rejected  []RejectedFile
+	Worst     string
+	Counts    map[string]int
+}
+
+// pageContract is one contract on a page.
+type pageContract struct {
+	Status      ContractStatus
+	Severity    string
+	Agents      []pageAgent
+	Actions     []*engine.ActionReport // the last run's, log and monitor rows left out
+	Incidents   []*guard.Incident
+	Maintenance []pageWindow
+	Problems    []string
+	LastRunID   string
+	Report      *engine.Report // the last report, on the contract's page
+	Snapshot    string
+}
+
+type pageAgent struct {
+	Name     string
+	Severity string
+	Runs     []engine.AgentMark
+}
+
+type pageWindow struct {
+	Agent  string
+	Window *guard.Window
+}
+
+// contractView gathers what the page shows of one contract: its schedule
+// state, the state dir's summary (agents, incidents, maintenance) and the
+// history strips.
+func (d *Daemon) contractView(e *entry, now time.Time) *pageContract {
+	pc := &pageContract{Status: d.status(e), Severity: contracts.SeverityUnknown.String()}
+	sum, err := engine.Summarize(d.cfg.StateDir, e.name, now)
+	if err != nil {
+		pc.Problems = append(pc.Problems, err.Error())
+		return pc
+	}
+	pc.Problems = append(pc.Problems, sum.Problems...)
+	pc.Incidents = sum.Incidents
+	if !sum.LastRun.IsZero() {
+		pc.Severity = sum.Severity.String()
+	}
+	pc.LastRunID = sum.LastRunID
+	for a, w := range sum.Maintenance {
+		pc.Maintenance = append(pc.Maintenance, pageWindow{Agent: a, Window: w})
+	}
+	sort.Slice(pc.Maintenance, func(i, j int) bool { return pc.Maintenance[i].Agent < pc.Maintenance[j].Agent })
+	hist, herr := engine.ReadHistory(d.cfg.StateDir, e.name, historyRuns)
+	if herr != nil {
+		pc.Problems = append(pc.Problems, "history: "+herr.Error())
+	}
+	for _, ah := range engine.HistoryByAgent(hist) {
+		pc.Agents = append(pc.Agents, pageAgent{Name: ah.Agent, Severity: sum.Agents[ah.Agent], Runs: ah.Runs})
+	}
+	if len(hist) > 0 {
+		for _, a := range hist[len(hist)-1].Actions {
+			if a.Kind != engine.KindLog && a.Kind != engine.KindMonitor {
+				pc.Actions = append(pc.Actions, a)
+			}
+		}
+	}
+	return pc
+}
+
+func (d *Daemon) handlePage(w http.ResponseWriter, r *http.Request) {
+	now := d.clock.Now()
+	d.mu.Lock()
+	entries := make([]*entry, 0, len(d.entries))
+	for _, e := range d.entries {
+		entries = append(entries, e)
+	}
+	var rejected []RejectedFile
+	for _, fs := range d.files {
+		if len(fs.diags) > 0 {
+			if e := d.entries[fs.name]; e == nil || e.path != fs.path {
+				rejected = append(rejected, RejectedFile{Path: fs.path, Diagnostics: fs.diags})
+			}
+		}
+	}
+	d.mu.Unlock()
+	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
+	data := pageData{Now: now, Build: d.cfg.Build, Rejected: rejected, Counts: map[string]int{}, Worst: "healthy"}
+	rank := map[string]int{"healthy": 0, "skipped": 0, "unknown": 1, "degraded": 2, "unreachable": 3, "critical": 4}
+	for _, e := range entries {
+		pc := d.contractView(e, now)
+		data.Contracts = append(data.Contracts, pc)
+		data.Counts[pc.Severity]++
+		if rank[pc.Severity] > rank[data.Worst] {
+			data.Worst = pc.Severity
+		}
+	}
+	// The worst first, as an operator reads it.
+	sort.SliceStable(data.Contracts, func(i, j int) bool {
+		return rank[data.Contracts[i].Severity] > rank[data.Contracts[j].Severity]
+	})
+	d.render(w, "overview.html", data)
+}
+
+func (d *Daemon) handleContractPage(w http.ResponseWriter, r *http.Request) {
+	e := d.entry(r.PathValue("name"))
+	if e == nil {
+		http.Error(w, "unknown contract "+r.PathValue("name"), http.StatusNotFound)
+		return
+	}
+	now := d.clock.Now()
+	pc := d.contractView(e, now)
+	e.mu.Lock()
+	pc.Report = e.last
+	e.mu.Unlock()
+	if snap, err := d.cfg.Snapshot(e.name); err == nil && snap != nil {
+		var v any
+		if json.Unmarshal(snap, &v) == nil {
+			b, _ := json.MarshalIndent(v, "", "  ")
+			pc.Snapshot = string(b)
+		}
+	}
+	d.render(w, "contract.html", struct {
+		Now   time.Time
+		Build BuildInfo
+		C     *pageContract
+	}{now, d.cfg.Build, pc})
+}
+
+func (d *Daemon) render(w http.ResponseWriter, name string, data any) {
+	var b strings.Builder
+	if err := pageTemplates.ExecuteTemplate(&b, name, data); err != nil {
+		d.logf("serve: status page %s: %v", name, err)
+		http.Error(w, "the status page could not be rendered: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:")
+	_, _ = w.Write([]byte(b.String()))
+}
