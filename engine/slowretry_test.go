@@ -21,8 +21,6 @@ guards:
   debounce: 30s
   grace: 5s
   slow_retry: {after: 3, factor: 5}
-  escalate_after: 100   # keep trying: the test is about slowing, not paging
-  crash_loop: {max_restarts: 100, per: 1h}
 targets:
   host: {ssh: root@sib.example}
 ---

@@ -67,8 +67,8 @@ func TestSystemdUnits(t *testing.T) {
 
 // TestSiblingSupervisorFixture lints the shipped sibling-supervisor contract
 // and checks it says what its prose promises: every minute plus on start,
-// `systemctl start` as its only command, the fourth and later attempts
-// limited to one per five minutes and never escalated into giving up.
+// `systemctl start` as its only command, and after three failed starts one
+// start per five minutes, never escalated into giving up.
 func TestSiblingSupervisorFixture(t *testing.T) {
 	t.Parallel()
 	path := filepath.Join("..", "..", "fixtures", "contracts", "sibling-supervisor.md")
@@ -82,32 +82,29 @@ func TestSiblingSupervisorFixture(t *testing.T) {
 	if c.Schedule.Every != time.Minute || !c.Schedule.OnStart {
 		t.Errorf("schedule = %+v, want every 1m and on start", c.Schedule)
 	}
-	tiers := map[int]*contracts.ActionRow{}
+	repairs := 0
 	for _, st := range c.Stages {
 		for _, a := range st.Actions {
 			if a.Builtin != "" {
 				continue
 			}
+			repairs++
 			// The command keeps ${sibling}; the var fills it at run time.
-			if got := steps.ShowCommand(a.Action, c.Vars); got != "systemctl start breeze-watchdog" {
+			if got := steps.ShowCommand(a.Action, c.Vars); got != `systemctl start "breeze-watchdog"` {
 				t.Errorf("command %q (%q): the supervisor may only start its sibling", got, a.Action)
 			}
-			tiers[a.Tier] = a
+			if a.Guard.SlowRetry != nil || a.Guard.EscalateAfter != 0 {
+				t.Errorf("the start row overrides the contract's guards: %+v", a.Guard)
+			}
 		}
 	}
-	if len(tiers) != 4 {
-		t.Fatalf("start tiers = %d, want 4", len(tiers))
+	if repairs != 1 {
+		t.Errorf("%d repair rows, want the one start", repairs)
 	}
-	slow := tiers[4]
-	if slow.Guard.Budget == nil || slow.Guard.Budget.Count != 1 || slow.Guard.Budget.Window != 5*c.Schedule.Every {
-		t.Errorf("tier 4 budget = %v, want 1 per 5x the interval", slow.Guard.Budget)
+	if sr := c.Guards.SlowRetry; !sr.On() || sr.After != 3 || sr.Factor != 5 {
+		t.Errorf("slow_retry = %v, want after 3 failed starts every 5x the interval", sr)
 	}
-	if slow.Guard.EscalateAfter < 1000 {
-		t.Errorf("tier 4 escalate_after = %d: the slow tick must keep trying", slow.Guard.EscalateAfter)
-	}
-	for tier := 1; tier <= 3; tier++ {
-		if b := tiers[tier].Guard.Budget; b != nil {
-			t.Errorf("tier %d has budget %v; the first three attempts run on every tick", tier, b)
-		}
+	if c.Guards.EscalateAfter != 0 || c.Guards.CrashLoop.MaxRestarts != 0 || c.Guards.Budget != nil {
+		t.Errorf("escalate_after %d, crash_loop %+v, budget %v: the supervisor must keep trying", c.Guards.EscalateAfter, c.Guards.CrashLoop, c.Guards.Budget)
 	}
 }

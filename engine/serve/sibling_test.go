@@ -182,8 +182,8 @@ func TestSiblingSupervisorWithTheRealEngine(t *testing.T) {
 				before = n
 			}
 		}
-		// Minutes 1-3 start every tick; then the budget allows one start
-		// in any five minutes: minute 8 and minute 13.
+		// Minutes 1-3 start every tick; three failed starts slow the
+		// starts to one per five minutes: minute 8 and minute 13.
 		if want := []int{1, 2, 3, 8, 13}; fmt.Sprint(startedAt) != fmt.Sprint(want) {
 			t.Errorf("starts at minutes %v, want %v", startedAt, want)
 		}
