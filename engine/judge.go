@@ -91,7 +91,10 @@ func (r *run) judge() {
 			u.raw = steps.Worst(u.raw, sr.report.Severity)
 			for _, row := range sr.stage.Actions {
 				ok, err := sr.evaluate(row)
-				if err != nil {
+				if err != nil && sr.readsAll(row) {
+					// A condition over a value the probe did not give is
+					// simply false; one that fails over values it has is a
+					// mistake worth saying.
 					r.rep.Errors = append(r.rep.Errors, fmt.Sprintf("%s: stage %s: condition %q could not be evaluated, read as false: %v", row.Pos, sr.id, row.Condition, err))
 				}
 				if ok {

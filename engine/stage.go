@@ -139,6 +139,17 @@ func (sr *stageRun) holds(row *contracts.ActionRow) bool {
 	return ok
 }
 
+// readsAll reports whether every value the row's condition reads is
+// present (not missing, not null) in the stage's current state.
+func (sr *stageRun) readsAll(row *contracts.ActionRow) bool {
+	for _, p := range row.Reads {
+		if v, ok := steps.Lookup(sr.current().env, p); !ok || v == nil {
+			return false
+		}
+	}
+	return true
+}
+
 // evaluate is holds with the reason a condition could not be evaluated (a
 // type mismatch at run time, say), which then reads as false.
 func (sr *stageRun) evaluate(row *contracts.ActionRow) (bool, error) {
