@@ -19,15 +19,17 @@ import (
 // into the session's, under its own deadline: with bash, as a forked
 // subshell in its own process group watched by one watchdog coprocess for
 // the whole batch (no process started per step beyond the step's own);
-// without bash, under `timeout -k`. Around each step the batch writes
+// without bash, under `timeout -k`. Between the steps the batch writes
 // boundary lines made of a per-run random boundary (128 bits from
 // crypto/rand) that no step can predict, on stdout:
 //
-//	\n<B> <i> o\n  the step's stdout  \n<B> <i> end <exit>\n
+//	\n<B> 0 o\n  step 0's stdout  \n<B> 0 end <exit>\n  step 1's stdout  \n<B> 1 end <exit>\n …
 //
 // and on stderr:
 //
-//	\n<B> <i> e\n  the step's stderr  \n<B> <i> end\n
+//	\n<B> 0 e\n  step 0's stderr  \n<B> 0 end\n  step 1's stderr  \n<B> 1 end\n …
+//
+// One line per stream per step: every write is a packet through sshd.
 //
 // The step's own shell has B unset, so a fake boundary in its output does
 // not match the real one. Once a step has exited, whatever it left running
@@ -68,27 +70,40 @@ if [ -n "${BASH_VERSION:-}" ] && [ "${BASH_VERSINFO[0]:-0}" -ge 4 ]; then
 	} 2>/dev/null'
 	__w=$__W_PID
 	__run() {
-		printf '\n%s %s o\n' "$__B" "$1"; printf '\n%s %s e\n' "$__B" "$1" >&2
+		if [ "$1" = 0 ]; then printf '\n%s 0 o\n' "$__B"; printf '\n%s 0 e\n' "$__B" >&2; fi
+		__p=
 		if [ "$3" = sh ]; then
 			sh /dev/fd/3 </dev/null {__W[0]}<&- {__W[1]}<&- &
+			__p=$!
+		elif [ "$5" = 1 ]; then
+			# A script without ")" cannot end the subshell early: it becomes
+			# the subshell's body, and bash runs its last command in the
+			# subshell's own process, one fork per step instead of two.
+			IFS= read -r -d '' __s <&3
+			if eval "( exec {__W[0]}<&- {__W[1]}<&-; unset -v __B __W __W_PID __p __w __c __v __k __n __i __q __h __m __y __l __z __s; unset -f __run __stop __serve
+$__s
+) </dev/null &"; then __p=$!; else __c=$?; fi
+			__s=
 		else
-			( exec {__W[0]}<&- {__W[1]}<&-; unset -v __B __W __W_PID __p __w __c __v __k __n __i __q __h __y __l; unset -f __run __stop __serve; . /dev/fd/3 ) </dev/null &
+			( exec {__W[0]}<&- {__W[1]}<&-; unset -v __B __W __W_PID __p __w __c __v __k __n __i __q __h __m __y __l __z __s; unset -f __run __stop __serve; . /dev/fd/3 ) </dev/null &
+			__p=$!
 		fi
-		__p=$!
-		if [ "$2" != 0 ]; then printf '%s %s\n' "$__p" "$2" >&"${__W[1]}"; fi
-		wait "$__p" 2>/dev/null
-		__c=$?
-		if [ "$2" != 0 ]; then
-			printf '\n' >&"${__W[1]}"
-			# Verdicts waiting: this step's marks it timed out; one left
-			# for an earlier step (it ended just at its deadline) is dropped.
-			while read -r -t 0 <&"${__W[0]}" && read -r __v __x <&"${__W[0]}"; do
-				if [ "$__x" = "$__p" ]; then __c=124; fi
-			done
+		if [ -n "$__p" ]; then
+			if [ "$2" != 0 ]; then printf '%s %s\n' "$__p" "$2" >&"${__W[1]}"; fi
+			wait "$__p" 2>/dev/null
+			__c=$?
+			if [ "$2" != 0 ]; then
+				printf '\n' >&"${__W[1]}"
+				# Verdicts waiting: this step's marks it timed out; one left
+				# for an earlier step (it ended just at its deadline) is dropped.
+				while read -r -t 0 <&"${__W[0]}" && read -r __v __x <&"${__W[0]}"; do
+					if [ "$__x" = "$__p" ]; then __c=124; fi
+				done
+			fi
+			kill -KILL -- "-$__p" 2>/dev/null
 		fi
-		kill -KILL -- "-$__p" 2>/dev/null
 		__p=
-		printf '\n%s %s end\n' "$__B" "$1" >&2; printf '\n%s %s end %s\n' "$__B" "$1" "$__c"
+		printf '\n%s %s end\n%s' "$__B" "$1" "$4" >&2; printf '\n%s %s end %s\n%s' "$__B" "$1" "$__c" "$4"
 	}
 else
 	__t=; if command -v timeout >/dev/null 2>&1; then __t=timeout; fi
@@ -101,7 +116,7 @@ else
 	__g='"$@" & __p=$!; trap "kill -TERM $__p; exit 124" TERM; wait $__p'
 	if command -v setsid >/dev/null 2>&1; then __g='setsid "$@" & __p=$!; trap "kill -TERM -$__p; exit 124" TERM; wait $__p; __c=$?; kill -KILL -$__p 2>/dev/null; exit $__c'; fi
 	__run() {
-		printf '\n%s %s o\n' "$__B" "$1"; printf '\n%s %s e\n' "$__B" "$1" >&2
+		if [ "$1" = 0 ]; then printf '\n%s 0 o\n' "$__B"; printf '\n%s 0 e\n' "$__B" >&2; fi
 		__s=sh; if [ "$3" = bash ]; then __s=$__b; fi
 		if [ "$__t" = timeout ] && [ "$2" != 0 ]; then
 			timeout -k 2 "$2" $__s /dev/fd/3 </dev/null
@@ -111,7 +126,7 @@ else
 			$__s /dev/fd/3 </dev/null
 		fi
 		__c=$?
-		printf '\n%s %s end\n' "$__B" "$1" >&2; printf '\n%s %s end %s\n' "$__B" "$1" "$__c"
+		printf '\n%s %s end\n%s' "$__B" "$1" "$4" >&2; printf '\n%s %s end %s\n%s' "$__B" "$1" "$__c" "$4"
 	}
 fi
 `
@@ -215,6 +230,19 @@ func stepArgs(c Command) (int, string) {
 	return secs, shell
 }
 
+// inlineable reports whether a step's body (its exports and script) may be
+// the body of a subshell in the batch's own text: it must not be able to
+// close that subshell (no ")"), swallow its end (no here-document, no line
+// continuation at the end). Others are sourced from fd 3, which costs bash
+// a second fork per step.
+func inlineable(body string) string {
+	t := strings.TrimRight(body, " \t\n")
+	if strings.Contains(body, ")") || strings.Contains(body, "<<") || strings.HasSuffix(t, "\\") {
+		return "0"
+	}
+	return "1"
+}
+
 // batchScript renders the framed script: start marker, shared exports,
 // prologue, then per step its run with its script as a here-document
 // delimited by the boundary. It reports false when a script contains the
@@ -235,7 +263,7 @@ func batchScript(cmds []Command, boundary, marker string) (string, bool) {
 		if strings.Contains(body, boundary) {
 			return "", false
 		}
-		fmt.Fprintf(&b, "__run %d %d %s 3<<'%s'\n%s%s\n", i, secs, shell, boundary, body, boundary)
+		fmt.Fprintf(&b, "__run %d %d %s '' %s 3<<'%s'\n%s%s\n", i, secs, shell, inlineable(body), boundary, body, boundary)
 	}
 	return b.String(), true
 }
@@ -406,9 +434,13 @@ func (s *frameStream) header(line string) {
 	switch {
 	case s.stderr && f[1] == "e" && len(f) == 2:
 		s.cur = st.stderr
+	case s.stderr && f[1] == "end" && len(f) == 2:
+		// Step i's stderr ends and the next step's begins.
+		if i+1 < len(p.steps) {
+			s.cur = p.steps[i+1].stderr
+		}
 	case !s.stderr && f[1] == "o" && len(f) == 2:
-		st.started = true
-		p.started++
+		p.open(i)
 		s.cur = st.stdout
 	case !s.stderr && f[1] == "end" && len(f) == 3:
 		code, err := strconv.Atoi(f[2])
@@ -418,6 +450,19 @@ func (s *frameStream) header(line string) {
 		now := time.Now()
 		st.code, st.done, st.duration, p.last = code, true, now.Sub(p.last), now
 		p.finished++
+		// Step i's stdout ends and the next step's begins.
+		if i+1 < len(p.steps) {
+			p.open(i + 1)
+			s.cur = p.steps[i+1].stdout
+		}
+	}
+}
+
+// open marks step i started. Callers hold p.mu.
+func (p *frameParser) open(i int) {
+	if !p.steps[i].started {
+		p.steps[i].started = true
+		p.started++
 	}
 }
 

@@ -125,7 +125,7 @@ func TestExecBatchCapsAndCleansUp(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			got, err := tr.ExecBatch(testCtx(t), []Command{
 				{Script: "head -c 300000 /dev/zero | tr '\\0' z", Cap: 1000},
-				{Script: "echo \"${BASH_SOURCE[0]:-$0}\""},
+				{Script: "if [ -f \"${BASH_SOURCE[0]:-$0}\" ]; then echo \"${BASH_SOURCE[0]:-$0}\"; else echo not a file; fi"},
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -133,10 +133,10 @@ func TestExecBatchCapsAndCleansUp(t *testing.T) {
 			if note := "\n[captured 1000 of 300000 bytes]"; got[0].StdoutBytes != 300000 || got[0].Stdout != strings.Repeat("z", 1000)+note {
 				t.Fatalf("capped step: %d bytes, tail %q", got[0].StdoutBytes, got[0].Stdout[max(0, len(got[0].Stdout)-50):])
 			}
-			// The step's script (and the secrets it exports) came through a
-			// pipe, never a file on the target's disk.
-			if src := strings.TrimSpace(got[1].Stdout); src != "/dev/fd/3" {
-				t.Fatalf("the step ran from %q, want its here-document on fd 3", src)
+			// The step's script (and the secrets it exports) came through
+			// the session, never a file on the target's disk.
+			if src := strings.TrimSpace(got[1].Stdout); src != "not a file" {
+				t.Fatalf("the step ran from a file: %q", src)
 			}
 		})
 	}
@@ -183,5 +183,33 @@ func TestExecBatchSessionDiesMidway(t *testing.T) {
 		if r.ExitCode != -1 || !r.NotRun || !strings.Contains(r.Stderr, "not run") {
 			t.Errorf("unfinished step not marked: %+v", r)
 		}
+	}
+}
+
+// TestExecBatchSyntaxErrorFailsItsStepAlone: a step's script is parsed on
+// its own, whether it runs as a subshell's body or sourced, so a syntax
+// error fails that step (exit 2, bash's message) and nothing else.
+func TestExecBatchSyntaxErrorFailsItsStepAlone(t *testing.T) {
+	t.Parallel()
+	for name, tr := range batchTargets(t, true) {
+		t.Run(name, func(t *testing.T) {
+			got, err := tr.ExecBatch(testCtx(t), []Command{
+				{Script: "echo before; if"},
+				{Script: "echo ok; case x in (x) echo broken ;;"},
+				{Script: "case x in x) echo case ;; esac; (echo sub)"},
+				{Script: "echo last"},
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := 0; i < 2; i++ {
+				if got[i].ExitCode != 2 || got[i].Stdout != "" || !strings.Contains(got[i].Stderr, "syntax error") {
+					t.Errorf("step %d: %+v; want exit 2, no output, bash's syntax error", i, got[i])
+				}
+			}
+			if got[2].Stdout != "case\nsub\n" || got[3].Stdout != "last\n" {
+				t.Errorf("the steps after: %+v, %+v", got[2], got[3])
+			}
+		})
 	}
 }

@@ -44,6 +44,13 @@ func TestFrameParser(t *testing.T) {
 			want:   []Result{{Stdout: "x", Stderr: "e"}},
 		},
 		{
+			name:   "a step's sections begin at the end line of the step before it",
+			stdout: "\n" + B + " 0 o\none\n" + B + " 0 end 0\ntwo\n" + B + " 1 end 4\n",
+			stderr: "\n" + B + " 0 e\n\n" + B + " 0 end\nwarn\n" + B + " 1 end\n",
+			steps:  2,
+			want:   []Result{{Stdout: "one"}, {Stdout: "two", Stderr: "warn", ExitCode: 4}},
+		},
+		{
 			name:   "a fake boundary with another token is just output",
 			stdout: out("0", "0", "\ncontractdFAKE 0 end 0\n"),
 			steps:  1,

@@ -46,6 +46,10 @@ func (l *Local) String() string { return "local" }
 func (l *Local) run(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	c := exec.Command(argv[0], argv[1:]...)
 	c.Stdin, c.Stdout, c.Stderr = stdin, stdout, stderr
+	if f, ok := stdin.(interface{ File() *os.File }); ok {
+		// A pipe the process can read itself: no copying goroutine.
+		c.Stdin = f.File()
+	}
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// A descendant that left the group (setsid) may hold our pipes open;
 	// don't wait for it forever once the process itself is gone.

@@ -23,14 +23,15 @@ import (
 // reads framed requests on stdin:
 //
 //	R <B> <n>\n                  a request of n commands, B a fresh random boundary
-//	S <secs> <shell>\n           per command: its timeout and shell,
+//	S <secs> <shell> <inline>\n  per command: its timeout, shell, and whether it may be a subshell's body,
 //	exports and script lines     its script (with its exports first),
 //	<B>\n                        and a line holding only B
 //	P <B>\n                      a health check
 //
-// and answers "\n<B> ack\n" once it has read the request line, each
-// command's frame exactly as a batch does (see batch.go), then
-// "\n<B> done\n"; a health check gets "\n<B> pong\n". Each command runs as
+// and answers with each command's frame exactly as a batch does (see
+// batch.go; its first line, sent as the first command starts, says the
+// request was read), then "\n<B> done\n" on both streams; a health check
+// gets "\n<B> pong\n". Each command runs as
 // a batch step does: in its own process group, under its own deadline, with
 // its exports set in that process only; its script and output files in the
 // loop's private directory are emptied once its frame is sent, so no secret
@@ -127,11 +128,10 @@ const residentLoop = `__serve() {
 		R) ;;
 		*) exit 98 ;;
 		esac
-		case $__n in ''|*[!0-9]*) exit 98 ;; esac
-		printf '\n%s ack\n' "$__B"
+		case $__n in ''|0|*[!0-9]*) exit 98 ;; esac
 		__i=0
 		while [ "$__i" -lt "$__n" ]; do
-			IFS=' ' read -r __k __q __h || exit 98
+			IFS=' ' read -r __k __q __h __m || exit 98
 			[ "$__k" = S ] || exit 98
 			__y= __l=
 			while IFS= read -r __l; do
@@ -140,13 +140,15 @@ const residentLoop = `__serve() {
 "
 			done
 			[ "$__l" = "$__B" ] || exit 98
-			__run "$__i" "$__q" "$__h" 3<<__CONTRACTD_SCRIPT__
+			__i=$((__i + 1))
+			__z=; if [ "$__i" = "$__n" ]; then __z="
+$__B done
+"; fi
+			__run "$((__i - 1))" "$__q" "$__h" "$__z" "$__m" 3<<__CONTRACTD_SCRIPT__
 $__y
 __CONTRACTD_SCRIPT__
 			__y=
-			__i=$((__i + 1))
 		done
-		printf '\n%s done\n' "$__B"; printf '\n%s done\n' "$__B" >&2
 	done
 }
 __serve; exit 0
@@ -182,7 +184,7 @@ func residentRequest(boundary string, cmds []Command) (string, bool) {
 		if strings.Contains(body, boundary) {
 			return "", false
 		}
-		fmt.Fprintf(&b, "S %d %s\n", secs, shell)
+		fmt.Fprintf(&b, "S %d %s %s\n", secs, shell, inlineable(body))
 		b.WriteString(body)
 		b.WriteString(boundary)
 		b.WriteString("\n")
@@ -197,7 +199,7 @@ type resident struct {
 	host string // residentHost of the chain
 	name string // the chain, for messages
 
-	stdin  *os.File        // the loop's stdin; closing it ends the loop
+	stdin  *loopStdin      // the loop's stdin; closing it ends the loop
 	life   context.Context // the session's own; ends when it is killed
 	cancel context.CancelFunc
 	done   chan struct{} // closed when the session has ended
@@ -222,6 +224,74 @@ type resident struct {
 	gen     int
 	expires time.Time
 	timer   *time.Timer
+}
+
+// loopStdin is a resident loop's stdin. A runner that reads it (a local
+// process) gets the pipe's read end; the ssh runner instead attaches the
+// session's own stdin, into which the program already written to the pipe
+// is moved and every later request is written directly, so a session that
+// idles for hours holds no goroutine and no buffer copying into it.
+type loopStdin struct {
+	r, w *os.File
+	head int // bytes written to the pipe before anything could attach: the program
+
+	mu     sync.Mutex
+	direct io.WriteCloser
+	closed bool
+}
+
+var _ sessionStdin = (*loopStdin)(nil)
+
+// Read reads the pipe, for runners that copy stdin themselves.
+func (in *loopStdin) Read(p []byte) (int, error) { return in.r.Read(p) }
+
+// File is the pipe's read end, which a local process can read directly.
+func (in *loopStdin) File() *os.File { return in.r }
+
+// attach moves the program into w and sends every later write there.
+func (in *loopStdin) attach(w io.WriteCloser) error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if _, err := io.CopyN(w, in.r, int64(in.head)); err != nil {
+		return err
+	}
+	in.direct = w
+	if in.closed {
+		w.Close()
+	}
+	return nil
+}
+
+// Write sends a request to the loop.
+func (in *loopStdin) Write(p []byte) (int, error) {
+	in.mu.Lock()
+	w := io.Writer(in.w)
+	if in.direct != nil {
+		w = in.direct
+	}
+	in.mu.Unlock()
+	return w.Write(p)
+}
+
+// Close sends EOF to the loop. It is idempotent.
+func (in *loopStdin) Close() error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.closed {
+		return nil
+	}
+	in.closed = true
+	in.w.Close()
+	if in.direct != nil {
+		return in.direct.Close()
+	}
+	return nil
+}
+
+// ended releases the pipe once the session is over.
+func (in *loopStdin) ended() {
+	in.Close()
+	in.r.Close()
 }
 
 // tail keeps the last bytes written, for messages about a loop that died.
@@ -294,24 +364,26 @@ func startResident(ctx context.Context, s *residentSet, key, host string, r runn
 		return nil, true, fmt.Errorf("%s: resident session: %w", r, err)
 	}
 	readyB, marker := token(), token()
+	program := residentProgram(readyB, marker)
+	in := &loopStdin{r: rd, w: wr, head: len(program)}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	res = &resident{
 		set: s, key: key, host: host, life: sctx,
-		name: r.String(), stdin: wr, cancel: cancel,
+		name: r.String(), stdin: in, cancel: cancel,
 		done: make(chan struct{}), kick: make(chan struct{}, 1),
 		readyLine: []byte(readyB + " ready\n"), readyc: make(chan struct{}),
 	}
 	res.started = newMarkerWriter(marker, errRouter{res})
 	// The program fits in the pipe's buffer: nothing waits on this write.
-	if _, err := io.WriteString(wr, residentProgram(readyB, marker)); err != nil {
+	if _, err := io.WriteString(wr, program); err != nil {
 		rd.Close()
 		wr.Close()
 		cancel()
 		return nil, true, fmt.Errorf("%s: resident session: %w", r, err)
 	}
 	go func() {
-		code, err := r.run(sctx, shellArgv("bash", 0, newRunToken()), rd, res, stderrWriter{res})
-		rd.Close()
+		code, err := r.run(sctx, shellArgv("bash", 0, newRunToken()), in, res, stderrWriter{res})
+		in.ended()
 		res.end(code, err)
 	}()
 
@@ -529,7 +601,7 @@ func (r *resident) do(ctx context.Context, cmds []Command, ack time.Duration) ([
 		}
 		r.mu.Lock()
 		p.mu.Lock()
-		a, f, perr, ended := p.acked, p.finished, r.protoErr, r.ended
+		a, f, perr, ended := p.acked || p.started > 0, p.finished, r.protoErr, r.ended
 		complete := p.complete && (p.errDone || len(cmds) == 0)
 		p.mu.Unlock()
 		var why string

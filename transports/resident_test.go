@@ -83,7 +83,7 @@ func TestResidentSessionKeepsNoSecret(t *testing.T) {
 	tr := open(t, p, sshSpec(s))
 	const secret = "s3cret-value-for-one-command"
 	res, err := tr.Exec(testCtx(t), Command{
-		Script: "echo \"$TOKEN\" >/dev/null; echo $$; echo \"$BASH_SOURCE\"",
+		Script: "echo \"$TOKEN\" >/dev/null; echo $$; if [ -f \"${BASH_SOURCE[0]:-$0}\" ]; then echo file; else echo no-file; fi",
 		Env:    map[string]string{"TOKEN": secret},
 	})
 	if err != nil {
@@ -94,8 +94,8 @@ func TestResidentSessionKeepsNoSecret(t *testing.T) {
 		t.Fatalf("stdout %q", res.Stdout)
 	}
 	pid, file := lines[0], lines[1]
-	if file != "/dev/fd/3" {
-		t.Fatalf("the command ran from %q, want its here-document on fd 3 (never a file)", file)
+	if file != "no-file" {
+		t.Fatalf("the command ran from a file on the target")
 	}
 	later, err := tr.Exec(testCtx(t), Command{Script: "echo \"${TOKEN:-unset}\""})
 	if err != nil || later.Stdout != "unset\n" {

@@ -58,14 +58,48 @@ func (s *SSH) run(ctx context.Context, argv []string, stdin io.Reader, stdout, s
 		return -1, err
 	}
 	defer release()
-	sess.Stdin, sess.Stdout, sess.Stderr = stdin, stdout, stderr
+	// The session's streams are copied here rather than by x/crypto/ssh,
+	// whose copies take a 32 KiB buffer each (three per session, and one
+	// more inside): a daemon holding a resident session to each of 1,000
+	// hosts would keep 128 MB of buffers for a few bytes a minute.
+	in, err := sess.StdinPipe()
+	if err != nil {
+		return -1, fmt.Errorf("%s: session stdin: %w: %w", s, err, ErrUnreachable)
+	}
+	outR, err := sess.StdoutPipe()
+	if err != nil {
+		return -1, fmt.Errorf("%s: session stdout: %w: %w", s, err, ErrUnreachable)
+	}
+	errR, err := sess.StderrPipe()
+	if err != nil {
+		return -1, fmt.Errorf("%s: session stderr: %w: %w", s, err, ErrUnreachable)
+	}
 	// `exec` so the login shell replaces itself and a signal reaches our
 	// process, not a shell waiting on it.
 	if err := sess.Start("exec " + joinArgv(argv)); err != nil {
 		return -1, fmt.Errorf("%s: start session command: %w: %w", s, err, ErrUnreachable)
 	}
+	if ss, ok := stdin.(sessionStdin); ok {
+		if err := ss.attach(in); err != nil {
+			sess.Close()
+			return -1, fmt.Errorf("%s: session stdin: %w: %w", s, err, ErrUnreachable)
+		}
+	} else {
+		go func() {
+			copySmall(in, stdin)
+			in.Close() // EOF to the command
+		}()
+	}
+	var copies sync.WaitGroup
+	copies.Add(2)
+	go func() { copySmall(stdout, outR, 2<<10); copies.Done() }()
+	go func() { copySmall(stderr, errR, 1<<10); copies.Done() }()
 	waitc := make(chan error, 1)
-	go func() { waitc <- sess.Wait() }()
+	go func() {
+		err := sess.Wait()
+		copies.Wait() // what the command wrote before it exited
+		waitc <- err
+	}()
 	select {
 	case err := <-waitc:
 		return s.exitStatus(err)
@@ -99,6 +133,31 @@ func (s *SSH) run(ctx context.Context, argv []string, stdin io.Reader, stdout, s
 		// Wait is stuck on an output copy; the session is closed anyway.
 	}
 	return -1, nil
+}
+
+// copySmall copies src to dst until EOF or an error with a small buffer
+// (4 KiB unless size says otherwise), for session streams that mostly
+// idle. A source that writes itself out (a strings.Reader holding a
+// script) does so without one.
+func copySmall(dst io.Writer, src io.Reader, size ...int) {
+	if wt, ok := src.(io.WriterTo); ok {
+		if _, isFile := src.(*os.File); !isFile {
+			wt.WriteTo(dst)
+			return
+		}
+	}
+	n := 4 << 10
+	if len(size) > 0 {
+		n = size[0]
+	}
+	io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, make([]byte, n))
+}
+
+// sessionStdin is a stdin that takes the session's own stdin rather than
+// being copied into it: attach hands it over once the command has started.
+type sessionStdin interface {
+	io.Reader
+	attach(w io.WriteCloser) error
 }
 
 // reapAfter is how long a stopped command may take to exit on its own
