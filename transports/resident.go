@@ -248,11 +248,14 @@ func (in *loopStdin) Read(p []byte) (int, error) { return in.r.Read(p) }
 // File is the pipe's read end, which a local process can read directly.
 func (in *loopStdin) File() *os.File { return in.r }
 
-// attach moves the program into w and sends every later write there.
+// attach moves the program into w and sends every later write there. The
+// program goes in small writes: an ssh channel keeps a buffer the size of
+// its largest write for as long as it lives, and requests are small.
 func (in *loopStdin) attach(w io.WriteCloser) error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
-	if _, err := io.CopyN(w, in.r, int64(in.head)); err != nil {
+	buf := make([]byte, 512)
+	if _, err := io.CopyBuffer(struct{ io.Writer }{w}, io.LimitReader(in.r, int64(in.head)), buf); err != nil {
 		return err
 	}
 	in.direct = w

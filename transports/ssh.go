@@ -94,45 +94,47 @@ func (s *SSH) run(ctx context.Context, argv []string, stdin io.Reader, stdout, s
 	copies.Add(2)
 	go func() { copySmall(stdout, outR, 2<<10); copies.Done() }()
 	go func() { copySmall(stderr, errR, 1<<10); copies.Done() }()
-	waitc := make(chan error, 1)
-	go func() {
-		err := sess.Wait()
-		copies.Wait() // what the command wrote before it exited
-		waitc <- err
-	}()
-	select {
-	case err := <-waitc:
+	// The command is waited for here, and stopped from a callback when ctx
+	// ends: no goroutine per session sits waiting for either (a daemon
+	// keeps a resident session to every host).
+	done := make(chan struct{})
+	stopped := make(chan struct{})
+	stop := context.AfterFunc(ctx, func() {
+		defer close(stopped)
+		s.stopCommand(ctx, sess, argv, done)
+	})
+	err = sess.Wait()
+	copies.Wait() // what the command wrote before it exited
+	close(done)
+	if stop() {
 		return s.exitStatus(err)
-	case <-ctx.Done():
 	}
-	// sshd ignores signal requests on root logins; the target's `timeout`
-	// covers deadlines, and the reaper covers the rest (a cancelled run).
+	<-stopped
+	code, _ := s.exitStatus(err)
+	return code, nil
+}
+
+// stopCommand stops a command whose ctx ended, unless done closes first:
+// TERM over the session (sshd ignores signal requests on root logins; the
+// target's deadlines cover those), the reaper after reapAfter (a cancelled
+// run), then KILL and closing the session, which ends Wait.
+func (s *SSH) stopCommand(ctx context.Context, sess *ssh.Session, argv []string, done <-chan struct{}) {
 	sess.Signal(ssh.SIGTERM)
 	select {
-	case err := <-waitc:
-		code, _ := s.exitStatus(err)
-		return code, nil
+	case <-done:
+		return
 	case <-time.After(reapAfter):
 	}
 	if tok := runToken(argv); tok != "" {
 		s.reap(ctx, tok)
 	}
-	timer := time.NewTimer(killAfter)
-	defer timer.Stop()
 	select {
-	case err := <-waitc:
-		code, _ := s.exitStatus(err)
-		return code, nil
-	case <-timer.C:
+	case <-done:
+		return
+	case <-time.After(killAfter):
 	}
 	sess.Signal(ssh.SIGKILL)
 	sess.Close()
-	select {
-	case <-waitc:
-	case <-time.After(killAfter):
-		// Wait is stuck on an output copy; the session is closed anyway.
-	}
-	return -1, nil
 }
 
 // copySmall copies src to dst until EOF or an error with a small buffer
