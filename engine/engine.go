@@ -17,6 +17,7 @@ import (
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine/notify"
+	"github.com/contractd/contractd/engine/store"
 	"github.com/contractd/contractd/steps"
 	"github.com/contractd/contractd/transports"
 )
@@ -54,7 +55,10 @@ const EventVerifyWait = "verify-wait"
 
 // Options configure an Engine. The zero value of each field has a default.
 type Options struct {
-	StateDir      string        // where snapshots, ledgers and history live
+	StateDir string // where snapshots, ledgers and history live
+	// Store keeps the state instead of files in StateDir (etcdstore for
+	// `serve --etcd`); nil means StateDir.
+	Store         store.Backend
 	Parallel      int           // stages in flight at once (default 8)
 	DryRun        bool          // evaluate every guard, run no repair, send no alert
 	StepTimeout   time.Duration // default per-step timeout when a step sets none (30s)

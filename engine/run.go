@@ -39,7 +39,7 @@ type run struct {
 	e       *Engine
 	c       *contracts.Contract
 	rep     *Report
-	st      *store.Store
+	st      store.Backend
 	ledger  *store.Ledger
 	chain   *guard.Chain
 	secrets map[string]string // the contract's secrets that are set
@@ -54,6 +54,10 @@ type run struct {
 	fleet      guard.Fleet // the contract's units this run, for the blast-radius guard
 	noRepair   string      // non-empty: repairs are off for this run, and why
 	noRepairBy string      // the guard the report names for it
+	// unshared is set when the shared state cannot be reached (etcd
+	// without quorum): the run probes and reports, and records nothing,
+	// so it repairs nothing and sends nothing.
+	unshared string
 
 	intents   map[string]*intent // incidents raised this run, by key
 	outgoing  []outgoing
@@ -106,6 +110,9 @@ func (e *Engine) Run(ctx context.Context, c *contracts.Contract) (*Report, error
 	r.verifyInterrupted()
 	r.repair(rctx)
 	r.agentReports()
+	if r.unshared != "" {
+		return r.reportOnly()
+	}
 	r.alert()
 	unrecorded := r.deliver(ctx)
 
@@ -146,6 +153,14 @@ func (r *run) open() error {
 	}
 	var err error
 	r.ledger, err = r.st.ReadLedger(c.Name)
+	if errors.Is(err, store.ErrUnavailable) {
+		r.unshared = err.Error()
+		r.noRepair = "nothing can be recorded: " + err.Error()
+		r.ledger = store.NewLedger(c.Name)
+		r.stages = expandStages(c)
+		r.state = map[string]any{}
+		return nil
+	}
 	if err != nil {
 		if !errors.Is(err, store.ErrCorrupt) {
 			return err
@@ -186,10 +201,27 @@ func (r *run) open() error {
 	return nil
 }
 
+// fail ends a run that the engine could not finish. The error wraps
+// ErrEngine and err, so a caller can tell store.ErrFenced (this instance
+// lost the contract to another) from other failures.
 func (e *Engine) fail(rep *Report, err error) (*Report, error) {
 	rep.Errors = append(rep.Errors, err.Error())
 	rep.FinishedAt = e.opts.Now()
-	return rep, fmt.Errorf("%w: %v", ErrEngine, err)
+	return rep, fmt.Errorf("%w: %w", ErrEngine, err)
+}
+
+// reportOnly ends a run whose state could not be reached: the probes and
+// the severities are reported, nothing was repaired, no incident is decided
+// and nothing is sent or written, and the run is not an engine failure.
+func (r *run) reportOnly() (*Report, error) {
+	rep := r.rep
+	line := "no repairs and no alerts this run, state is not shared: " + r.unshared
+	rep.Errors = append(rep.Errors, line)
+	r.logf("%s: %s", r.c.Name, line)
+	rep.OverallSeverity = r.overall()
+	rep.FinishedAt = r.e.opts.Now()
+	rep.DurationMS = rep.FinishedAt.Sub(rep.StartedAt).Milliseconds()
+	return rep, nil
 }
 
 // restarts is the expression function restarts(agent, window): repairs

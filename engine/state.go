@@ -11,7 +11,11 @@ import (
 	"github.com/contractd/contractd/engine/store"
 )
 
-func (e *Engine) openStore() (*store.Store, error) {
+// openStore returns Options.Store, or the files under StateDir.
+func (e *Engine) openStore() (store.Backend, error) {
+	if e.opts.Store != nil {
+		return e.opts.Store, nil
+	}
 	s, err := store.Open(e.opts.StateDir)
 	if err != nil {
 		return nil, fmt.Errorf("open state dir: %w", err)
@@ -118,6 +122,11 @@ func ReadStatus(stateDir, name string, now time.Time) (*Status, error) {
 	return &Status{Contract: name, Snapshot: snap, WrittenAt: at, AgeSec: now.Sub(at).Seconds()}, nil
 }
 
+// CheckHistoryRecord is the check every backend makes of a run record it
+// reads back (store.Store.WithRecordCheck, etcdstore.Options.RecordCheck):
+// it fails unless the record is a run record.
+func CheckHistoryRecord(b json.RawMessage) error { return checkHistoryRecord(b) }
+
 // checkHistoryRecord is the store's check of a history line: it must
 // decode as a HistoryRecord with a run id and a start time, and no null
 // action or alert.
@@ -178,12 +187,17 @@ func ReadHistory(stateDir, name string, n int) ([]HistoryRecord, error) {
 // are dropped on the way. It returns the windows in force afterwards, keyed
 // by agent (store.AllAgents for the whole contract).
 func SetMaintenance(ctx context.Context, stateDir, name, agent string, d time.Duration, reason string, now time.Time) (map[string]*guard.Window, error) {
-	if agent == "" {
-		agent = store.AllAgents
-	}
 	s, err := store.Open(stateDir)
 	if err != nil {
 		return nil, err
+	}
+	return SetMaintenanceIn(ctx, s, name, agent, d, reason, now)
+}
+
+// SetMaintenanceIn is SetMaintenance on the state in st.
+func SetMaintenanceIn(ctx context.Context, s store.Backend, name, agent string, d time.Duration, reason string, now time.Time) (map[string]*guard.Window, error) {
+	if agent == "" {
+		agent = store.AllAgents
 	}
 	unlock, err := s.Lock(ctx, name, 30*time.Second)
 	if err != nil {
@@ -216,6 +230,11 @@ func Maintenance(stateDir, name string, now time.Time) (map[string]*guard.Window
 	if err != nil {
 		return nil, err
 	}
+	return MaintenanceIn(s, name, now)
+}
+
+// MaintenanceIn is Maintenance on the state in st.
+func MaintenanceIn(s store.Backend, name string, now time.Time) (map[string]*guard.Window, error) {
 	l, err := s.ReadLedger(name)
 	if err != nil {
 		return nil, err
@@ -234,6 +253,11 @@ func Reset(ctx context.Context, stateDir, name, unit string) error {
 	if err != nil {
 		return err
 	}
+	return ResetIn(ctx, s, name, unit)
+}
+
+// ResetIn is Reset on the state in st.
+func ResetIn(ctx context.Context, s store.Backend, name, unit string) error {
 	unlock, err := s.Lock(ctx, name, 5*time.Second)
 	if err != nil {
 		return fmt.Errorf("reset %s: %w", name, err)

@@ -14,6 +14,7 @@ import (
 	"github.com/contractd/contractd/engine"
 	"github.com/contractd/contractd/engine/notify"
 	"github.com/contractd/contractd/engine/serve"
+	"github.com/contractd/contractd/engine/store"
 	"github.com/contractd/contractd/transports"
 )
 
@@ -33,6 +34,8 @@ func (m *Main) cmdServe(ctx context.Context, args []string) int {
 	socket := fs.String("socket", "", "Unix socket `PATH` for `contractd NAME` on this host (default STATE_DIR/"+serve.SocketName+"; \"none\" for no socket)")
 	var lf loadFlags
 	lf.register(fs)
+	var hf haFlags
+	hf.register(fs, m.Getenv)
 	rest, err := m.parse(fs, args)
 	if err != nil {
 		return usageExit(err)
@@ -83,8 +86,20 @@ func (m *Main) cmdServe(ctx context.Context, args []string) int {
 	case "none":
 		sock = ""
 	}
+	var ha *serve.HA
+	var shared store.Backend
+	if hf.on() {
+		cli, h, st, err := hf.connect(ctx, m.Getenv, logf)
+		if err != nil {
+			m.errorf("serve: %v", err)
+			return exitUsage
+		}
+		defer cli.Close()
+		ha, shared = h, st
+		logf("serve: node %s, etcd %s, lease TTL %s: contracts are shared with the other instances", hf.node, hf.endpoints, hf.ttl)
+	}
 	eng, err := engine.New(engine.Options{
-		StateDir: *stateDir, Parallel: *parallel, Opener: engine.PoolOpener{Pool: pool},
+		StateDir: *stateDir, Store: shared, Parallel: *parallel, Opener: engine.PoolOpener{Pool: pool},
 		Getenv: m.Getenv, Logf: logf, NotifyDeps: notify.Deps{Log: m.Stderr, Getenv: m.Getenv},
 	})
 	if err != nil {
@@ -110,6 +125,7 @@ func (m *Main) cmdServe(ctx context.Context, args []string) int {
 		},
 		Logf: logf, Reload: hup, Systemd: serve.SystemdFromEnv(m.Getenv, os.Getpid()),
 		Stagger: stagger, ShutdownGrace: grace, Socket: sock, Build: serve.ReadBuildInfo(version), PageAuth: *pageAuth,
+		HA: ha, Store: shared,
 		ResidentSessions: func() int {
 			n := 0
 			for _, k := range pool.ResidentSessions() {

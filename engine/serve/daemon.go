@@ -124,6 +124,14 @@ type Config struct {
 	// Build names the running build for contractd_build_info and the
 	// status page; a zero Version reads "dev".
 	Build BuildInfo
+	// HA shares the contracts with other instances through etcd: each
+	// contract runs only on the instance that owns it (see ha.go). Nil
+	// means this instance runs every contract.
+	HA *HA
+	// Store is the contracts' state as the engine keeps it, for the API's
+	// history, maintenance and reset, and for a new owner's schedule. Nil
+	// means the files in StateDir.
+	Store store.Backend
 
 	Stagger       time.Duration // max random phase per contract; 0 means none
 	ShutdownGrace time.Duration // how long running runs may finish after ctx is cancelled
@@ -139,12 +147,13 @@ var (
 	ErrUnknownContract = errors.New("unknown contract")
 	ErrOverlap         = errors.New("a run of this contract is already going")
 	ErrStopping        = errors.New("the daemon is shutting down")
+	ErrNotOwner        = errors.New("this instance does not own the contract; owner:")
 )
 
 // Daemon is a running `contractd serve`. Create it with New, drive it with Run.
 type Daemon struct {
 	cfg   Config
-	store *store.Store
+	store store.Backend
 	// stateLock is an flock on STATE_DIR/.contractd-serve.lock: one daemon
 	// per state dir, since two would overwrite each other's scheduler state.
 	stateLock *os.File
@@ -226,11 +235,15 @@ func New(cfg Config) (*Daemon, error) {
 	setDefault(&cfg.HeldPoll, DefaultHeldPoll)
 	setDefault(&cfg.Heartbeat, DefaultHeartbeat)
 	setDefault(&cfg.StuckAfter, DefaultStuckAfter)
-	st, err := store.Open(cfg.StateDir)
+	files, err := store.Open(cfg.StateDir) // scheduler state and the lock live here in any case
 	if err != nil {
 		return nil, fmt.Errorf("serve: %w", err)
 	}
-	if cfg.Snapshot == nil {
+	var st store.Backend = files
+	if cfg.Store != nil {
+		st = cfg.Store
+	}
+	if cfg.Snapshot == nil || cfg.Store != nil { // a shared store has the snapshot, not StateDir
 		cfg.Snapshot = storeSnapshot(st)
 	}
 	lock, err := lockStateDir(cfg.StateDir)
@@ -255,6 +268,12 @@ func New(cfg Config) (*Daemon, error) {
 		hb:        heartbeat{stuckAfter: cfg.StuckAfter},
 	}
 	d.metrics = newMetrics(d.tickAgeSeconds, cfg.ResidentSessions, cfg.Build)
+	if cfg.HA != nil {
+		d.metrics.enableHA(cfg.HA)
+		cfg.HA.mu.Lock()
+		cfg.HA.changed, cfg.HA.busy = d.ownershipChanged, d.isRunning
+		cfg.HA.mu.Unlock()
+	}
 	if d.cfg.Notify == nil {
 		d.cfg.Notify = d.notifyRoutes
 	}
@@ -274,7 +293,7 @@ func New(cfg Config) (*Daemon, error) {
 
 // storeSnapshot reads the Maintains snapshot the engine wrote, as
 // {"written_at": …, "data": {…}}; nil when the contract never wrote one.
-func storeSnapshot(st *store.Store) func(string) (json.RawMessage, error) {
+func storeSnapshot(st store.Backend) func(string) (json.RawMessage, error) {
 	return func(name string) (json.RawMessage, error) {
 		data, at, err := st.ReadSnapshot(name)
 		if err != nil || data == nil {
@@ -380,6 +399,16 @@ func (d *Daemon) Run(ctx context.Context) error {
 		defer watcher.Close()
 	}
 
+	var haDone chan struct{}
+	if d.cfg.HA != nil {
+		// Ownership outlives the scheduling loops: it is given up only
+		// after the runs have ended, so no run of ours is cut off by a
+		// takeover we caused ourselves.
+		haCtx, stopHA := context.WithCancel(context.WithoutCancel(ctx))
+		haDone = make(chan struct{})
+		go func() { defer close(haDone); d.cfg.HA.run(haCtx) }()
+		defer func() { stopHA(); <-haDone }()
+	}
 	d.reload()
 	srvErr := make(chan error, 2)
 	go func() { srvErr <- d.srv.Serve(d.ln) }()

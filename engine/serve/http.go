@@ -39,11 +39,14 @@ type ScheduleView struct {
 
 // ContractStatus is one entry of GET /contracts.
 type ContractStatus struct {
-	Name                string             `json:"name"`
-	Path                string             `json:"path"`
-	Version             string             `json:"version,omitempty"`
-	Schedule            ScheduleView       `json:"schedule"`
-	State               string             `json:"state"` // idle, running, held_down
+	Name     string       `json:"name"`
+	Path     string       `json:"path"`
+	Version  string       `json:"version,omitempty"`
+	Schedule ScheduleView `json:"schedule"`
+	State    string       `json:"state"` // idle, running, held_down, standby (serve --etcd: another instance owns it)
+	// Owner is the node that owns the contract (serve --etcd); "" without
+	// HA or while no instance does.
+	Owner               string             `json:"owner,omitempty"`
 	NextRunAt           *time.Time         `json:"next_run_at,omitempty"`
 	LastRunAt           *time.Time         `json:"last_run_at,omitempty"`
 	LastResult          string             `json:"last_result,omitempty"`
@@ -157,6 +160,7 @@ func timePtr(t time.Time) *time.Time {
 }
 
 func (d *Daemon) status(e *entry) ContractStatus {
+	mode, owner := d.mode(e.name), d.owner(e.name)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	st := e.state
@@ -175,12 +179,15 @@ func (d *Daemon) status(e *entry) ContractStatus {
 		HeldSince:           timePtr(st.HeldSince),
 		SkippedOverlap:      st.SkippedOverlap,
 		RejectedEdit:        e.rejected,
+		Owner:               owner,
 	}
 	switch {
 	case e.running:
 		s.State = "running"
 	case st.HeldDown:
 		s.State = "held_down"
+	case mode == Standby:
+		s.State = "standby"
 	}
 	if !st.HeldDown {
 		s.NextRunAt = timePtr(e.next)
@@ -240,7 +247,7 @@ func (d *Daemon) handleDetail(w http.ResponseWriter, r *http.Request) {
 	} else if len(recs) > 0 {
 		det.LastRecord = recs[len(recs)-1]
 	}
-	if windows, err := engine.Maintenance(d.cfg.StateDir, e.name, d.clock.Now()); err != nil {
+	if windows, err := engine.MaintenanceIn(d.operatorStore(), e.name, d.clock.Now()); err != nil {
 		d.logf("serve: %s: maintenance: %v", e.name, err)
 	} else if len(windows) > 0 {
 		det.Maintenance = windows
@@ -289,7 +296,7 @@ func (d *Daemon) handleMaintenance(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	windows, err := engine.SetMaintenance(r.Context(), d.cfg.StateDir, name, req.Agent, dur, req.Reason, d.clock.Now().UTC())
+	windows, err := engine.SetMaintenanceIn(r.Context(), d.operatorStore(), name, req.Agent, dur, req.Reason, d.clock.Now().UTC())
 	if err != nil {
 		writeJSON(w, http.StatusInternalServerError, apiError{Error: err.Error()})
 		return
@@ -384,7 +391,7 @@ func (d *Daemon) runAndAnswer(w http.ResponseWriter, name string) {
 	switch {
 	case errors.Is(err, ErrUnknownContract):
 		writeJSON(w, http.StatusNotFound, apiError{Error: err.Error()})
-	case errors.Is(err, ErrOverlap):
+	case errors.Is(err, ErrOverlap), errors.Is(err, ErrNotOwner):
 		writeJSON(w, http.StatusConflict, apiError{Error: err.Error()})
 	case errors.Is(err, ErrStopping):
 		writeJSON(w, http.StatusServiceUnavailable, apiError{Error: err.Error()})

@@ -70,6 +70,15 @@ func (d *Daemon) reload() {
 		}
 	}
 	d.updateCounts()
+	if d.cfg.HA != nil {
+		d.mu.Lock()
+		names := make([]string, 0, len(d.entries))
+		for name := range d.entries {
+			names = append(names, name)
+		}
+		d.mu.Unlock()
+		d.cfg.HA.setContracts(names)
+	}
 }
 
 // reloadFile loads path when its content changed, or when it was kept out

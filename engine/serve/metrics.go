@@ -37,6 +37,7 @@ type metrics struct {
 	contracts *prometheus.GaugeVec
 	tickAge   prometheus.GaugeFunc
 	probes    *probeValues
+	owned     *prometheus.GaugeVec // nil without HA
 }
 
 // States are the values of the state label of contractd_agent_state and
@@ -180,6 +181,9 @@ func (m *metrics) add(name string, lastRun time.Time) {
 	if !lastRun.IsZero() {
 		m.lastRun.WithLabelValues(name).Set(float64(lastRun.UnixNano()) / 1e9)
 	}
+	if m.owned != nil {
+		m.owned.WithLabelValues(name)
+	}
 }
 
 // forget drops every series of a contract whose file went away.
@@ -199,6 +203,9 @@ func (m *metrics) forget(name string) {
 	m.heldDown.DeletePartialMatch(l)
 	m.overlap.DeletePartialMatch(l)
 	m.probes.forget(name)
+	if m.owned != nil {
+		m.owned.DeletePartialMatch(l)
+	}
 }
 
 // record counts one finished run that ended at now.

@@ -14,6 +14,7 @@ import (
 	"github.com/contractd/contractd/engine"
 	"github.com/contractd/contractd/engine/guard"
 	"github.com/contractd/contractd/engine/notify"
+	"github.com/contractd/contractd/engine/store"
 )
 
 // entry is one loaded contract and its schedule. Its loop goroutine owns the
@@ -172,9 +173,11 @@ func (d *Daemon) applyResetLocked(e *entry, onDisk SchedulerState) bool {
 	return true
 }
 
-// tick is one scheduled moment: start a run, or record an overlap.
+// tick is one scheduled moment: start a run, or record an overlap. With
+// HA, a contract another instance owns only keeps its cadence.
 func (d *Daemon) tick(e *entry) {
 	d.syncReset(e)
+	mode := d.mode(e.name)
 	now := d.clock.Now()
 	e.mu.Lock()
 	if e.state.HeldDown || now.Before(e.next) {
@@ -186,6 +189,10 @@ func (d *Daemon) tick(e *entry) {
 	e.next = e.next.Add(iv)
 	if !e.next.After(now) {
 		e.next = now.Add(iv)
+	}
+	if mode == Standby {
+		e.mu.Unlock()
+		return
 	}
 	if e.running {
 		e.state.SkippedOverlap++
@@ -220,6 +227,9 @@ func (d *Daemon) RunNow(name string) (*engine.Report, error) {
 	d.mu.Unlock()
 	if e == nil {
 		return nil, fmt.Errorf("%w: %s", ErrUnknownContract, name)
+	}
+	if d.mode(name) == Standby {
+		return nil, fmt.Errorf("%s: %w %s", name, ErrNotOwner, d.owner(name))
 	}
 	now := d.clock.Now()
 	e.mu.Lock()
@@ -288,6 +298,11 @@ func (d *Daemon) finish(e *entry, start time.Time, rep *engine.Report, runErr er
 		// Cancelled by our own shutdown: not the engine's failure, so it
 		// never counts toward backoff or hold-down.
 		result = ResultCancelled
+	case runErr != nil && d.cfg.HA != nil && (errors.Is(runErr, store.ErrFenced) || errors.Is(runErr, store.ErrUnavailable)):
+		// Another instance took the contract over, or etcd went away,
+		// during the run: what could not be recorded was not done, and
+		// it is not this contract's failure.
+		result = ResultFenced
 	case runErr != nil:
 		result = ResultFailed
 	case rep.Skipped != "":
@@ -308,7 +323,7 @@ func (d *Daemon) finish(e *entry, start time.Time, rep *engine.Report, runErr er
 	case ResultSkippedOverlap:
 		e.state.SkippedOverlap++
 		e.state.LastRun = now
-	case ResultCancelled:
+	case ResultCancelled, ResultFenced:
 		e.state.LastRun = now
 	default:
 		guard.HoldDown{After: HoldDownAfter, Clock: d.clock}.Record(&e.state.Scheduler, nil)
@@ -329,6 +344,11 @@ func (d *Daemon) finish(e *entry, start time.Time, rep *engine.Report, runErr er
 	switch result {
 	case ResultCancelled:
 		d.logf("serve: %s: %s run cancelled at shutdown: %v", e.name, trigger, runErr)
+	case ResultFenced:
+		d.logf("serve: %s: %s run stopped, its writes refused: %v", e.name, trigger, runErr)
+		if errors.Is(runErr, store.ErrFenced) {
+			d.cfg.HA.Fenced(e.name)
+		}
 	case ResultFailed:
 		d.logf("serve: %s: %s run failed (%d in a row): %v", e.name, trigger, st.ConsecutiveFailed, runErr)
 	case ResultSkippedOverlap:

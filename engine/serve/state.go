@@ -24,6 +24,7 @@ const (
 	ResultFailed         = "failed"          // the engine itself failed: error, deadline, panic
 	ResultSkippedOverlap = "skipped_overlap" // the previous run was still going, or another process held the lock
 	ResultCancelled      = "cancelled"       // the daemon stopped and cancelled the run past its shutdown grace
+	ResultFenced         = "fenced"          // serve --etcd: the contract moved to another instance, or etcd went away, during the run
 )
 
 // SchedulerState is what the daemon keeps per contract across restarts, in
@@ -96,7 +97,7 @@ func (st *SchedulerState) validate(name string) error {
 		return fmt.Errorf("skipped_overlap: negative count %d", st.SkippedOverlap)
 	}
 	switch st.LastResult {
-	case "", ResultOK, ResultFailed, ResultSkippedOverlap, ResultCancelled:
+	case "", ResultOK, ResultFailed, ResultSkippedOverlap, ResultCancelled, ResultFenced:
 	default:
 		return fmt.Errorf("last_result: unknown result %q", st.LastResult)
 	}

@@ -88,14 +88,20 @@ func (s *Store) readHistory(path string) ([]json.RawMessage, []BadLine, error) {
 
 // record checks one history line.
 func (s *Store) record(line []byte) error {
+	return CheckRecord(line, s.checkRecord)
+}
+
+// CheckRecord checks one history record as every backend does: a JSON
+// object that check (when not nil) accepts.
+func CheckRecord(line []byte, check func(json.RawMessage) error) error {
 	if !json.Valid(line) {
 		return errors.New("not JSON")
 	}
 	if line[0] != '{' {
 		return errors.New("not a JSON object")
 	}
-	if s.checkRecord != nil {
-		return s.checkRecord(line)
+	if check != nil {
+		return check(line)
 	}
 	return nil
 }

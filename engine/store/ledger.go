@@ -140,18 +140,30 @@ func (s *Store) ReadLedger(name string) (*Ledger, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read ledger: %w", err)
 	}
+	l, why := DecodeLedger(name, b)
+	if why != nil {
+		return NewLedger(name), s.moveAside(path, why)
+	}
+	return l, nil
+}
+
+// DecodeLedger decodes a ledger read back from any backend and checks it:
+// JSON, this build's version, the contract's own, every entry well formed
+// (Validate). It returns what is wrong with it otherwise; the backend sets
+// the bad copy aside.
+func DecodeLedger(name string, b []byte) (*Ledger, error) {
 	var l Ledger
 	if err := json.Unmarshal(b, &l); err != nil {
-		return NewLedger(name), s.moveAside(path, fmt.Errorf("bad JSON: %w", err))
+		return nil, fmt.Errorf("bad JSON: %w", err)
 	}
 	switch {
 	case l.Version != LedgerVersion:
-		return NewLedger(name), s.moveAside(path, fmt.Errorf("ledger version %d, this build reads %d", l.Version, LedgerVersion))
+		return nil, fmt.Errorf("ledger version %d, this build reads %d", l.Version, LedgerVersion)
 	case l.Contract != name:
-		return NewLedger(name), s.moveAside(path, fmt.Errorf("ledger of contract %q", l.Contract))
+		return nil, fmt.Errorf("ledger of contract %q", l.Contract)
 	}
 	if err := l.Validate(); err != nil {
-		return NewLedger(name), s.moveAside(path, err)
+		return nil, err
 	}
 	if l.Units == nil {
 		l.Units = map[string]*guard.Unit{}
@@ -214,13 +226,22 @@ func (s *Store) WriteLedger(name string, l *Ledger) error {
 	if err != nil {
 		return err
 	}
+	b, err := EncodeLedger(name, l)
+	if err != nil {
+		return err
+	}
+	return WriteAtomic(path, b)
+}
+
+// EncodeLedger returns the ledger as every backend stores it.
+func EncodeLedger(name string, l *Ledger) ([]byte, error) {
 	c := *l
 	c.Version, c.Contract = LedgerVersion, name
 	b, err := json.MarshalIndent(&c, "", "  ")
 	if err != nil {
-		return fmt.Errorf("encode ledger %s: %w", name, err)
+		return nil, fmt.Errorf("encode ledger %s: %w", name, err)
 	}
-	return WriteAtomic(path, append(b, '\n'))
+	return append(b, '\n'), nil
 }
 
 // Reset is the operator's `contractd reset NAME [UNIT]`: it clears

@@ -113,6 +113,15 @@ func (s *Store) Dir() string { return s.dir }
 
 var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
 
+// CheckName returns an error wrapping ErrName when name cannot name a
+// contract's state (in any backend), else nil.
+func CheckName(name string) error {
+	if !validName.MatchString(name) {
+		return fmt.Errorf("%w: %q", ErrName, name)
+	}
+	return nil
+}
+
 // path returns the file for a contract and suffix, or ErrName.
 func (s *Store) path(name, suffix string) (string, error) {
 	if !validName.MatchString(name) {
@@ -211,19 +220,30 @@ func (s *Store) ReadSnapshot(name string) (map[string]any, time.Time, error) {
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("read snapshot: %w", err)
 	}
+	data, at, why := DecodeSnapshot(name, b)
+	if why != nil {
+		return nil, time.Time{}, s.moveAside(path, why)
+	}
+	return data, at, nil
+}
+
+// DecodeSnapshot decodes a snapshot read back from any backend and checks
+// it: JSON, this build's version, the contract's own, data and time
+// present. It returns what is wrong with it otherwise.
+func DecodeSnapshot(name string, b []byte) (map[string]any, time.Time, error) {
 	var f snapshotFile
 	if err := json.Unmarshal(b, &f); err != nil {
-		return nil, time.Time{}, s.moveAside(path, fmt.Errorf("bad JSON: %w", err))
+		return nil, time.Time{}, fmt.Errorf("bad JSON: %w", err)
 	}
 	switch {
 	case f.Version != snapshotVersion:
-		return nil, time.Time{}, s.moveAside(path, fmt.Errorf("snapshot version %d, this build reads %d", f.Version, snapshotVersion))
+		return nil, time.Time{}, fmt.Errorf("snapshot version %d, this build reads %d", f.Version, snapshotVersion)
 	case f.Contract != name:
-		return nil, time.Time{}, s.moveAside(path, fmt.Errorf("snapshot of contract %q", f.Contract))
+		return nil, time.Time{}, fmt.Errorf("snapshot of contract %q", f.Contract)
 	case f.Data == nil:
-		return nil, time.Time{}, s.moveAside(path, errors.New("data: missing or null"))
+		return nil, time.Time{}, errors.New("data: missing or null")
 	case f.WrittenAt.IsZero():
-		return nil, time.Time{}, s.moveAside(path, errors.New("written_at: missing"))
+		return nil, time.Time{}, errors.New("written_at: missing")
 	}
 	return f.Data, f.WrittenAt, nil
 }
@@ -235,12 +255,21 @@ func (s *Store) WriteSnapshot(name string, data map[string]any) error {
 	if err != nil {
 		return err
 	}
+	b, err := EncodeSnapshot(name, data, s.clock.Now())
+	if err != nil {
+		return err
+	}
+	return WriteAtomic(path, b)
+}
+
+// EncodeSnapshot returns a snapshot written at as every backend stores it.
+func EncodeSnapshot(name string, data map[string]any, at time.Time) ([]byte, error) {
 	if data == nil {
 		data = map[string]any{} // null reads back as corrupt
 	}
-	b, err := json.MarshalIndent(snapshotFile{Version: snapshotVersion, Contract: name, WrittenAt: s.clock.Now().UTC(), Data: data}, "", "  ")
+	b, err := json.MarshalIndent(snapshotFile{Version: snapshotVersion, Contract: name, WrittenAt: at.UTC(), Data: data}, "", "  ")
 	if err != nil {
-		return fmt.Errorf("encode snapshot %s: %w", name, err)
+		return nil, fmt.Errorf("encode snapshot %s: %w", name, err)
 	}
-	return WriteAtomic(path, append(b, '\n'))
+	return append(b, '\n'), nil
 }

@@ -1,0 +1,132 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/contractd/contractd/engine"
+	"github.com/contractd/contractd/engine/serve"
+	"github.com/contractd/contractd/engine/store"
+	"github.com/contractd/contractd/engine/store/etcdstore"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// haFlags are `serve`'s flags for running several instances on etcd; the
+// TLS and auth flags are etcdctl's, prefixed with etcd-.
+type haFlags struct {
+	endpoints    string
+	node         string
+	prefix       string
+	ttl          time.Duration
+	cacert       string
+	cert         string
+	key          string
+	user         string
+	passwordFile string
+}
+
+func (h *haFlags) register(fs *flag.FlagSet, getenv func(string) string) {
+	host, _ := os.Hostname()
+	fs.StringVar(&h.endpoints, "etcd", "", "share the contracts with other instances through etcd at `URL[,URL…]`: each contract is run by one live instance, state lives in etcd (see docs/operations.md, High availability)")
+	fs.StringVar(&h.node, "node", host, "this instance's `NAME` among the instances (--etcd)")
+	fs.StringVar(&h.prefix, "etcd-prefix", serve.DefaultPrefix, "etcd key `PREFIX` the instances share")
+	fs.DurationVar(&h.ttl, "lease-ttl", serve.DefaultLeaseTTL, "etcd lease TTL, whole seconds: an instance that dies is replaced within 2 × TTL")
+	fs.StringVar(&h.cacert, "etcd-cacert", getenv("ETCDCTL_CACERT"), "CA bundle `FILE` that signed the etcd servers' certificates")
+	fs.StringVar(&h.cert, "etcd-cert", getenv("ETCDCTL_CERT"), "client certificate `FILE` for etcd")
+	fs.StringVar(&h.key, "etcd-key", getenv("ETCDCTL_KEY"), "client key `FILE` for etcd")
+	fs.StringVar(&h.user, "etcd-user", getenv("ETCDCTL_USER"), "etcd `USER` (role-based auth); the password comes from --etcd-password-file or $ETCDCTL_PASSWORD")
+	fs.StringVar(&h.passwordFile, "etcd-password-file", "", "`FILE` holding the etcd user's password")
+}
+
+// on reports whether --etcd was given.
+func (h *haFlags) on() bool { return h.endpoints != "" }
+
+// connect opens the etcd client and returns the instance's HA state and
+// the fenced store its runs write through. It fails on a bad flag or an
+// unreadable certificate, key or password file; an unreachable etcd is
+// not an error here (the daemon starts, probes and reports, and says so).
+func (h *haFlags) connect(ctx context.Context, getenv func(string) string, logf func(string, ...any)) (*clientv3.Client, *serve.HA, *etcdstore.Store, error) {
+	var eps []string
+	for _, e := range strings.Split(h.endpoints, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			eps = append(eps, e)
+		}
+	}
+	if len(eps) == 0 {
+		return nil, nil, nil, errors.New("--etcd: no endpoint")
+	}
+	cfg := clientv3.Config{
+		Endpoints: eps, DialTimeout: h.ttl, DialKeepAliveTime: h.ttl, DialKeepAliveTimeout: h.ttl,
+		Context: ctx, Logger: zap.NewNop(),
+	}
+	if h.cacert != "" || h.cert != "" || h.key != "" {
+		tc, err := h.tlsConfig()
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		cfg.TLS = tc
+	}
+	if h.user != "" {
+		user, pass, inline := strings.Cut(h.user, ":")
+		if !inline {
+			pass = getenv("ETCDCTL_PASSWORD")
+			if h.passwordFile != "" {
+				b, err := os.ReadFile(h.passwordFile)
+				if err != nil {
+					return nil, nil, nil, fmt.Errorf("--etcd-password-file: %w", err)
+				}
+				pass = strings.TrimSpace(string(b))
+			}
+		}
+		cfg.Username, cfg.Password = user, pass
+	}
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, nil, nil, fmt.Errorf("etcd client: %w", err)
+	}
+	ha, err := serve.NewHA(serve.HAConfig{Client: cli, Node: h.node, Prefix: h.prefix, TTL: h.ttl, Logf: logf})
+	if err != nil {
+		cli.Close()
+		return nil, nil, nil, err
+	}
+	st := etcdstore.New(ctx, cli, h.prefix, etcdstore.Options{Fence: ha.Fence, Timeout: h.ttl, RecordCheck: engine.CheckHistoryRecord})
+	return cli, ha, st, nil
+}
+
+// tlsConfig builds the client TLS from --etcd-cacert, --etcd-cert and
+// --etcd-key.
+func (h *haFlags) tlsConfig() (*tls.Config, error) {
+	tc := &tls.Config{MinVersion: tls.VersionTLS12}
+	if h.cacert != "" {
+		pem, err := os.ReadFile(h.cacert)
+		if err != nil {
+			return nil, fmt.Errorf("--etcd-cacert: %w", err)
+		}
+		pool := x509.NewCertPool()
+		if !pool.AppendCertsFromPEM(pem) {
+			return nil, fmt.Errorf("--etcd-cacert %s: no PEM certificate in it", h.cacert)
+		}
+		tc.RootCAs = pool
+	}
+	if (h.cert == "") != (h.key == "") {
+		return nil, errors.New("--etcd-cert and --etcd-key go together")
+	}
+	if h.cert != "" {
+		pair, err := tls.LoadX509KeyPair(h.cert, h.key)
+		if err != nil {
+			return nil, fmt.Errorf("--etcd-cert/--etcd-key: %w", err)
+		}
+		tc.Certificates = []tls.Certificate{pair}
+	}
+	return tc, nil
+}
+
+var _ store.Backend = (*etcdstore.Store)(nil)

@@ -1,0 +1,532 @@
+package serve
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/contractd/contractd/engine/store"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// High availability (`serve --etcd`): every instance loads the same
+// contracts, and each contract is run by the one instance that owns it.
+//
+// Each instance keeps one etcd session (a lease of TTL, kept alive) and
+// registers its node name under PREFIX/nodes/ with it. For every contract,
+// rendezvous hashing over the live nodes names the instance that should
+// own it; that instance campaigns in the contract's election
+// (PREFIX/owners/NAME/, concurrency.Election) and owns the contract while it
+// leads. An instance that should no longer own a contract (a node joined)
+// resigns once its run is over. When an instance dies its lease expires
+// after TTL, its keys go, and the next instance by rendezvous wins the
+// election: a takeover within TTL plus one poll.
+//
+// Fencing: every write of a run is a transaction comparing the create
+// revision of the owner's election key (Fence). A paused or cut-off
+// instance whose lease expired finds its key gone: its writes fail, so it
+// neither repairs nor alerts, and it steps down when it sees its session
+// end.
+//
+// Without quorum (or without a connection) nothing can be written: an
+// instance keeps running the contracts rendezvous gives it over the last
+// nodes it saw, probing and reporting only (Mode Local), until etcd is back.
+
+// HAConfig configures ownership through etcd.
+type HAConfig struct {
+	Client *clientv3.Client
+	Node   string        // this instance's name, unique among the instances
+	Prefix string        // key prefix shared by the instances ("/contractd/")
+	TTL    time.Duration // lease TTL, whole seconds (DefaultLeaseTTL)
+	Logf   func(string, ...any)
+}
+
+// DefaultLeaseTTL is the lease TTL of `serve --lease-ttl`.
+const DefaultLeaseTTL = 10 * time.Second
+
+// DefaultPrefix is the etcd key prefix of `serve --etcd-prefix`.
+const DefaultPrefix = "/contractd/"
+
+// Mode says whether this instance runs a contract now.
+type Mode int
+
+const (
+	// Standby: another instance owns the contract; this one does not run it.
+	Standby Mode = iota
+	// Owned: this instance owns the contract and runs it; its writes are fenced.
+	Owned
+	// Local: etcd cannot be reached and rendezvous over the last nodes seen
+	// gives the contract to this instance: it probes and reports, and
+	// repairs nothing and sends nothing.
+	Local
+)
+
+// HA is one instance's membership and ownership. Create it with NewHA and
+// pass it in Config.HA; the daemon runs it.
+type HA struct {
+	cfg  HAConfig
+	logf func(string, ...any)
+	poll time.Duration
+
+	mu        sync.Mutex
+	session   *concurrency.Session // nil while etcd cannot be reached
+	up        bool
+	nodes     []string          // live nodes, as last seen (kept while etcd is down)
+	owners    map[string]string // contract → owner node, as last seen
+	claims    map[string]*claim // the contracts loaded here
+	changed   func(name string, owned bool)
+	busy      func(name string) bool
+	downSince time.Time
+}
+
+// claim is this instance's standing in one contract's election.
+type claim struct {
+	campaign context.CancelFunc // set while campaigning
+	el       *concurrency.Election
+	owned    bool
+	key      string // the election key while owned
+	rev      int64  // its create revision: what every write compares
+}
+
+// NewHA checks cfg and returns the instance's HA state; nothing talks to
+// etcd until the daemon runs. It fails without a client or a node name, or
+// with a TTL under a second.
+func NewHA(cfg HAConfig) (*HA, error) {
+	switch {
+	case cfg.Client == nil:
+		return nil, errors.New("serve: HAConfig.Client is required")
+	case cfg.Node == "" || strings.ContainsAny(cfg.Node, "/\x00"):
+		return nil, fmt.Errorf("serve: node name %q: give a name without / that is unique among the instances", cfg.Node)
+	}
+	if cfg.TTL == 0 {
+		cfg.TTL = DefaultLeaseTTL
+	}
+	if cfg.TTL < time.Second || cfg.TTL%time.Second != 0 {
+		return nil, fmt.Errorf("serve: lease TTL %s: give whole seconds, at least 1s", cfg.TTL)
+	}
+	if cfg.Prefix == "" {
+		cfg.Prefix = DefaultPrefix
+	}
+	if !strings.HasSuffix(cfg.Prefix, "/") {
+		cfg.Prefix += "/"
+	}
+	h := &HA{cfg: cfg, logf: cfg.Logf, owners: map[string]string{}, claims: map[string]*claim{}}
+	// A takeover waits for the lease to expire (TTL) and then for the
+	// next poll: polls at a fifth of the TTL keep it well inside 2 × TTL.
+	h.poll = max(cfg.TTL/5, 100*time.Millisecond)
+	if h.logf == nil {
+		h.logf = func(string, ...any) {}
+	}
+	return h, nil
+}
+
+// Node returns this instance's node name.
+func (h *HA) Node() string { return h.cfg.Node }
+
+// TTL returns the lease TTL.
+func (h *HA) TTL() time.Duration { return h.cfg.TTL }
+
+// Up reports whether etcd is reachable with a live session.
+func (h *HA) Up() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.up
+}
+
+// Mode returns whether this instance runs contract name now.
+func (h *HA) Mode(name string) Mode {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.up {
+		if !h.downSince.IsZero() && h.preferredLocked(name) == h.cfg.Node {
+			return Local
+		}
+		return Standby
+	}
+	if c := h.claims[name]; c != nil && c.owned {
+		return Owned
+	}
+	return Standby
+}
+
+// Owner returns the node that owns contract name as last seen ("" when
+// none does yet).
+func (h *HA) Owner(name string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if c := h.claims[name]; c != nil && c.owned {
+		return h.cfg.Node
+	}
+	return h.owners[name]
+}
+
+// Fence returns the comparison that holds while this instance owns
+// contract name: its election key still has the create revision it won
+// with. It fails with store.ErrUnavailable while etcd cannot be reached and
+// with store.ErrFenced when this instance does not own the contract.
+func (h *HA) Fence(name string) ([]clientv3.Cmp, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.up {
+		return nil, fmt.Errorf("%w: etcd cannot be reached (down since %s)", store.ErrUnavailable, h.downSince.UTC().Format(time.RFC3339))
+	}
+	c := h.claims[name]
+	if c == nil || !c.owned {
+		owner := h.owners[name]
+		if owner == "" {
+			owner = "no instance yet"
+		}
+		return nil, fmt.Errorf("%w (owner: %s)", store.ErrFenced, owner)
+	}
+	return []clientv3.Cmp{clientv3.Compare(clientv3.CreateRevision(c.key), "=", c.rev)}, nil
+}
+
+// preferredLocked is the rendezvous choice for a contract among the nodes
+// last seen (this one always among them).
+func (h *HA) preferredLocked(name string) string {
+	return Rendezvous(append([]string{h.cfg.Node}, h.nodes...), name)
+}
+
+// Rendezvous returns the node among nodes that owns contract once the
+// instances agree: the one with the highest score (ties to the smallest
+// name). "" when nodes is empty.
+func Rendezvous(nodes []string, contract string) string {
+	best, bestScore := "", uint64(0)
+	for _, n := range nodes {
+		if s := score(n, contract); best == "" || s > bestScore || (s == bestScore && n < best) {
+			best, bestScore = n, s
+		}
+	}
+	return best
+}
+
+// score is the rendezvous (highest random weight) hash of a node and a
+// contract: each contract goes to the live node with the highest score, so
+// a node that joins or leaves moves only its own share.
+func score(node, contract string) uint64 {
+	sum := sha256.Sum256([]byte(node + "\x00" + contract))
+	return binary.BigEndian.Uint64(sum[:8])
+}
+
+// setContracts makes the claims match the contracts loaded.
+func (h *HA) setContracts(names []string) {
+	h.mu.Lock()
+	want := map[string]bool{}
+	for _, n := range names {
+		want[n] = true
+		if h.claims[n] == nil {
+			h.claims[n] = &claim{}
+		}
+	}
+	var gone []*claim
+	for n, c := range h.claims {
+		if !want[n] {
+			gone = append(gone, c)
+			delete(h.claims, n)
+		}
+	}
+	h.mu.Unlock()
+	for _, c := range gone {
+		h.resign(c)
+	}
+}
+
+// resign gives up a claim: a campaign is cancelled (which deletes its key),
+// a lead is resigned.
+func (h *HA) resign(c *claim) {
+	h.mu.Lock()
+	cancel, el, owned := c.campaign, c.el, c.owned
+	c.campaign, c.el, c.owned, c.key, c.rev = nil, nil, false, "", 0
+	h.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	if owned && el != nil {
+		ctx, done := context.WithTimeout(context.Background(), h.cfg.TTL)
+		defer done()
+		_ = el.Resign(ctx) // when it fails, the lease ends it
+	}
+}
+
+// run keeps the session, polls nodes and owners, and campaigns or resigns
+// until ctx ends; then it resigns everything and revokes its lease, so the
+// other instances take over at once.
+func (h *HA) run(ctx context.Context) {
+	var lostID clientv3.LeaseID // the lease of a session that ended, revoked when etcd is back
+	for ctx.Err() == nil {
+		s, err := concurrency.NewSession(h.cfg.Client, concurrency.WithTTL(int(h.cfg.TTL/time.Second)), concurrency.WithContext(ctx))
+		if err != nil {
+			h.setDown(fmt.Sprintf("no session: %v", err))
+			sleep(ctx, h.poll)
+			continue
+		}
+		if lostID != 0 {
+			// Keys of the old lease would hold ownership until it expires.
+			rctx, cancel := context.WithTimeout(ctx, h.cfg.TTL)
+			_, _ = h.cfg.Client.Revoke(rctx, lostID)
+			cancel()
+			lostID = 0
+		}
+		if err := h.register(ctx, s); err != nil {
+			h.setDown(fmt.Sprintf("register node: %v", err))
+			s.Orphan()
+			lostID = s.Lease()
+			sleep(ctx, h.poll)
+			continue
+		}
+		h.mu.Lock()
+		h.session = s
+		wasDown := !h.up
+		h.up = true
+		down := h.downSince
+		h.mu.Unlock()
+		if wasDown && !down.IsZero() {
+			h.logf("serve: etcd: reachable again after %s; repairs and alerts resume", time.Since(down).Round(time.Second))
+		}
+		h.serve(ctx, s)
+		// The session ended: ctx is done, or the lease is gone.
+		h.dropAll("its etcd lease ended")
+		if ctx.Err() != nil {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.cfg.TTL)
+			_, _ = h.cfg.Client.Revoke(cctx, s.Lease())
+			cancel()
+			return
+		}
+		lostID = s.Lease()
+		h.setDown("the lease could not be kept alive")
+	}
+}
+
+// setDown records that etcd cannot be reached; the first time, it says
+// what that means.
+func (h *HA) setDown(why string) {
+	h.mu.Lock()
+	was := h.up
+	h.up = false
+	h.session = nil
+	if was || h.downSince.IsZero() {
+		h.downSince = time.Now()
+	}
+	h.mu.Unlock()
+	if was {
+		h.logf("serve: etcd: unreachable (%s): probing and reporting go on here, no repairs and no alerts until it is back", why)
+	}
+}
+
+// register puts this node's key with the session's lease.
+func (h *HA) register(ctx context.Context, s *concurrency.Session) error {
+	key := h.cfg.Prefix + "nodes/" + h.cfg.Node
+	rctx, cancel := context.WithTimeout(ctx, h.cfg.TTL)
+	defer cancel()
+	resp, err := h.cfg.Client.Txn(rctx).
+		If(clientv3.Compare(clientv3.CreateRevision(key), "=", 0)).
+		Then(clientv3.OpPut(key, h.cfg.Node, clientv3.WithLease(s.Lease()))).
+		Else(clientv3.OpGet(key), clientv3.OpPut(key, h.cfg.Node, clientv3.WithLease(s.Lease()))).
+		Commit()
+	if err != nil {
+		return err
+	}
+	if !resp.Succeeded {
+		if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 && clientv3.LeaseID(kvs[0].Lease) != s.Lease() {
+			h.logf("serve: etcd: node name %s was registered by another lease: another instance with the same --node, or this one restarting", h.cfg.Node)
+		}
+	}
+	return nil
+}
+
+// serve polls and reconciles until the session ends or ctx is done.
+func (h *HA) serve(ctx context.Context, s *concurrency.Session) {
+	t := time.NewTicker(h.poll)
+	defer t.Stop()
+	for {
+		h.reconcile(ctx, s)
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// reconcile reads the live nodes and the owners, then campaigns for the
+// contracts this node should own and resigns those it should not (once
+// their run is over).
+func (h *HA) reconcile(ctx context.Context, s *concurrency.Session) {
+	rctx, cancel := context.WithTimeout(ctx, h.cfg.TTL)
+	defer cancel()
+	nodes, err := h.cfg.Client.Get(rctx, h.cfg.Prefix+"nodes/", clientv3.WithPrefix())
+	if err != nil {
+		return // the session's keep-alive decides whether etcd is down
+	}
+	owners, err := h.cfg.Client.Get(rctx, h.cfg.Prefix+"owners/", clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil {
+		return
+	}
+	var live []string
+	for _, kv := range nodes.Kvs {
+		live = append(live, strings.TrimPrefix(string(kv.Key), h.cfg.Prefix+"nodes/"))
+	}
+	sort.Strings(live)
+	leaders := map[string]string{}
+	for _, kv := range owners.Kvs {
+		rest := strings.TrimPrefix(string(kv.Key), h.cfg.Prefix+"owners/")
+		name, _, ok := strings.Cut(rest, "/")
+		if _, seen := leaders[name]; ok && !seen {
+			leaders[name] = string(kv.Value) // the lowest create revision leads
+		}
+	}
+
+	type standing struct {
+		name               string
+		c                  *claim
+		mine, owned, going bool
+	}
+	var all []standing
+	h.mu.Lock()
+	h.nodes, h.owners = live, leaders
+	for name, c := range h.claims {
+		all = append(all, standing{name, c, h.preferredLocked(name) == h.cfg.Node, c.owned, c.campaign != nil})
+	}
+	busy := h.busy
+	h.mu.Unlock()
+	for _, st := range all {
+		switch {
+		case st.mine && !st.owned && !st.going:
+			h.campaign(ctx, s, st.name, st.c)
+		case !st.mine && st.going && !st.owned:
+			h.resign(st.c)
+		case !st.mine && st.owned && (busy == nil || !busy(st.name)):
+			h.resign(st.c)
+			h.logf("serve: %s: handed over by %s: rendezvous now gives it to %s", st.name, h.cfg.Node, h.Preferred(st.name))
+			h.notify(st.name, false)
+		}
+	}
+}
+
+// Preferred returns the node rendezvous hashing gives contract name among
+// the nodes last seen.
+func (h *HA) Preferred(name string) string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.preferredLocked(name)
+}
+
+// campaign starts this node's campaign for a contract; when it wins, the
+// claim is owned and the daemon is told.
+func (h *HA) campaign(ctx context.Context, s *concurrency.Session, name string, c *claim) {
+	cctx, cancel := context.WithCancel(ctx)
+	el := concurrency.NewElection(s, h.cfg.Prefix+"owners/"+name+"/")
+	h.mu.Lock()
+	c.campaign, c.el = cancel, el
+	h.mu.Unlock()
+	go func() {
+		err := el.Campaign(cctx, h.cfg.Node)
+		h.mu.Lock()
+		if c.el != el {
+			// Resigned or dropped meanwhile.
+			h.mu.Unlock()
+			if err == nil {
+				rctx, done := context.WithTimeout(context.WithoutCancel(ctx), h.cfg.TTL)
+				_ = el.Resign(rctx)
+				done()
+			}
+			return
+		}
+		c.campaign = nil
+		if err != nil {
+			c.el = nil
+			h.mu.Unlock()
+			cancel()
+			return
+		}
+		c.owned, c.key, c.rev = true, el.Key(), el.Rev()
+		prev := h.owners[name]
+		h.owners[name] = h.cfg.Node
+		h.mu.Unlock()
+		from := ""
+		if prev != "" && prev != h.cfg.Node {
+			from = ", taken over from " + prev
+		}
+		h.logf("serve: %s: owned by %s%s", name, h.cfg.Node, from)
+		h.notify(name, true)
+	}()
+}
+
+// dropAll forgets every ownership after the session ended.
+func (h *HA) dropAll(why string) {
+	h.mu.Lock()
+	var lost []string
+	for name, c := range h.claims {
+		if c.campaign != nil {
+			c.campaign()
+		}
+		if c.owned {
+			lost = append(lost, name)
+			delete(h.owners, name)
+		}
+		c.campaign, c.el, c.owned, c.key, c.rev = nil, nil, false, "", 0
+	}
+	h.mu.Unlock()
+	sort.Strings(lost)
+	for _, name := range lost {
+		h.logf("serve: %s: no longer owned by %s: %s", name, h.cfg.Node, why)
+		h.notify(name, false)
+	}
+}
+
+func (h *HA) notify(name string, owned bool) {
+	h.mu.Lock()
+	f := h.changed
+	h.mu.Unlock()
+	if f != nil {
+		f(name, owned)
+	}
+}
+
+// Fenced steps down from a contract whose write was refused for its
+// ownership: the lease that won it has ended.
+func (h *HA) Fenced(name string) {
+	h.mu.Lock()
+	c := h.claims[name]
+	owned := c != nil && c.owned
+	if owned {
+		c.owned, c.key, c.rev, c.el = false, "", 0, nil
+		delete(h.owners, name)
+	}
+	h.mu.Unlock()
+	if owned {
+		h.logf("serve: %s: no longer owned by %s: a write was refused, another instance owns it", name, h.cfg.Node)
+		h.notify(name, false)
+	}
+}
+
+// OwnedCount returns how many contracts this instance owns.
+func (h *HA) OwnedCount() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	n := 0
+	for _, c := range h.claims {
+		if c.owned {
+			n++
+		}
+	}
+	return n
+}
+
+func sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+}

@@ -1,0 +1,50 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"time"
+)
+
+// Backend is where a contract's state lives: the ledger, the Maintains
+// snapshot, the run history and the run lock. *Store (files in a state
+// directory) is the default; engine/store/etcdstore keeps the same state in
+// etcd for several instances that share the contracts (`serve --etcd`).
+//
+// Every method is safe for concurrent use by different contracts.
+type Backend interface {
+	// Lock takes the contract's run lock, waiting up to wait. It fails
+	// with an error wrapping ErrLocked when another holds it past wait.
+	Lock(ctx context.Context, name string, wait time.Duration) (unlock func(), err error)
+	// ReadLedger returns the contract's ledger, an empty one when it has
+	// none. A corrupt ledger is set aside and comes back empty with an
+	// error wrapping ErrCorrupt.
+	ReadLedger(name string) (*Ledger, error)
+	// WriteLedger replaces the contract's ledger in one write.
+	WriteLedger(name string, l *Ledger) error
+	// ReadSnapshot returns the Maintains snapshot and when it was written;
+	// nil and the zero time when there is none.
+	ReadSnapshot(name string) (map[string]any, time.Time, error)
+	// WriteSnapshot replaces the Maintains snapshot.
+	WriteSnapshot(name string, data map[string]any) error
+	// AppendHistory adds one run record, keeping a bounded history.
+	AppendHistory(name string, record any) error
+	// History returns up to the last n run records, oldest first.
+	History(name string, n int) ([]json.RawMessage, error)
+}
+
+var _ Backend = (*Store)(nil)
+
+// ErrUnavailable is wrapped when a shared backend cannot be reached (etcd
+// lost its quorum, or this instance lost its connection): nothing can be
+// recorded, so a run probes and reports but repairs nothing and sends
+// nothing.
+var ErrUnavailable = errors.New("shared state unavailable")
+
+// ErrFenced is wrapped when a shared backend refused a write because this
+// instance no longer owns the contract (its lease expired while it was
+// paused or cut off, and another instance took over). The write did not
+// happen: a repair whose intent it was does not run, a message it was
+// recording is not sent.
+var ErrFenced = errors.New("this instance no longer owns the contract")

@@ -1,0 +1,433 @@
+// Package etcdstore keeps contractd's state in etcd, for several `contractd
+// serve` instances that share one contract directory (`serve --etcd`): the
+// same store.Backend as the files of a state directory, under one key
+// prefix per contract:
+//
+//	PREFIX/contracts/NAME/ledger          the ledger (JSON, as the file)
+//	PREFIX/contracts/NAME/snapshot        the Maintains snapshot
+//	PREFIX/contracts/NAME/history/STAMP   one run record per key, bounded
+//	PREFIX/contracts/NAME/ledger.corrupt-STAMP   a ledger that did not validate
+//
+// Writes are fenced: every write of a run is one etcd transaction that
+// also compares the instance's ownership of the contract (the create
+// revision of its election key, from Options.Fence) and the ledger's
+// revision as last read. An instance that was paused or cut off past its
+// lease wakes up to transactions that fail: the write does not happen and
+// the error wraps store.ErrFenced, so the repair whose intent it was does
+// not run and the message it was recording is not sent.
+package etcdstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/contractd/contractd/engine/guard"
+	"github.com/contractd/contractd/engine/store"
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// Fence returns the comparisons that hold while this instance owns
+// contract name, for the transaction of every write. It fails with an
+// error wrapping store.ErrFenced when the instance does not own it, and
+// store.ErrUnavailable when etcd cannot be reached.
+type Fence func(name string) ([]clientv3.Cmp, error)
+
+// DefaultTimeout bounds one etcd request of the store.
+const DefaultTimeout = 5 * time.Second
+
+// Options configure a Store. Zero values have defaults.
+type Options struct {
+	// Fence makes every write a fenced transaction (a daemon's runs).
+	// Nil means writes by an operator (maintenance, reset): they only
+	// compare the ledger's revision, so they never overwrite a run's
+	// write they did not see.
+	Fence        Fence
+	Timeout      time.Duration // one request (DefaultTimeout)
+	Clock        guard.Clock   // snapshot times, history keys (the wall clock)
+	HistoryLimit int           // records kept per contract (store.DefaultHistory)
+	// RecordCheck vets each history record read, as
+	// store.Store.WithRecordCheck does.
+	RecordCheck func(json.RawMessage) error
+}
+
+// Store is the etcd backend. It is safe for concurrent use.
+type Store struct {
+	cli    *clientv3.Client
+	ctx    context.Context
+	prefix string
+	opts   Options
+
+	mu    sync.Mutex
+	revs  map[string]int64         // the ledger's mod revision as this store last read or wrote it
+	locks map[string]chan struct{} // one run at a time per contract in this process
+}
+
+var _ store.Backend = (*Store)(nil)
+
+// New returns the store of the contracts under prefix (e.g. "/contractd/")
+// on cli. Requests are made under ctx, each bounded by Options.Timeout.
+func New(ctx context.Context, cli *clientv3.Client, prefix string, opts Options) *Store {
+	if opts.Timeout <= 0 {
+		opts.Timeout = DefaultTimeout
+	}
+	if opts.Clock == nil {
+		opts.Clock = guard.RealClock{}
+	}
+	if opts.HistoryLimit <= 0 {
+		opts.HistoryLimit = store.DefaultHistory
+	}
+	if !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
+	}
+	return &Store{cli: cli, ctx: ctx, prefix: prefix, opts: opts, revs: map[string]int64{}, locks: map[string]chan struct{}{}}
+}
+
+// Unfenced returns the store for an operator's writes (maintenance,
+// reset) on the same connection: no ownership compared, only the ledger's
+// revision.
+func (s *Store) Unfenced() store.Backend {
+	o := s.opts
+	o.Fence = nil
+	return New(s.ctx, s.cli, s.prefix, o)
+}
+
+// key returns the key of one part of a contract's state, or store.ErrName.
+func (s *Store) key(name, part string) (string, error) {
+	if err := store.CheckName(name); err != nil {
+		return "", err
+	}
+	return s.prefix + "contracts/" + name + "/" + part, nil
+}
+
+// fence returns the ownership comparisons of a write (none for an
+// operator's store).
+func (s *Store) fence(name string) ([]clientv3.Cmp, error) {
+	if s.opts.Fence == nil {
+		return nil, nil
+	}
+	return s.opts.Fence(name)
+}
+
+// request returns a context for one request.
+func (s *Store) request() (context.Context, context.CancelFunc) {
+	return context.WithTimeout(s.ctx, s.opts.Timeout)
+}
+
+// unavailable wraps a failed request as store.ErrUnavailable.
+func unavailable(what string, err error) error {
+	return fmt.Errorf("%s: %w: %v", what, store.ErrUnavailable, err)
+}
+
+// Lock takes the contract's run lock in this process. The daemon that
+// owns a contract is its only runner, so ownership is the cluster-wide
+// lock: Lock fails with store.ErrLocked when this instance does not own
+// it. When etcd cannot be reached it still takes the local lock: the run
+// then probes and reports without writing.
+func (s *Store) Lock(ctx context.Context, name string, wait time.Duration) (func(), error) {
+	if err := store.CheckName(name); err != nil {
+		return nil, err
+	}
+	if _, err := s.fence(name); err != nil && !errors.Is(err, store.ErrUnavailable) {
+		return nil, fmt.Errorf("lock %s: %v: %w", name, err, store.ErrLocked)
+	}
+	s.mu.Lock()
+	ch := s.locks[name]
+	if ch == nil {
+		ch = make(chan struct{}, 1)
+		s.locks[name] = ch
+	}
+	s.mu.Unlock()
+	select {
+	case ch <- struct{}{}:
+	default:
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		select {
+		case ch <- struct{}{}:
+		case <-t.C:
+			return nil, fmt.Errorf("lock %s after %s: %w", name, wait, store.ErrLocked)
+		case <-ctx.Done():
+			return nil, fmt.Errorf("lock %s: %w", name, ctx.Err())
+		}
+	}
+	var once sync.Once
+	return func() { once.Do(func() { <-ch }) }, nil
+}
+
+// ReadLedger returns the contract's ledger (an empty one when it has
+// none) and remembers its revision for the next write. A ledger that does
+// not validate is moved aside to ledger.corrupt-STAMP and an empty one
+// comes back with an error wrapping store.ErrCorrupt. It fails with
+// store.ErrUnavailable when etcd cannot be reached.
+func (s *Store) ReadLedger(name string) (*store.Ledger, error) {
+	key, err := s.key(name, "ledger")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.fence(name); errors.Is(err, store.ErrUnavailable) {
+		return nil, err
+	}
+	ctx, cancel := s.request()
+	defer cancel()
+	resp, err := s.cli.Get(ctx, key)
+	if err != nil {
+		return nil, unavailable("read ledger "+name, err)
+	}
+	if len(resp.Kvs) == 0 {
+		s.setRev(name, 0)
+		return store.NewLedger(name), nil
+	}
+	kv := resp.Kvs[0]
+	l, why := store.DecodeLedger(name, kv.Value)
+	if why != nil {
+		return store.NewLedger(name), s.moveAside(name, key, kv.ModRevision, kv.Value, why)
+	}
+	s.setRev(name, kv.ModRevision)
+	return l, nil
+}
+
+func (s *Store) setRev(name string, rev int64) {
+	s.mu.Lock()
+	s.revs[name] = rev
+	s.mu.Unlock()
+}
+
+func (s *Store) rev(name string) (int64, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r, ok := s.revs[name]
+	return r, ok
+}
+
+// moveAside puts a value that did not validate at KEY.corrupt-STAMP and
+// deletes it, in one transaction, and returns the store.CorruptError to
+// report.
+func (s *Store) moveAside(name, key string, rev int64, value []byte, why error) error {
+	aside := key + ".corrupt-" + s.opts.Clock.Now().UTC().Format("20060102T150405.000Z")
+	ctx, cancel := s.request()
+	defer cancel()
+	_, err := s.cli.Txn(ctx).
+		If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
+		Then(clientv3.OpPut(aside, string(value)), clientv3.OpDelete(key)).
+		Commit()
+	if err != nil {
+		return fmt.Errorf("%s: %v; and moving it aside failed: %w", key, why, err)
+	}
+	s.setRev(name, 0)
+	return &store.CorruptError{Path: key, MovedTo: aside, Err: why}
+}
+
+// ErrConflict is wrapped when the ledger changed since this store read it
+// (an operator's maintenance or reset landed during a run): the write did
+// not happen, and the next run reads the new ledger.
+var ErrConflict = errors.New("the ledger changed since it was read")
+
+// WriteLedger replaces the contract's ledger in one transaction that
+// compares the ownership (a fenced store) and the ledger's revision as
+// last read or written here. It fails with store.ErrFenced when the
+// instance no longer owns the contract, ErrConflict when another writer
+// changed the ledger, and store.ErrUnavailable when etcd cannot be
+// reached; the ledger in etcd is then unchanged.
+func (s *Store) WriteLedger(name string, l *store.Ledger) error {
+	key, err := s.key(name, "ledger")
+	if err != nil {
+		return err
+	}
+	b, err := store.EncodeLedger(name, l)
+	if err != nil {
+		return err
+	}
+	cmps, err := s.fence(name)
+	if err != nil {
+		return fmt.Errorf("write ledger %s: %w", name, err)
+	}
+	rev, known := s.rev(name)
+	if !known {
+		// Never read here: an operator's write must not overwrite what a
+		// run wrote; read first.
+		if _, err := s.ReadLedger(name); err != nil && !errors.Is(err, store.ErrCorrupt) {
+			return err
+		}
+		rev, _ = s.rev(name)
+	}
+	cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", rev))
+	ctx, cancel := s.request()
+	defer cancel()
+	resp, err := s.cli.Txn(ctx).If(cmps...).Then(clientv3.OpPut(key, string(b))).Commit()
+	if err != nil {
+		return unavailable("write ledger "+name, err)
+	}
+	if !resp.Succeeded {
+		return s.refused(name, "write ledger", cmps[:len(cmps)-1])
+	}
+	s.setRev(name, resp.Header.Revision)
+	return nil
+}
+
+// refused says why a transaction's comparisons failed: the ownership
+// (store.ErrFenced, asked again of etcd with the fence alone) or the
+// ledger's revision (ErrConflict).
+func (s *Store) refused(name, what string, fence []clientv3.Cmp) error {
+	if len(fence) > 0 {
+		ctx, cancel := s.request()
+		defer cancel()
+		resp, err := s.cli.Txn(ctx).If(fence...).Commit()
+		if err != nil {
+			return unavailable(what+" "+name, err)
+		}
+		if !resp.Succeeded {
+			return fmt.Errorf("%s %s: %w: its election key is gone or was won again by another", what, name, store.ErrFenced)
+		}
+	}
+	s.mu.Lock()
+	delete(s.revs, name) // what this writer holds is stale
+	s.mu.Unlock()
+	return fmt.Errorf("%s %s: %w", what, name, ErrConflict)
+}
+
+// ReadSnapshot returns the contract's Maintains snapshot and when it was
+// written; nil and the zero time when it has none. A snapshot that does not
+// validate is moved aside (store.ErrCorrupt). It fails with
+// store.ErrUnavailable when etcd cannot be reached.
+func (s *Store) ReadSnapshot(name string) (map[string]any, time.Time, error) {
+	key, err := s.key(name, "snapshot")
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	if _, err := s.fence(name); errors.Is(err, store.ErrUnavailable) {
+		return nil, time.Time{}, err
+	}
+	ctx, cancel := s.request()
+	defer cancel()
+	resp, err := s.cli.Get(ctx, key)
+	if err != nil {
+		return nil, time.Time{}, unavailable("read snapshot "+name, err)
+	}
+	if len(resp.Kvs) == 0 {
+		return nil, time.Time{}, nil
+	}
+	kv := resp.Kvs[0]
+	data, at, why := store.DecodeSnapshot(name, kv.Value)
+	if why != nil {
+		aside := key + ".corrupt-" + s.opts.Clock.Now().UTC().Format("20060102T150405.000Z")
+		ctx, cancel := s.request()
+		defer cancel()
+		if _, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
+			Then(clientv3.OpPut(aside, string(kv.Value)), clientv3.OpDelete(key)).Commit(); err != nil {
+			return nil, time.Time{}, fmt.Errorf("%s: %v; and moving it aside failed: %w", key, why, err)
+		}
+		return nil, time.Time{}, &store.CorruptError{Path: key, MovedTo: aside, Err: why}
+	}
+	return data, at, nil
+}
+
+// WriteSnapshot replaces the contract's snapshot in a fenced transaction.
+// It fails with store.ErrFenced, or store.ErrUnavailable.
+func (s *Store) WriteSnapshot(name string, data map[string]any) error {
+	key, err := s.key(name, "snapshot")
+	if err != nil {
+		return err
+	}
+	b, err := store.EncodeSnapshot(name, data, s.opts.Clock.Now())
+	if err != nil {
+		return err
+	}
+	return s.put(name, "write snapshot", clientv3.OpPut(key, string(b)))
+}
+
+// put runs ops in one transaction under the fence.
+func (s *Store) put(name, what string, ops ...clientv3.Op) error {
+	cmps, err := s.fence(name)
+	if err != nil {
+		return fmt.Errorf("%s %s: %w", what, name, err)
+	}
+	ctx, cancel := s.request()
+	defer cancel()
+	resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
+	if err != nil {
+		return unavailable(what+" "+name, err)
+	}
+	if !resp.Succeeded {
+		return s.refused(name, what, cmps)
+	}
+	return nil
+}
+
+// AppendHistory adds one run record under a key that sorts by time, and
+// drops the oldest beyond Options.HistoryLimit. It fails when the record
+// is not a JSON object the record check accepts, with store.ErrFenced, or
+// with store.ErrUnavailable.
+func (s *Store) AppendHistory(name string, record any) error {
+	dir, err := s.key(name, "history/")
+	if err != nil {
+		return err
+	}
+	rec, err := json.Marshal(record)
+	if err != nil {
+		return fmt.Errorf("encode run record %s: %w", name, err)
+	}
+	if err := store.CheckRecord(rec, s.opts.RecordCheck); err != nil {
+		return fmt.Errorf("encode run record %s: %w", name, err)
+	}
+	key := fmt.Sprintf("%s%020d-%08x", dir, s.opts.Clock.Now().UnixNano(), rand.Uint32())
+	if err := s.put(name, "append history", clientv3.OpPut(key, string(rec))); err != nil {
+		return err
+	}
+	ctx, cancel := s.request()
+	defer cancel()
+	resp, err := s.cli.Get(ctx, dir, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	if err != nil || resp.Count <= int64(s.opts.HistoryLimit) {
+		return nil // trimmed by a later append
+	}
+	old, err := s.cli.Get(ctx, dir, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+		clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend), clientv3.WithLimit(resp.Count-int64(s.opts.HistoryLimit)))
+	if err != nil || len(old.Kvs) == 0 {
+		return nil
+	}
+	last := string(old.Kvs[len(old.Kvs)-1].Key)
+	return s.put(name, "trim history", clientv3.OpDelete(dir, clientv3.WithRange(last+"\x00")))
+}
+
+// History returns up to the last n run records, oldest first (all when
+// n <= 0). Records that are not run records are left out and named by a
+// *store.SkippedError returned beside the good ones. It fails with
+// store.ErrUnavailable when etcd cannot be reached.
+func (s *Store) History(name string, n int) ([]json.RawMessage, error) {
+	dir, err := s.key(name, "history/")
+	if err != nil {
+		return nil, err
+	}
+	if _, err := s.fence(name); errors.Is(err, store.ErrUnavailable) {
+		return nil, err
+	}
+	opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByKey, clientv3.SortDescend)}
+	if n > 0 {
+		opts = append(opts, clientv3.WithLimit(int64(n)))
+	}
+	ctx, cancel := s.request()
+	defer cancel()
+	resp, err := s.cli.Get(ctx, dir, opts...)
+	if err != nil {
+		return nil, unavailable("read history "+name, err)
+	}
+	var recs []json.RawMessage
+	var bad []store.BadLine
+	for i := len(resp.Kvs) - 1; i >= 0; i-- {
+		v := resp.Kvs[i].Value
+		if err := store.CheckRecord(v, s.opts.RecordCheck); err != nil {
+			bad = append(bad, store.BadLine{Line: len(resp.Kvs) - i, Err: fmt.Errorf("%s: %w", resp.Kvs[i].Key, err)})
+			continue
+		}
+		recs = append(recs, json.RawMessage(v))
+	}
+	if len(bad) > 0 {
+		return recs, &store.SkippedError{Path: dir, Lines: bad}
+	}
+	return recs, nil
+}
