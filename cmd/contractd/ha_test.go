@@ -190,9 +190,9 @@ func tailOf(s string, n int) string {
 func (r *haRig) node(name string) *haNode {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	for _, n := range r.nodes {
-		if n.name == name {
-			return n
+	for i := len(r.nodes) - 1; i >= 0; i-- { // the latest start of that name
+		if r.nodes[i].name == name {
+			return r.nodes[i]
 		}
 	}
 	r.t.Fatalf("no node %s", name)

@@ -27,6 +27,15 @@ type Health struct {
 	Contracts      int       `json:"contracts"`
 	Rejected       int       `json:"rejected"`
 	Running        []string  `json:"running"`
+	// ETCD is this instance's standing in a group (serve --etcd).
+	ETCD *HAHealth `json:"etcd,omitempty"`
+}
+
+// HAHealth is the etcd part of GET /healthz.
+type HAHealth struct {
+	Node  string `json:"node"`
+	Up    bool   `json:"up"`    // etcd reachable with a live lease
+	Owned int    `json:"owned"` // contracts this instance owns
 }
 
 // ScheduleView is a contract's schedule as the API shows it.
@@ -130,6 +139,9 @@ func (d *Daemon) handleHealth(w http.ResponseWriter, r *http.Request) {
 	h := Health{Status: "ok", LastTick: last, TickAgeSeconds: age.Seconds(), Contracts: loaded, Rejected: rejected, Running: d.runningNames()}
 	if h.Running == nil {
 		h.Running = []string{}
+	}
+	if ha := d.cfg.HA; ha != nil {
+		h.ETCD = &HAHealth{Node: ha.Node(), Up: ha.Up(), Owned: ha.OwnedCount()}
 	}
 	sort.Strings(h.Running)
 	code := http.StatusOK
