@@ -112,6 +112,11 @@ func ReadStatus(stateDir, name string, now time.Time) (*Status, error) {
 	if err != nil {
 		return nil, err
 	}
+	return ReadStatusIn(s, name, now)
+}
+
+// ReadStatusIn is ReadStatus on the state in s.
+func ReadStatusIn(s store.Backend, name string, now time.Time) (*Status, error) {
 	snap, at, err := s.ReadSnapshot(name)
 	if err != nil {
 		return nil, err
@@ -164,7 +169,13 @@ func ReadHistory(stateDir, name string, n int) ([]HistoryRecord, error) {
 	if err != nil {
 		return nil, err
 	}
-	raw, skipped := s.WithRecordCheck(checkHistoryRecord).History(name, n)
+	return ReadHistoryIn(s.WithRecordCheck(checkHistoryRecord), name, n)
+}
+
+// ReadHistoryIn is ReadHistory on the state in st, whose reads check
+// records with CheckHistoryRecord.
+func ReadHistoryIn(s store.Backend, name string, n int) ([]HistoryRecord, error) {
+	raw, skipped := s.History(name, n)
 	if skipped != nil && !errors.Is(skipped, store.ErrCorrupt) {
 		return nil, skipped
 	}

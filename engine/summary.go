@@ -81,6 +81,8 @@ type Summary struct {
 	Maintenance map[string]*guard.Window `json:"maintenance,omitempty"`
 	// Problems says what could not be read (a corrupt file moved aside).
 	Problems []string `json:"problems,omitempty"`
+	// Owner is the instance that runs the contract (`status --etcd`).
+	Owner string `json:"owner,omitempty"`
 }
 
 // Summarize reads contract name's summary from stateDir at now. It fails
@@ -91,8 +93,13 @@ func Summarize(stateDir, name string, now time.Time) (*Summary, error) {
 	if err != nil {
 		return nil, err
 	}
+	return SummarizeIn(s.WithRecordCheck(checkHistoryRecord), name, now)
+}
+
+// SummarizeIn is Summarize on the state in s (etcd for `serve --etcd`).
+func SummarizeIn(s store.Backend, name string, now time.Time) (*Summary, error) {
 	sum := &Summary{Contract: name, Agents: map[string]string{}, Incidents: []*guard.Incident{}}
-	hist, err := ReadHistory(stateDir, name, 1)
+	hist, err := ReadHistoryIn(s, name, 1)
 	if errors.Is(err, store.ErrName) {
 		return nil, err
 	}

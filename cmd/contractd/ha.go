@@ -19,26 +19,23 @@ import (
 	"go.uber.org/zap"
 )
 
-// haFlags are `serve`'s flags for running several instances on etcd; the
-// TLS and auth flags are etcdctl's, prefixed with etcd-.
-type haFlags struct {
+// etcdFlags reach the etcd cluster of a group of instances: `serve`
+// and `status` take them. The TLS and auth flags are etcdctl's, prefixed
+// with etcd-.
+type etcdFlags struct {
 	endpoints    string
-	node         string
 	prefix       string
-	ttl          time.Duration
 	cacert       string
 	cert         string
 	key          string
 	user         string
 	passwordFile string
+	timeout      time.Duration
 }
 
-func (h *haFlags) register(fs *flag.FlagSet, getenv func(string) string) {
-	host, _ := os.Hostname()
-	fs.StringVar(&h.endpoints, "etcd", "", "share the contracts with other instances through etcd at `URL[,URL…]`: each contract is run by one live instance, state lives in etcd (see docs/operations.md, High availability)")
-	fs.StringVar(&h.node, "node", host, "this instance's `NAME` among the instances (--etcd)")
+func (h *etcdFlags) register(fs *flag.FlagSet, getenv func(string) string, what string) {
+	fs.StringVar(&h.endpoints, "etcd", "", what)
 	fs.StringVar(&h.prefix, "etcd-prefix", serve.DefaultPrefix, "etcd key `PREFIX` the instances share")
-	fs.DurationVar(&h.ttl, "lease-ttl", serve.DefaultLeaseTTL, "etcd lease TTL, whole seconds: an instance that dies is replaced within 2 × TTL")
 	fs.StringVar(&h.cacert, "etcd-cacert", getenv("ETCDCTL_CACERT"), "CA bundle `FILE` that signed the etcd servers' certificates")
 	fs.StringVar(&h.cert, "etcd-cert", getenv("ETCDCTL_CERT"), "client certificate `FILE` for etcd")
 	fs.StringVar(&h.key, "etcd-key", getenv("ETCDCTL_KEY"), "client key `FILE` for etcd")
@@ -47,50 +44,32 @@ func (h *haFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 }
 
 // on reports whether --etcd was given.
-func (h *haFlags) on() bool { return h.endpoints != "" }
+func (h *etcdFlags) on() bool { return h.endpoints != "" }
+
+// haFlags are `serve`'s flags for running as one of several instances on
+// etcd.
+type haFlags struct {
+	etcdFlags
+	node string
+	ttl  time.Duration
+}
+
+func (h *haFlags) register(fs *flag.FlagSet, getenv func(string) string) {
+	host, _ := os.Hostname()
+	h.etcdFlags.register(fs, getenv, "share the contracts with other instances through etcd at `URL[,URL…]`: each contract is run by one live instance, state lives in etcd (see docs/operations.md, High availability)")
+	fs.StringVar(&h.node, "node", host, "this instance's `NAME` among the instances (--etcd)")
+	fs.DurationVar(&h.ttl, "lease-ttl", serve.DefaultLeaseTTL, "etcd lease TTL, whole seconds: an instance that dies is replaced within 2 × TTL")
+}
 
 // connect opens the etcd client and returns the instance's HA state and
 // the fenced store its runs write through. It fails on a bad flag or an
 // unreadable certificate, key or password file; an unreachable etcd is
 // not an error here (the daemon starts, probes and reports, and says so).
 func (h *haFlags) connect(ctx context.Context, getenv func(string) string, logf func(string, ...any)) (*clientv3.Client, *serve.HA, *etcdstore.Store, error) {
-	var eps []string
-	for _, e := range strings.Split(h.endpoints, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			eps = append(eps, e)
-		}
-	}
-	if len(eps) == 0 {
-		return nil, nil, nil, errors.New("--etcd: no endpoint")
-	}
-	cfg := clientv3.Config{
-		Endpoints: eps, DialTimeout: h.ttl, DialKeepAliveTime: h.ttl, DialKeepAliveTimeout: h.ttl,
-		Context: ctx, Logger: zap.NewNop(),
-	}
-	if h.cacert != "" || h.cert != "" || h.key != "" {
-		tc, err := h.tlsConfig()
-		if err != nil {
-			return nil, nil, nil, err
-		}
-		cfg.TLS = tc
-	}
-	if h.user != "" {
-		user, pass, inline := strings.Cut(h.user, ":")
-		if !inline {
-			pass = getenv("ETCDCTL_PASSWORD")
-			if h.passwordFile != "" {
-				b, err := os.ReadFile(h.passwordFile)
-				if err != nil {
-					return nil, nil, nil, fmt.Errorf("--etcd-password-file: %w", err)
-				}
-				pass = strings.TrimSpace(string(b))
-			}
-		}
-		cfg.Username, cfg.Password = user, pass
-	}
-	cli, err := clientv3.New(cfg)
+	h.timeout = h.ttl
+	cli, err := h.client(ctx, getenv)
 	if err != nil {
-		return nil, nil, nil, fmt.Errorf("etcd client: %w", err)
+		return nil, nil, nil, err
 	}
 	ha, err := serve.NewHA(serve.HAConfig{Client: cli, Node: h.node, Prefix: h.prefix, TTL: h.ttl, Logf: logf})
 	if err != nil {
@@ -101,9 +80,57 @@ func (h *haFlags) connect(ctx context.Context, getenv func(string) string, logf 
 	return cli, ha, st, nil
 }
 
+// client opens the etcd client the flags describe. It fails on a bad flag
+// or an unreadable certificate, key or password file; it does not wait for
+// etcd to answer.
+func (h *etcdFlags) client(ctx context.Context, getenv func(string) string) (*clientv3.Client, error) {
+	var eps []string
+	for _, e := range strings.Split(h.endpoints, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			eps = append(eps, e)
+		}
+	}
+	if len(eps) == 0 {
+		return nil, errors.New("--etcd: no endpoint")
+	}
+	if h.timeout <= 0 {
+		h.timeout = 5 * time.Second
+	}
+	cfg := clientv3.Config{
+		Endpoints: eps, DialTimeout: h.timeout, DialKeepAliveTime: h.timeout, DialKeepAliveTimeout: h.timeout,
+		Context: ctx, Logger: zap.NewNop(),
+	}
+	if h.cacert != "" || h.cert != "" || h.key != "" {
+		tc, err := h.tlsConfig()
+		if err != nil {
+			return nil, err
+		}
+		cfg.TLS = tc
+	}
+	if h.user != "" {
+		user, pass, inline := strings.Cut(h.user, ":")
+		if !inline {
+			pass = getenv("ETCDCTL_PASSWORD")
+			if h.passwordFile != "" {
+				b, err := os.ReadFile(h.passwordFile)
+				if err != nil {
+					return nil, fmt.Errorf("--etcd-password-file: %w", err)
+				}
+				pass = strings.TrimSpace(string(b))
+			}
+		}
+		cfg.Username, cfg.Password = user, pass
+	}
+	cli, err := clientv3.New(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("etcd client: %w", err)
+	}
+	return cli, nil
+}
+
 // tlsConfig builds the client TLS from --etcd-cacert, --etcd-cert and
 // --etcd-key.
-func (h *haFlags) tlsConfig() (*tls.Config, error) {
+func (h *etcdFlags) tlsConfig() (*tls.Config, error) {
 	tc := &tls.Config{MinVersion: tls.VersionTLS12}
 	if h.cacert != "" {
 		pem, err := os.ReadFile(h.cacert)
@@ -129,4 +156,54 @@ func (h *haFlags) tlsConfig() (*tls.Config, error) {
 	return tc, nil
 }
 
-var _ store.Backend = (*etcdstore.Store)(nil)
+// stateStore returns where an operator's command reads and changes a
+// contract's ledger: etcd with --etcd (an operator's writes, which never
+// overwrite a run's: see etcdstore.Store.Unfenced), else the state dir. done
+// closes what was opened.
+func (m *Main) stateStore(ctx context.Context, sf stateFlags, ef etcdFlags) (store.Backend, func(), error) {
+	if !ef.on() {
+		st, err := store.Open(sf.stateDir)
+		return st, func() {}, err
+	}
+	cli, err := ef.client(ctx, m.Getenv)
+	if err != nil {
+		return nil, nil, err
+	}
+	return etcdstore.New(ctx, cli, ef.prefix, etcdstore.Options{Timeout: ef.timeout, RecordCheck: engine.CheckHistoryRecord}), func() { cli.Close() }, nil
+}
+
+// etcdSummary is `contractd status --etcd`: every contract with state in
+// etcd under the prefix, with its owner.
+func (m *Main) etcdSummary(ctx context.Context, ef etcdFlags) ([]*engine.Summary, error) {
+	cli, err := ef.client(ctx, m.Getenv)
+	if err != nil {
+		return nil, err
+	}
+	defer cli.Close()
+	st := etcdstore.New(ctx, cli, ef.prefix, etcdstore.Options{Timeout: ef.timeout, RecordCheck: engine.CheckHistoryRecord})
+	names, err := st.Contracts()
+	if err != nil {
+		return nil, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, ef.timeout)
+	owners, err := serve.Owners(rctx, cli, ef.prefix)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("owners: %w", err)
+	}
+	now := time.Now()
+	sums := make([]*engine.Summary, 0, len(names))
+	for _, n := range names {
+		s, err := engine.SummarizeIn(st, n, now)
+		if err != nil {
+			m.errorf("status: %s: %v", n, err)
+			continue
+		}
+		s.Owner = owners[n]
+		if s.Owner == "" {
+			s.Owner = "none"
+		}
+		sums = append(sums, s)
+	}
+	return sums, nil
+}

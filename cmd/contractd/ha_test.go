@@ -142,7 +142,7 @@ func (r *haRig) start(node string) *haNode {
 	if r.nodeVar {
 		args = append(args, "--var", "node="+node)
 	}
-	logf, err := os.Create(n.log)
+	logf, err := os.OpenFile(n.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644) // a restart appends
 	if err != nil {
 		r.t.Fatal(err)
 	}
@@ -510,7 +510,7 @@ func TestHASpreadsContractsAndMovesThemWhenOneLeaves(t *testing.T) {
 		contracts[name] = strings.Replace(`---
 name: NAME
 runtime_contract: 2
-schedule: {every: 5s}
+schedule: {every: 5s, on_start: true}
 ---
 
 ## Execution
@@ -543,6 +543,26 @@ schedule: {every: 5s}
 			t.Errorf("%s owns %d of 30 contracts, want about a third", node, k)
 		}
 	}
+	// `contractd status --etcd` names the same owners.
+	var sums []struct {
+		Contract string `json:"contract"`
+		Owner    string `json:"owner"`
+	}
+	waitFor(t, 20*time.Second, "status --etcd lists the 30 contracts once each has run", func() bool {
+		out, err := exec.Command(r.bin, "status", "--etcd", r.etcd.Endpoints(), "--json").Output()
+		if err != nil {
+			t.Fatalf("contractd status --etcd: %v", err)
+		}
+		if err := json.Unmarshal(out, &sums); err != nil {
+			t.Fatalf("status --json: %v\n%s", err, out)
+		}
+		return len(sums) == 30
+	})
+	for _, s := range sums {
+		if want := r.ownerOf(s.Contract); s.Owner != want {
+			t.Errorf("status --etcd: %s owned by %q, the instances say %q", s.Contract, s.Owner, want)
+		}
+	}
 	leaving := r.node("n2")
 	leaving.cmd.Process.Signal(syscall.SIGTERM)
 	<-leaving.done
@@ -550,4 +570,40 @@ schedule: {every: 5s}
 		return r.node("n1").owned(names)+r.node("n3").owned(names) == 30
 	})
 	t.Logf("%d contracts moved %s after n2 left", counts["n2"], moved.Round(time.Millisecond))
+}
+
+// An operator's maintenance window written through etcd (`contractd
+// maintenance --etcd`, from any host) holds the owner's repairs; ended, the
+// repair runs once.
+func TestHAMaintenanceThroughEtcdHoldsTheOwner(t *testing.T) {
+	r := startHA(t, 2, map[string]string{"svc": haContract("svc")})
+	owner := r.settled("svc")
+	before := r.probesBy(owner)
+	waitFor(t, 20*time.Second, "a first run", func() bool { return r.probesBy(owner) > before })
+	maint := func(args ...string) string {
+		out, err := exec.Command(r.bin, append([]string{"maintenance", "--etcd", r.etcd.Endpoints(), "--dir", r.dir}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("contractd maintenance %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	if out := maint("--for", "1h", "--reason", "upgrade", "svc"); !strings.Contains(out, "whole contract") {
+		t.Fatalf("maintenance did not say the window: %s", out)
+	}
+	r.setState("down")
+	start := r.probesBy(owner)
+	waitFor(t, 20*time.Second, "three runs in maintenance", func() bool { return r.probesBy(owner) >= start+3 })
+	if got := r.lines("repairs"); got != 0 {
+		t.Fatalf("%d repairs inside the maintenance window, want none", got)
+	}
+	maint("--end", "svc")
+	waitFor(t, 20*time.Second, "the repair once the window ended", func() bool { return r.lines("repairs") >= 1 })
+	start = r.probesBy(owner)
+	waitFor(t, 20*time.Second, "three more runs", func() bool { return r.probesBy(owner) >= start+3 })
+	if got := r.lines("repairs"); got != 1 {
+		t.Fatalf("%d repairs after the window ended, want 1", got)
+	}
+	if log := readFile(t, owner.log); strings.Contains(log, "run failed") {
+		t.Fatalf("an operator's change failed a run:\n%s", tailOf(log, 2000))
+	}
 }

@@ -191,8 +191,17 @@ func TestSoakFailover(t *testing.T) {
 	for _, d := range dups {
 		t.Errorf("message delivered more than once: %s", d)
 	}
-	t.Logf("soak %s, 3 instances, %d services, TTL %s: %d breaks, %d kill -9, %d pauses past the lease, %d SIGTERM; %d repairs (%d for the same break twice), %d messages (%d delivered twice)",
-		duration, services, haTTL, breaks, kills, pauses, stops, repairs, dupRepairs, messages, len(dups))
+	// What the instances said about runs cut short: repairs a new owner
+	// verified instead of running, and intents and messages a fence refused.
+	var interrupted, refusedRepairs, refusedMessages int
+	for _, node := range nodes {
+		log := readFile(t, r.node(node).log)
+		interrupted += strings.Count(log, "repair interrupted in run")
+		refusedRepairs += strings.Count(log, "not repaired")
+		refusedMessages += strings.Count(log, "alert not sent")
+	}
+	t.Logf("soak %s, 3 instances, %d services, TTL %s: %d breaks, %d kill -9, %d pauses past the lease, %d SIGTERM; %d repairs (%d for the same break twice), %d messages (%d delivered twice); %d interrupted repairs verified by the next owner, %d repairs and %d messages refused by the fence",
+		duration, services, haTTL, breaks, kills, pauses, stops, repairs, dupRepairs, messages, len(dups), interrupted, refusedRepairs, refusedMessages)
 }
 
 func appendLine(t *testing.T, path, line string) {

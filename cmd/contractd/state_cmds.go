@@ -45,20 +45,30 @@ func (m *Main) cmdStatus(ctx context.Context, args []string) int {
 	asJSON := fs.Bool("json", false, "print as JSON")
 	var sf stateFlags
 	sf.register(fs, m.Getenv)
+	var ef etcdFlags
+	ef.register(fs, m.Getenv, "read the state of a group of instances (serve --etcd) from etcd at `URL[,URL…]`; without NAME, with each contract's owner")
 	names, err := m.parse(fs, args)
 	if err != nil {
 		return usageExit(err)
 	}
-	switch len(names) {
-	case 0:
+	switch {
+	case len(names) == 0 && ef.on():
+		return m.statusSummaryOf(ctx, ef, *asJSON)
+	case len(names) == 0:
 		return m.statusSummary(sf, *asJSON)
-	case 1:
+	case len(names) == 1:
 	default:
 		m.errorf("usage: contractd status %s", commands["status"].args)
 		return exitUsage
 	}
 	name := names[0]
-	st, err := engine.ReadStatus(sf.stateDir, name, time.Now())
+	states, done, err := m.stateStore(ctx, sf, ef)
+	if err != nil {
+		m.fail("status", err)
+		return exitFailed
+	}
+	defer done()
+	st, err := engine.ReadStatusIn(states, name, time.Now())
 	if err != nil {
 		if errors.Is(err, engine.ErrNeverRan) {
 			if _, code := m.checkName("status", sf, name); code != exitOK {
@@ -97,15 +107,38 @@ func (m *Main) statusSummary(sf stateFlags, asJSON bool) int {
 		}
 		sums = append(sums, s)
 	}
+	return m.printSummaries(sums, asJSON, "no contract has state in "+sf.stateDir+" yet")
+}
+
+// statusSummaryOf is statusSummary for the state a group of `serve
+// --etcd` instances keeps in etcd, with an OWNER column.
+func (m *Main) statusSummaryOf(ctx context.Context, ef etcdFlags, asJSON bool) int {
+	sums, err := m.etcdSummary(ctx, ef)
+	if err != nil {
+		m.fail("status", err)
+		return exitFailed
+	}
+	return m.printSummaries(sums, asJSON, "no contract has state in etcd under "+ef.prefix+" yet")
+}
+
+// printSummaries prints the summary table (or JSON), with an OWNER column
+// when the summaries name owners; none says what an empty table means.
+func (m *Main) printSummaries(sums []*engine.Summary, asJSON bool, none string) int {
+	now := time.Now()
 	if asJSON {
 		return m.writeJSON(sums)
 	}
 	if len(sums) == 0 {
-		say(m.Stdout, "no contract has state in %s yet\n", sf.stateDir)
+		say(m.Stdout, "%s\n", none)
 		return exitOK
 	}
+	owners := sums[0].Owner != ""
 	tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "CONTRACT\tSTATUS\tAGENTS OK\tLAST RUN\tINCIDENTS\tNOTE")
+	head := "CONTRACT\tSTATUS\tAGENTS OK\tLAST RUN\tINCIDENTS\tNOTE"
+	if owners {
+		head = "CONTRACT\tOWNER\tSTATUS\tAGENTS OK\tLAST RUN\tINCIDENTS\tNOTE"
+	}
+	fmt.Fprintln(tw, head)
 	for _, s := range sums {
 		last := "never"
 		if !s.LastRun.IsZero() {
@@ -119,7 +152,11 @@ func (m *Main) statusSummary(sf stateFlags, asJSON bool) int {
 			notes = append(notes, incidentLabel(inc))
 		}
 		notes = append(notes, s.Problems...)
-		say(tw, "%s\t%s %s\t%d/%d\t%s\t%d\t%s\n", s.Contract, engine.Mark(s.Severity), s.Severity, s.AgentsOK, s.AgentTotal, last, len(s.Incidents), strings.Join(notes, "; "))
+		contract := s.Contract
+		if owners {
+			contract += "\t" + s.Owner
+		}
+		say(tw, "%s\t%s %s\t%d/%d\t%s\t%d\t%s\n", contract, engine.Mark(s.Severity), s.Severity, s.AgentsOK, s.AgentTotal, last, len(s.Incidents), strings.Join(notes, "; "))
 	}
 	tw.Flush()
 	return exitOK
@@ -251,6 +288,8 @@ func (m *Main) cmdReset(ctx context.Context, args []string) int {
 	var sf stateFlags
 	sf.register(fs, m.Getenv)
 	unit := fs.String("unit", "", "reset only this unit (`AGENT`)")
+	var ef etcdFlags
+	ef.register(fs, m.Getenv, "reset the ledger a group of instances (serve --etcd) keeps in etcd at `URL[,URL…]`")
 	names, err := m.parse(fs, args)
 	if err != nil {
 		return usageExit(err)
@@ -268,7 +307,13 @@ func (m *Main) cmdReset(ctx context.Context, args []string) int {
 		m.errorf("reset: %v", err)
 		return exitUsage
 	}
-	if err := engine.Reset(ctx, sf.stateDir, name, *unit); err != nil {
+	st, done, err := m.stateStore(ctx, sf, ef)
+	if err != nil {
+		m.fail("reset", err)
+		return exitFailed
+	}
+	defer done()
+	if err := engine.ResetIn(ctx, st, name, *unit); err != nil {
 		m.fail("reset", err)
 		return exitFailed
 	}
@@ -289,6 +334,8 @@ func (m *Main) cmdMaintenance(ctx context.Context, args []string) int {
 	durationVar(fs, &dur, "for", 0, "start a window of `DURATION` from now (e.g. 2h, 90m, 1d); replaces the agent's current one")
 	reason := fs.String("reason", "", "why, for the report and the log")
 	end := fs.Bool("end", false, "end the window now")
+	var ef etcdFlags
+	ef.register(fs, m.Getenv, "change the ledger a group of instances (serve --etcd) keeps in etcd at `URL[,URL…]`")
 	names, err := m.parse(fs, args)
 	if err != nil {
 		return usageExit(err)
@@ -306,13 +353,19 @@ func (m *Main) cmdMaintenance(ctx context.Context, args []string) int {
 		m.errorf("maintenance: %v", err)
 		return exitUsage
 	}
+	st, done, err := m.stateStore(ctx, sf, ef)
+	if err != nil {
+		m.fail("maintenance", err)
+		return exitFailed
+	}
+	defer done()
 	now := time.Now().UTC()
 	var windows map[string]*guard.Window
 	switch {
 	case dur > 0 || *end:
-		windows, err = engine.SetMaintenance(ctx, sf.stateDir, name, *agent, dur, *reason, now)
+		windows, err = engine.SetMaintenanceIn(ctx, st, name, *agent, dur, *reason, now)
 	default:
-		windows, err = engine.Maintenance(sf.stateDir, name, now)
+		windows, err = engine.MaintenanceIn(st, name, now)
 	}
 	if err != nil {
 		m.fail("maintenance", err)

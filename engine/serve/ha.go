@@ -308,14 +308,14 @@ func (h *HA) run(ctx context.Context) {
 // what that means.
 func (h *HA) setDown(why string) {
 	h.mu.Lock()
-	was := h.up
+	was, first := h.up, h.downSince.IsZero()
 	h.up = false
 	h.session = nil
-	if was || h.downSince.IsZero() {
+	if was || first {
 		h.downSince = time.Now()
 	}
 	h.mu.Unlock()
-	if was {
+	if was || first {
 		h.logf("serve: etcd: unreachable (%s): probing and reporting go on here, no repairs and no alerts until it is back", why)
 	}
 }
@@ -367,7 +367,7 @@ func (h *HA) reconcile(ctx context.Context, s *concurrency.Session) {
 	if err != nil {
 		return // the session's keep-alive decides whether etcd is down
 	}
-	owners, err := h.cfg.Client.Get(rctx, h.cfg.Prefix+"owners/", clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	leaders, err := Owners(rctx, h.cfg.Client, h.cfg.Prefix)
 	if err != nil {
 		return
 	}
@@ -376,14 +376,6 @@ func (h *HA) reconcile(ctx context.Context, s *concurrency.Session) {
 		live = append(live, strings.TrimPrefix(string(kv.Key), h.cfg.Prefix+"nodes/"))
 	}
 	sort.Strings(live)
-	leaders := map[string]string{}
-	for _, kv := range owners.Kvs {
-		rest := strings.TrimPrefix(string(kv.Key), h.cfg.Prefix+"owners/")
-		name, _, ok := strings.Cut(rest, "/")
-		if _, seen := leaders[name]; ok && !seen {
-			leaders[name] = string(kv.Value) // the lowest create revision leads
-		}
-	}
 
 	type standing struct {
 		name               string
@@ -410,6 +402,28 @@ func (h *HA) reconcile(ctx context.Context, s *concurrency.Session) {
 			h.notify(st.name, false)
 		}
 	}
+}
+
+// Owners returns the owner node of every contract that has one, from the
+// elections under prefix: the candidate with the lowest create revision
+// leads. It fails when etcd cannot be read.
+func Owners(ctx context.Context, cli *clientv3.Client, prefix string) (map[string]string, error) {
+	if !strings.HasSuffix(prefix, "/") {
+		prefix += "/"
+	}
+	resp, err := cli.Get(ctx, prefix+"owners/", clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
+	if err != nil {
+		return nil, err
+	}
+	leaders := map[string]string{}
+	for _, kv := range resp.Kvs {
+		rest := strings.TrimPrefix(string(kv.Key), prefix+"owners/")
+		name, _, ok := strings.Cut(rest, "/")
+		if _, seen := leaders[name]; ok && !seen {
+			leaders[name] = string(kv.Value)
+		}
+	}
+	return leaders, nil
 }
 
 // Preferred returns the node rendezvous hashing gives contract name among

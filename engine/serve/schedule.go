@@ -298,10 +298,10 @@ func (d *Daemon) finish(e *entry, start time.Time, rep *engine.Report, runErr er
 		// Cancelled by our own shutdown: not the engine's failure, so it
 		// never counts toward backoff or hold-down.
 		result = ResultCancelled
-	case runErr != nil && d.cfg.HA != nil && (errors.Is(runErr, store.ErrFenced) || errors.Is(runErr, store.ErrUnavailable)):
-		// Another instance took the contract over, or etcd went away,
-		// during the run: what could not be recorded was not done, and
-		// it is not this contract's failure.
+	case runErr != nil && d.cfg.HA != nil && (errors.Is(runErr, store.ErrFenced) || errors.Is(runErr, store.ErrUnavailable) || errors.Is(runErr, store.ErrConflict)):
+		// Another instance took the contract over, etcd went away, or an
+		// operator changed the ledger during the run: what could not be
+		// recorded was not done, and it is not this contract's failure.
 		result = ResultFenced
 	case runErr != nil:
 		result = ResultFailed

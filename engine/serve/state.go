@@ -24,7 +24,7 @@ const (
 	ResultFailed         = "failed"          // the engine itself failed: error, deadline, panic
 	ResultSkippedOverlap = "skipped_overlap" // the previous run was still going, or another process held the lock
 	ResultCancelled      = "cancelled"       // the daemon stopped and cancelled the run past its shutdown grace
-	ResultFenced         = "fenced"          // serve --etcd: the contract moved to another instance, or etcd went away, during the run
+	ResultFenced         = "fenced"          // serve --etcd: the contract moved to another instance, etcd went away, or an operator changed the ledger, during the run
 )
 
 // SchedulerState is what the daemon keeps per contract across restarts, in

@@ -48,3 +48,9 @@ var ErrUnavailable = errors.New("shared state unavailable")
 // happen: a repair whose intent it was does not run, a message it was
 // recording is not sent.
 var ErrFenced = errors.New("this instance no longer owns the contract")
+
+// ErrConflict is wrapped when a shared backend refused a write because the
+// ledger changed since it was read (an operator's maintenance or reset
+// landed during the run). The write did not happen; the next run reads the
+// new ledger.
+var ErrConflict = errors.New("the ledger changed since it was read")

@@ -97,6 +97,27 @@ func (s *Store) Unfenced() store.Backend {
 	return New(s.ctx, s.cli, s.prefix, o)
 }
 
+// Contracts returns the names of the contracts with state under the
+// prefix, sorted. It fails with store.ErrUnavailable when etcd cannot be
+// read.
+func (s *Store) Contracts() ([]string, error) {
+	ctx, cancel := s.request()
+	defer cancel()
+	dir := s.prefix + "contracts/"
+	resp, err := s.cli.Get(ctx, dir, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	if err != nil {
+		return nil, unavailable("list contracts", err)
+	}
+	var names []string
+	for _, kv := range resp.Kvs {
+		name, _, _ := strings.Cut(strings.TrimPrefix(string(kv.Key), dir), "/")
+		if len(names) == 0 || names[len(names)-1] != name {
+			names = append(names, name) // keys come sorted
+		}
+	}
+	return names, nil
+}
+
 // key returns the key of one part of a contract's state, or store.ErrName.
 func (s *Store) key(name, part string) (string, error) {
 	if err := store.CheckName(name); err != nil {
@@ -223,10 +244,9 @@ func (s *Store) moveAside(name, key string, rev int64, value []byte, why error) 
 	return &store.CorruptError{Path: key, MovedTo: aside, Err: why}
 }
 
-// ErrConflict is wrapped when the ledger changed since this store read it
-// (an operator's maintenance or reset landed during a run): the write did
-// not happen, and the next run reads the new ledger.
-var ErrConflict = errors.New("the ledger changed since it was read")
+// ErrConflict is store.ErrConflict: the ledger changed since this store
+// read it.
+var ErrConflict = store.ErrConflict
 
 // WriteLedger replaces the contract's ledger in one transaction that
 // compares the ownership (a fenced store) and the ledger's revision as
