@@ -131,6 +131,22 @@ else
 fi
 `
 
+// prologueSent is batchPrologue without its comment lines and indentation:
+// they are for people reading this file, and every byte is sent and parsed
+// on every batch.
+var prologueSent = func() string {
+	var b strings.Builder
+	for _, line := range strings.Split(batchPrologue, "\n") {
+		t := strings.TrimLeft(line, "\t")
+		if t == "" || strings.HasPrefix(t, "#") {
+			continue
+		}
+		b.WriteString(t)
+		b.WriteString("\n")
+	}
+	return b.String()
+}()
+
 // execBatch is the run loop every transport's ExecBatch shares.
 func execBatch(ctx context.Context, r runner, cmds []Command, logf logger) ([]Result, error) {
 	switch len(cmds) {
@@ -163,7 +179,7 @@ func execBatch(ctx context.Context, r runner, cmds []Command, logf logger) ([]Re
 	// on the target, and when the batch's deadline passes here the
 	// session is stopped and the reaper kills what the run token marks.
 	// That saves a program or two per batch, on small targets the most.
-	code, err := r.run(runCtx, shellArgv("bash", 0, newRunToken()), strings.NewReader(script), &parser.out, mw)
+	code, err := r.run(runCtx, shellArgv("batch", 0, newRunToken()), strings.NewReader(script), &parser.out, mw)
 	mw.flush()
 	parser.out.Close()
 	parser.err.Close()
@@ -253,7 +269,7 @@ func batchScript(cmds []Command, boundary, marker string) (string, bool) {
 	fmt.Fprintf(&b, "printf '%%s\\n' %s >&2\n", marker)
 	b.WriteString(exports(shared))
 	fmt.Fprintf(&b, "__B=%s\n", boundary)
-	b.WriteString(batchPrologue)
+	b.WriteString(prologueSent)
 	for i, c := range cmds {
 		secs, shell := stepArgs(c)
 		body := exports(own[i]) + c.Script

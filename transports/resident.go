@@ -160,7 +160,7 @@ func residentProgram(readyB, marker string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "printf '%%s\\n' %s >&2\n", marker)
 	fmt.Fprintf(&b, "__B=%s\n", readyB)
-	b.WriteString(batchPrologue)
+	b.WriteString(prologueSent)
 	b.WriteString(residentLoop)
 	return b.String()
 }

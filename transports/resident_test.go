@@ -437,12 +437,83 @@ func TestResidentPCTAndDockerLoopsLiveInTheContainer(t *testing.T) {
 			t.Fatalf("docker run %d used another loop: %q, first %q", i, rs[0].Stdout, first)
 		}
 	}
-	// Kill the loop inside the container: the next run recovers.
-	if out, err := exec.Command("docker", "exec", c.Name, "kill", "-9", strings.TrimSpace(first)).CombinedOutput(); err != nil {
-		t.Fatalf("kill the loop in the container: %v: %s", err, out)
+}
+
+// dockerExecClients returns the pids of this host's `docker exec -i NAME`
+// processes: what carries a resident session into the container.
+func dockerExecClients(name string) []int {
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if strings.HasPrefix(string(b), "docker\x00exec\x00-i\x00"+name+"\x00") {
+			out = append(out, pid)
+		}
 	}
-	rs, err := dk.ExecBatch(testCtx(t), []Command{{Script: "echo $PPID", Timeout: 5 * time.Second}, {Script: "echo again"}})
-	if err != nil || rs[1].Stdout != "again\n" || rs[0].Stdout == first || !strings.Contains(rs[0].Note, "the loop ended") {
-		t.Fatalf("after the loop was killed: %+v, %v", rs, err)
+	return out
+}
+
+// TestResidentDockerSessionRecovers breaks a resident session inside a
+// real container the three ways a target can, between runs: the next run
+// gets every result within its steps' timeouts and says what happened.
+func TestResidentDockerSessionRecovers(t *testing.T) {
+	t.Parallel()
+	slow(t)
+	c := busyboxContainer(t)
+	dockerDo := func(args ...string) {
+		if out, err := exec.Command("docker", append([]string{"exec", c.Name}, args...)...).CombinedOutput(); err != nil {
+			t.Fatalf("docker exec %v: %v: %s", args, err, out)
+		}
+	}
+	cases := []struct {
+		name  string
+		note  string
+		apply func(t *testing.T, loop string)
+	}{
+		{"the loop in the container is killed", "ended", func(t *testing.T, loop string) { dockerDo("kill", "-9", loop) }},
+		{"the loop in the container is stalled", "no answer within", func(t *testing.T, loop string) {
+			dockerDo("kill", "-STOP", loop)
+			t.Cleanup(func() { exec.Command("docker", "exec", c.Name, "kill", "-CONT", loop).Run() })
+		}},
+		{"the docker exec carrying it is killed", "ended", func(t *testing.T, _ string) {
+			pids := dockerExecClients(c.Name)
+			if len(pids) != 1 {
+				t.Fatalf("%d docker exec clients for the container, want the resident session's 1", len(pids))
+			}
+			syscall.Kill(pids[0], syscall.SIGKILL)
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			p, book := residentPool(t, ResidentOptions{HealthEvery: time.Hour})
+			dk := open(t, p, &Spec{Kind: "docker", Container: c.Name})
+			rs, err := dk.ExecBatch(testCtx(t), []Command{{Script: "echo $PPID"}, {Script: "true"}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			loop := strings.TrimSpace(rs[0].Stdout)
+			tc.apply(t, loop)
+			start := time.Now()
+			rs, err = dk.ExecBatch(testCtx(t), []Command{{Script: "echo $PPID", Timeout: 3 * time.Second}, {Script: "echo again", Timeout: 3 * time.Second}})
+			took := time.Since(start)
+			if err != nil || rs[1].Stdout != "again\n" {
+				t.Fatalf("after the damage: %+v, %v\n%s", rs, err, book.all())
+			}
+			for i, r := range rs {
+				if !strings.Contains(r.Note, tc.note) || !(strings.Contains(r.Note, "fresh session") || strings.Contains(r.Note, "restarted")) {
+					t.Errorf("step %d note %q: want it to say the resident session broke (%q) and what ran the step", i, r.Note, tc.note)
+				}
+			}
+			if limit := 6 * time.Second; took > limit {
+				t.Errorf("the run took %s, longer than its steps' timeouts (%s)", took, limit)
+			}
+			if next, err := dk.Exec(testCtx(t), Command{Script: "echo $PPID"}); err != nil || strings.TrimSpace(next.Stdout) == loop || next.Note != "" {
+				t.Errorf("the run after: %+v, %v; want a new resident loop and no note", next, err)
+			}
+		})
 	}
 }

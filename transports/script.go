@@ -217,9 +217,13 @@ const groupKill = `trap "trap - TERM; kill -TERM 0" TERM; exec 3<&0; "$@" <&3 3<
 // (sshd ignores signal requests on root logins).
 // It exports the run token so that every process of the run carries it in
 // its environment, where a reaper can find them (see SSH.reap).
+// A batch (shell name "batch") is sourced whole from stdin by bash: with
+// -s bash reads a script from a pipe one byte per read(2), to leave the
+// rest to the commands, and a batch's steps never read stdin.
 // Arguments: $1 seconds (0 = none), $2 shell name, $3 run token.
 const launcher = `t=$1 s=$2; CONTRACTD_RUN=$3; export CONTRACTD_RUN; ` +
-	`if [ "$s" = bash ] && command -v bash >/dev/null 2>&1; then set -- bash --norc -s; else set -- sh -s; fi; ` +
+	`if [ "$s" != sh ] && command -v bash >/dev/null 2>&1; then ` +
+	`if [ "$s" = batch ]; then set -- bash --norc -c '. /dev/stdin'; else set -- bash --norc -s; fi; else set -- sh -s; fi; ` +
 	`if [ "$t" != 0 ] && command -v timeout >/dev/null 2>&1; then ` +
 	`if [ -L /bin/timeout ] || [ -L /usr/bin/timeout ]; then exec timeout -k 2 "$t" sh -c '` + groupKill + `' sh "$@"; fi; ` +
 	`exec timeout -k 2 "$t" "$@"; fi; ` +
@@ -229,7 +233,7 @@ const launcher = `t=$1 s=$2; CONTRACTD_RUN=$3; export CONTRACTD_RUN; ` +
 // text, only the launcher, a number, a shell name and the run token, which
 // is always the last element.
 func shellArgv(shell string, secs int, run string) []string {
-	if shell != "sh" {
+	if shell != "sh" && shell != "batch" {
 		shell = "bash"
 	}
 	return []string{"sh", "-c", launcher, "contractd", strconv.Itoa(secs), shell, run}
