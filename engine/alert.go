@@ -119,7 +119,7 @@ func (r *run) alert() {
 		r.announce(act, in, r.severityNow(in))
 	}
 	for _, u := range r.units {
-		if len(u.repairs) > 0 && !u.told && !u.slowed {
+		if len(u.repairs) > 0 && !u.told && !u.slowed && !r.quietRepair(u, inc) {
 			// No incident message told this repair: it gets its own (a
 			// slowed unit's repairs are told by its slow-retry incident).
 			cond := u.repairs[0].row.Condition
@@ -130,6 +130,22 @@ func (r *run) alert() {
 	if !r.e.opts.DryRun {
 		inc.Prune(30 * 24 * time.Hour)
 	}
+}
+
+// quietRepair reports whether a repair of u this run is no news: the unit
+// is still failing and an incident of it that is still true this run is
+// already open, so the person it paged knows; the report and the log keep
+// the repair. Under alert_on: repair every repair is the news.
+func (r *run) quietRepair(u *unit, inc guard.Incidents) bool {
+	if r.c.AlertOn == contracts.AlertOnRepair || !u.failing() {
+		return false
+	}
+	for key, in := range r.intents {
+		if i := inc.State[key]; in.agent == u.name() && i != nil && !i.Resolved {
+			return true
+		}
+	}
+	return false
 }
 
 // mayResolve decides whether an open incident whose condition is not active

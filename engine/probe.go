@@ -204,6 +204,12 @@ func (r *run) probeContext(ctx context.Context, sr *stageRun, list ...*contracts
 func (sr *stageRun) record(r *run, step *contracts.Step, o *steps.Observation) {
 	redactObservation(o, r.redact)
 	steps.Evaluate(step, o, r.env(scope{stage: sr, steps: sr.obs, own: o}))
+	var hostKey *transports.HostKeyError
+	if errors.As(o.Err, &hostKey) {
+		// Not a blip to wait out under unreachable_after: the host is not
+		// the one known_hosts vouches for. Critical at once.
+		o.Severity = contracts.SeverityCritical
+	}
 	sr.obs = append(sr.obs, o)
 	rep := &StepReport{
 		ID: step.ID, Kind: step.Kind, Severity: o.Severity,

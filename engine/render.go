@@ -123,7 +123,7 @@ func WriteText(w io.Writer, rep *Report) error {
 			if a.Verify != "" {
 				verify = " → " + a.Verify
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t[%s] %s%s\n", printable(a.Agent), a.Status, printable(a.Action), printable(a.Condition), printable(a.Reason), verify)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t[%s] %s%s\n", printable(a.Agent), a.Status, printable(a.Action), printable(a.Condition), printable(guardSays(a)), verify)
 		}
 		tw.Flush()
 		ew.raw(b.String())
@@ -191,6 +191,15 @@ func heldNote(rep *Report) string {
 		return ""
 	}
 	return ", " + strings.Join(held, ", ") + " (held by hysteresis: not yet counted)"
+}
+
+// guardSays is an action's reason, prefixed by the guard that decided it
+// when one did ("budget: over budget: …").
+func guardSays(a *ActionReport) string {
+	if a.Guard == "" {
+		return a.Reason
+	}
+	return a.Guard + ": " + a.Reason
 }
 
 // WriteTrace renders every candidate action with each guard's answer, for

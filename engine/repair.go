@@ -295,7 +295,9 @@ func (r *run) act(ctx context.Context, u *unit, sr *stageRun, row *contracts.Act
 		r.logf("%s: %s: escalated %s: %s", r.c.Name, u.name(), row.Condition, v.Reason)
 		return nil
 	case guard.StatusAlert:
-		r.guardAlert(u, sr, row, v)
+		if r.guardAlert(u, sr, row, v) {
+			ar.Status = guard.StatusEscalate
+		}
 		return nil
 	default:
 		r.logf("%s: %s: %s %s (%s): %s", r.c.Name, u.name(), v.Status, cmd, row.Condition, v.Reason)
@@ -356,30 +358,33 @@ func (r *run) act(ctx context.Context, u *unit, sr *stageRun, row *contracts.Act
 // guardAlert handles a repair the chain turned into an alert: the circuit
 // breaker (one contract-wide alert) or the crash-loop guard (alert, or
 // escalate when the contract says `then: escalate`).
-func (r *run) guardAlert(u *unit, sr *stageRun, row *contracts.ActionRow, v guard.Verdict) {
+// It reports whether the crash loop was escalated (then: escalate): the
+// crash-loop incident pages a person; the guard, not an escalation mark,
+// keeps repairs off while the loop lasts, so no second incident opens.
+func (r *run) guardAlert(u *unit, sr *stageRun, row *contracts.ActionRow, v guard.Verdict) bool {
 	if v.Guard == guard.GuardBlastRadius {
 		r.raise(&intent{source: guard.SourceGuard, condition: "circuit open", severity: contracts.SeverityCritical,
 			text: "circuit breaker open, no repairs this run: " + v.Reason})
 		r.logf("%s: %s: not repaired: %s", r.c.Name, u.name(), v.Reason)
-		return
+		return false
 	}
 	if r.c.Guards.CrashLoop.Then == contracts.CrashLoopEscalate {
-		r.chain.RecordEscalated(u.state, conditionKey(row))
 		r.raise(&intent{unit: u, stage: sr, row: row, source: guard.SourceGuard, condition: "crash-loop",
 			severity: contracts.SeverityCritical, pages: true, text: fmt.Sprintf("%s is crash-looping and needs a person; not repairing: %s", u.name(), v.Reason)})
 		r.logf("%s: %s: escalated, crash loop: %s", r.c.Name, u.name(), v.Reason)
-		return
+		return true
 	}
 	for _, other := range sr.stage.Actions {
 		if other.Builtin == contracts.ActionAlert && other.CallsRestarts && sr.holds(other) {
 			// The contract's own crash-loop row alerts this run: one
 			// fault, one message.
-			return
+			return false
 		}
 	}
 	r.raise(&intent{unit: u, stage: sr, row: row, source: guard.SourceGuard, condition: "crash-loop",
 		severity: contracts.SeverityCritical, text: fmt.Sprintf("%s is crash-looping; not repairing: %s", u.name(), v.Reason)})
 	r.logf("%s: %s: not repaired, crash loop: %s", r.c.Name, u.name(), v.Reason)
+	return false
 }
 
 // execAction runs one repair script on its target, with the secrets the

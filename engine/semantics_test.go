@@ -120,12 +120,20 @@ func TestCrashLoopThenEscalatePages(t *testing.T) {
 		t.Errorf("messages:\n%s\nwant one page that abiba needs a person, even under alert_on: repair", render(msgs))
 	}
 	for _, a := range rep.Actions {
-		if a.Agent == "abiba" && a.Guard == "crash-loop" && a.Status != "alert" {
-			t.Errorf("crash-loop verdict %s", a.Status)
+		if a.Agent == "abiba" && a.Guard == "crash-loop" && (a.Status != "escalate" || !strings.Contains(a.Reason, "a person is paged instead of a repair")) {
+			t.Errorf("crash-loop verdict %s (%s); want escalate, a person paged", a.Status, a.Reason)
 		}
 	}
 	if h.w.restartCount("abiba") != 1 {
 		t.Errorf("%d restarts, want 1", h.w.restartCount("abiba"))
+	}
+	// The loop goes on: one incident pages, and no second one opens for
+	// "repairs exhausted".
+	h.clock.Advance(6 * time.Minute)
+	n = h.rec.count()
+	h.run()
+	if more := h.rec.since(n); len(more) != 0 {
+		t.Errorf("third run sent:\n%s\nwant nothing new while the same crash loop lasts", render(more))
 	}
 }
 
@@ -144,5 +152,126 @@ func TestAConditionThatFailsAtRunTimeIsReported(t *testing.T) {
 	}
 	if !found {
 		t.Errorf("errors %q; want the row that could not be evaluated, with its position", rep.Errors)
+	}
+}
+
+// A repair that keeps failing pages once: the incident it opened says so,
+// and the next failed repairs, while that incident is open and true, are
+// in the report and the log, not sent again.
+func TestAFailingRepairPagesOnce(t *testing.T) {
+	h := newHarness(t)
+	h.c = parse(t, strings.Replace(meshContract, "  debounce: 300s\n", "  debounce: 0s\n", 1))
+	h.w.set(func(w *world) { w.pi["response_pipeline"], w.sticky = "blocked", true })
+	for i := 0; i < 4; i++ {
+		h.run()
+		h.clock.Advance(time.Minute)
+	}
+	if n := h.w.restartCount("abiba"); n != 4 {
+		t.Fatalf("%d restarts in 4 runs, want 4", n)
+	}
+	if msgs := h.rec.since(0); len(msgs) != 1 || msgs[0].Kind != notify.KindOpen {
+		t.Errorf("messages:\n%s\nwant one open incident for four failed repairs", render(msgs))
+	}
+}
+
+const twoStageAgent = "---\n" + `name: box
+runtime_contract: 2
+guards: {grace: 1s}
+targets:
+  host: {local: true}
+  ct: {local: true}
+---
+
+## Execution
+
+### Container {#ctr agent=app on=host}
+
+` + "```sh {id=inspect}\necho inspect\n```" + `
+
+Expected: ` + "`running`" + `
+
+` + "```sh {id=inside on=ct}\necho inside\n```" + `
+
+Expected: ` + "`ok`" + `
+
+| Condition | Action |
+|-----------|--------|
+| ` + "`inspect.stdout != \"running\"`" + ` | ` + "`docker start app`" + ` |
+
+### Service {#svc agent=app on=ct}
+
+` + "```sh {id=svc_probe}\necho svc\n```" + `
+
+Expected: ` + "`up`" + `
+`
+
+// A stopped container: the step inside it cannot run, yet the row over the
+// step that did run still holds, so the container is started; and the
+// verification probes all of the agent's stages, so the agent is healthy
+// after it: one message, no open/resolved pair.
+func TestAStoppedContainerIsStartedAndVerifiedWhole(t *testing.T) {
+	c := parse(t, twoStageAgent)
+	running := false
+	host := &fakeTarget{name: "host", exec: func(ctx context.Context, cmd transports.Command) (transports.Result, error) {
+		switch {
+		case strings.Contains(cmd.Script, "docker start"):
+			running = true
+			return transports.Result{}, nil
+		case running:
+			return transports.Result{Stdout: "running\n"}, nil
+		}
+		return transports.Result{Stdout: "exited\n"}, nil
+	}}
+	ct := &fakeTarget{name: "ct", exec: func(ctx context.Context, cmd transports.Command) (transports.Result, error) {
+		if !running {
+			return transports.Result{ExitCode: -1}, errors.New("container app is not running")
+		}
+		if strings.Contains(cmd.Script, "echo svc") {
+			return transports.Result{Stdout: "up\n"}, nil
+		}
+		return transports.Result{Stdout: "ok\n"}, nil
+	}}
+	clk := &clock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	rec := &recorder{}
+	eng, _ := New(Options{StateDir: t.TempDir(), Opener: &fakeOpener{targets: map[string]*fakeTarget{"host": host, "ct": ct}}, Now: clk.Now,
+		Notifiers: []notify.Notifier{rec}, Sleep: func(ctx context.Context, d time.Duration) error { clk.Advance(d); return nil }})
+	rep, err := eng.Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !running {
+		t.Fatalf("the container was not started; actions %+v", rep.Actions)
+	}
+	if a := rep.Agents["app"]; a.Severity != contracts.SeverityHealthy {
+		t.Errorf("app is %s after the verified start, want healthy (every stage probed again)", a.Severity)
+	}
+	if msgs := rec.since(0); len(msgs) != 1 || msgs[0].Kind != notify.KindRepair {
+		t.Errorf("messages:\n%s\nwant one repair message", render(msgs))
+	}
+}
+
+// unreachable_after holds however the unit was before: a degraded unit that
+// becomes unreachable for one run (of two needed) opens nothing.
+func TestUnreachableAfterHoldsAfterADegradedRun(t *testing.T) {
+	h := newHarness(t)
+	src := strings.Replace(meshContract, "| Field | Healthy | Critical |\n|-------|---------|----------|\n| `connected` | `true` | `false` |\n| `response_pipeline` | `healthy` | `blocked` |",
+		"| Field | Healthy | Degraded | Critical |\n|-------|---------|----------|----------|\n| `connected` | `true` | | `false` |\n| `response_pipeline` | `healthy` | `degraded` | `blocked` |", 1)
+	if src == meshContract {
+		t.Fatal("the mesh contract no longer has the table this test edits")
+	}
+	h.c = parse(t, src)
+	h.w.set(func(w *world) { w.pi["response_pipeline"] = "degraded" })
+	if rep := h.run(); rep.Agents["abiba"].Severity != contracts.SeverityDegraded {
+		t.Fatalf("first run: abiba %s, want degraded", rep.Agents["abiba"].Severity)
+	}
+	n := h.rec.count()
+	h.w.set(func(w *world) { w.piDown = true })
+	h.clock.Advance(15 * time.Minute)
+	rep := h.run()
+	if msgs := h.rec.since(n); len(msgs) != 0 {
+		t.Errorf("one unreachable run of the two unreachable_after needs sent:\n%s", render(msgs))
+	}
+	if a := rep.Agents["abiba"]; a.Severity != contracts.SeverityUnreachable || a.Failing {
+		t.Errorf("abiba %s failing=%v; want unreachable, not yet failing", a.Severity, a.Failing)
 	}
 }

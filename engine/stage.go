@@ -120,16 +120,45 @@ func (sr *stageRun) targets() []string {
 	return out
 }
 
-// unreachable reports whether any step of the stage could not reach its
-// target. Then no action condition holds: a condition over a step that never
-// ran (`service.stdout != "active"`) would read its absence as a fault.
-func (sr *stageRun) unreachable() bool {
+// sees reports whether a row's condition reads only what the stage's
+// reachable steps gave: a condition over a step that never ran
+// (`service.stdout != "active"`) would read its absence as a fault, so it
+// does not hold; one over the steps that did run is judged as usual, so a
+// stopped container is restarted even when another step of its stage could
+// not get into it.
+func (sr *stageRun) sees(row *contracts.ActionRow) bool {
+	down := map[string]bool{}
 	for _, o := range sr.obs {
 		if o.Err != nil {
-			return true
+			down[o.StepID] = true
 		}
 	}
-	return false
+	if len(down) == 0 {
+		return true
+	}
+	for _, p := range row.Reads {
+		head, _, _ := strings.Cut(p, ".")
+		switch {
+		case down[head]:
+			return false
+		case head == "vars" || head == "item" || head == "state" || head == "severity":
+			continue
+		}
+		given := false
+		for _, o := range sr.obs {
+			if o.Err != nil {
+				continue
+			}
+			if _, ok := o.Values[head]; ok || o.StepID == head {
+				given = true
+				break
+			}
+		}
+		if !given {
+			return false // it could have come from the step that did not run
+		}
+	}
+	return true
 }
 
 // holds reports whether an action row's condition holds in the stage's
@@ -154,7 +183,7 @@ func (sr *stageRun) readsAll(row *contracts.ActionRow) bool {
 // type mismatch at run time, say), which then reads as false.
 func (sr *stageRun) evaluate(row *contracts.ActionRow) (bool, error) {
 	cur := sr.current()
-	if cur.report.Status == StatusSkipped || cur.unreachable() {
+	if cur.report.Status == StatusSkipped || !cur.sees(row) {
 		return false, nil
 	}
 	return evalBool(row.Program, cur.env)

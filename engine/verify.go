@@ -10,23 +10,24 @@ import (
 	"github.com/contractd/contractd/steps"
 )
 
-// verify waits each repaired stage's grace, probes the stage again once,
-// and records remediated or remediation failed for every repair. Stages
-// verify concurrently. The probe after the repair becomes the stage's
-// state for the rest of the run: alerts, the report and the snapshot say
-// what the unit is after its repair, not before.
+// verify waits each repaired unit's grace, probes every stage of the unit
+// again once, and records remediated or remediation failed for every
+// repair. Units verify concurrently. The probes after the repair become the
+// stages' state for the rest of the run: alerts, the report and the
+// snapshot say what the unit is after its repair, not before — all of it,
+// not only the stage whose row asked for the repair.
 func (r *run) verify(ctx context.Context, jobs []*verifyJob) {
-	byStage := map[*stageRun][]*verifyJob{}
-	var order []*stageRun
+	byUnit := map[*unit][]*verifyJob{}
+	var order []*unit
 	for _, j := range jobs {
-		if _, ok := byStage[j.sr]; !ok {
-			order = append(order, j.sr)
+		if _, ok := byUnit[j.u]; !ok {
+			order = append(order, j.u)
 		}
-		byStage[j.sr] = append(byStage[j.sr], j)
+		byUnit[j.u] = append(byUnit[j.u], j)
 	}
 	var wg sync.WaitGroup
-	for _, sr := range order {
-		js := byStage[sr]
+	for _, u := range order {
+		js := byUnit[u]
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -35,18 +36,24 @@ func (r *run) verify(ctx context.Context, jobs []*verifyJob) {
 				grace = max(grace, j.grace)
 			}
 			if r.e.opts.Progress != nil && grace > 0 {
-				r.e.opts.Progress(Event{Stage: sr.id, Status: EventVerifyWait, Duration: grace})
+				r.e.opts.Progress(Event{Stage: js[0].sr.id, Status: EventVerifyWait, Duration: grace})
 			}
 			if err := r.e.opts.Sleep(ctx, grace); err != nil {
 				return
 			}
-			again := sr.again(r.c)
-			r.probeStage(WithProbe(ctx, Probe{Verify: true}), again)
-			sr.verified = again
-			sr.report.Verify = again.report
-			known := again.report.Status != StatusUnreachable && again.report.Severity != contracts.SeverityUnknown
+			for _, sr := range u.stages {
+				if sr.report.Status == StatusSkipped {
+					continue
+				}
+				again := sr.again(r.c)
+				r.probeStage(WithProbe(ctx, Probe{Verify: true}), again)
+				sr.verified = again
+				sr.report.Verify = again.report
+			}
 			for _, j := range js {
-				remediated := known && !sr.holds(j.row)
+				again := j.sr.verified
+				known := again.report.Status != StatusUnreachable && again.report.Severity != contracts.SeverityUnknown
+				remediated := known && !j.sr.holds(j.row)
 				r.mu.Lock()
 				r.chain.RecordVerify(j.u.state, j.key, remediated)
 				if r.chain.RecordSlowRetry(j.u.state, j.key, j.row.Guard, remediated, again.report.Severity == contracts.SeverityHealthy) {

@@ -191,15 +191,22 @@ type sshDialer struct {
 }
 
 // DialContext opens network/addr from the ssh host. It returns an error
-// wrapping ErrUnreachable when the ssh host cannot be reached or refuses
-// the forward.
+// wrapping ErrUnreachable when the ssh host cannot be reached or the
+// connection to it broke. When the host answers but the address does not
+// (the ssh server reports the forward failed: connection refused, no route),
+// the error does not wrap ErrUnreachable: from that vantage point nothing
+// answered, as when a local probe finds a closed port.
 func (d sshDialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
 	c, err := d.p.client(ctx, d.spec)
 	if err != nil {
 		return nil, err
 	}
 	conn, err := c.DialContext(ctx, network, addr)
-	if err != nil {
+	var refused *ssh.OpenChannelError
+	switch {
+	case errors.As(err, &refused):
+		return nil, fmt.Errorf("%s: forward to %s: %w", d.spec.chain(), addr, err)
+	case err != nil:
 		return nil, fmt.Errorf("%s: forward to %s: %w: %w", d.spec.chain(), addr, err, ErrUnreachable)
 	}
 	return conn, nil

@@ -236,7 +236,7 @@ func (c *Chain) rules(g contracts.ActionGuard) (Tiers, CrashLoop, Grace, Hystere
 		b.Count, b.Window = c.Guards.Budget.Count, c.Guards.Budget.Window
 	}
 	return Tiers{EscalateAfter: esc, Clock: c.Clock},
-		CrashLoop{MaxRestarts: c.Guards.CrashLoop.MaxRestarts, Per: c.Guards.CrashLoop.Per, Clock: c.Clock},
+		CrashLoop{MaxRestarts: c.Guards.CrashLoop.MaxRestarts, Per: c.Guards.CrashLoop.Per, Then: c.Guards.CrashLoop.Then, Clock: c.Clock},
 		Grace{Clock: c.Clock},
 		h, b,
 		Debounce{Window: c.Guards.Debounce, Clock: c.Clock}
@@ -289,7 +289,7 @@ func (c *Chain) Decide(u *Unit, cand Candidate) Verdict {
 
 	switch {
 	case first != nil:
-		return Verdict{Status: first.Status, Guard: first.Guard, Reason: first.Guard + ": " + first.Reason, Trace: trace}
+		return Verdict{Status: first.Status, Guard: first.Guard, Reason: first.Reason, Trace: trace}
 	case cand.DryRun:
 		return Verdict{Status: StatusDryRun, Guard: GuardDryRun, Reason: "dry-run: would run " + cand.Action, Trace: trace}
 	}

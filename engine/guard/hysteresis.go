@@ -117,6 +117,9 @@ func (h Hysteresis) Observe(u *Unit, o Observation) Settled {
 			u.State, u.Severity = StateFailing, contracts.SeverityUnreachable
 			s.Severity, s.Failing = contracts.SeverityUnreachable, true
 		} else {
+			// Below the threshold the run tells nothing, whatever the unit
+			// was before: it neither opens an incident nor resolves one.
+			s.Failing = false
 			s.Reason = fmt.Sprintf("unreachable %d of %d consecutive runs: not yet counted", u.Unreachable, unreachAfter)
 		}
 

@@ -73,6 +73,7 @@ func (b Budget) Check(u *Unit) Step {
 type CrashLoop struct {
 	MaxRestarts int
 	Per         time.Duration
+	Then        string // contracts.CrashLoopAlert or CrashLoopEscalate, for the reason
 	Clock       Clock
 }
 
@@ -105,8 +106,12 @@ func (c CrashLoop) Check(u *Unit) Step {
 	if n < c.MaxRestarts {
 		return allow(GuardCrashLoop, fmt.Sprintf("%d restarts in %s (%s), max %d", n, c.Per, src, c.MaxRestarts))
 	}
-	return deny(GuardCrashLoop, StatusAlert, fmt.Sprintf("crash loop: %d restarts in the last %s (%s), max %d: alert instead of repair",
-		n, c.Per, src, c.MaxRestarts))
+	instead := "an alert"
+	if c.Then == contracts.CrashLoopEscalate {
+		instead = "a person is paged"
+	}
+	return deny(GuardCrashLoop, StatusAlert, fmt.Sprintf("%d restarts in the last %s (%s), max %d: %s instead of a repair",
+		n, c.Per, src, c.MaxRestarts, instead))
 }
 
 // Tiers stops repairing a condition once EscalateAfter repairs in a row did

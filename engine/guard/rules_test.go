@@ -117,7 +117,7 @@ func TestCrashLoop(t *testing.T) {
 	}{
 		{name: "few repairs", repairs: every(2, time.Minute), now: 10 * time.Minute, wantAllowed: true},
 		{name: "at the limit: the next would exceed it", repairs: every(3, time.Minute), now: 3 * time.Minute,
-			wantReason: "crash loop: 3 restarts in the last 1h0m0s (repairs), max 3"},
+			wantReason: "3 restarts in the last 1h0m0s (repairs), max 3"},
 		{name: "old repairs left the window", repairs: every(3, time.Minute), now: 62 * time.Minute, wantAllowed: true},
 		{name: "external counter crashes count", counter: &Counter{Last: 7, Increments: []Sample{{At: at(10 * time.Minute), N: 2}, {At: at(20 * time.Minute), N: 1}}},
 			now: 30 * time.Minute, wantReason: "3 restarts in the last 1h0m0s (restart counter)"},
