@@ -214,6 +214,14 @@ func WriteTrace(w io.Writer, rep *Report) error {
 		for _, t := range a.Trace {
 			ew.printf("    %s\n", t)
 		}
+		if a.ExitCode != nil {
+			ew.printf("  exit %d\n", *a.ExitCode)
+		}
+		for _, out := range []struct{ name, text string }{{"stdout", a.Stdout}, {"stderr", a.Stderr}} {
+			if out.text != "" {
+				ew.printf("  %s: %s\n", out.name, out.text)
+			}
+		}
 	}
 	return ew.err
 }

@@ -335,6 +335,8 @@ func (r *run) act(ctx context.Context, u *unit, sr *stageRun, row *contracts.Act
 	}
 	code := res.ExitCode
 	ar.ExitCode = &code
+	ar.Stdout = truncate(transports.Redact(res.Stdout, r.redact), 2048)
+	ar.Stderr = truncate(transports.Redact(res.Stderr, r.redact), 2048)
 	switch {
 	case err != nil:
 		ar.Status, ar.Reason = ActionFailed, "target unreachable: "+err.Error()

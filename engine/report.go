@@ -104,7 +104,11 @@ type ActionReport struct {
 	Guard     string   `json:"guard,omitempty"`
 	Trace     []string `json:"trace,omitempty"`
 	ExitCode  *int     `json:"exit_code,omitempty"`
-	Verify    string   `json:"verify,omitempty"` // remediated | remediation failed
+	// Stdout and Stderr are what a repair command printed (first 2 KiB,
+	// secrets replaced by ***).
+	Stdout string `json:"stdout,omitempty"`
+	Stderr string `json:"stderr,omitempty"`
+	Verify string `json:"verify,omitempty"` // remediated | remediation failed
 	// PendingSince is when a pending repair was first held back.
 	PendingSince time.Time `json:"pending_since,omitzero"`
 }

@@ -275,3 +275,28 @@ func TestUnreachableAfterHoldsAfterADegradedRun(t *testing.T) {
 		t.Errorf("abiba %s failing=%v; want unreachable, not yet failing", a.Severity, a.Failing)
 	}
 }
+
+// What a repair command printed is in the report and in `why`.
+func TestWhyShowsWhatARepairPrinted(t *testing.T) {
+	c := parse(t, oneStepContract)
+	ct := &fakeTarget{name: "ct", exec: func(ctx context.Context, cmd transports.Command) (transports.Result, error) {
+		if strings.Contains(cmd.Script, "docker restart") {
+			return transports.Result{Stdout: "already running\n"}, nil
+		}
+		return transports.Result{Stdout: "down\n"}, nil
+	}}
+	clk := &clock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	eng, _ := New(Options{StateDir: t.TempDir(), Opener: &fakeOpener{targets: map[string]*fakeTarget{"ct": ct}}, Now: clk.Now,
+		Sleep: func(ctx context.Context, d time.Duration) error { clk.Advance(d); return nil }})
+	rep, err := eng.Run(context.Background(), c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	if err := WriteTrace(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), "stdout: already running") {
+		t.Errorf("why:\n%s\nwant the repair's stdout", b.String())
+	}
+}
