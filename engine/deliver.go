@@ -95,11 +95,19 @@ func (r *run) deliver(ctx context.Context) error {
 		}
 		return err
 	}
-	defer func() { r.ledger.Sending = nil }()
 	sctx, cancel := context.WithTimeout(ctx, deliverTimeout)
 	defer cancel()
 	sender := notify.Sender{Notifiers: r.notifiers, Clock: clockFunc(r.e.opts.Now)}
 	deliveries := sender.Send(sctx, &r.ledger.Outbox, msgs...)
+	// The routes have the messages (delivered, or queued in the outbox):
+	// recorded at once, as a repair's end is, so a process stopped from
+	// here on leaves nothing for the next run to send again. Only a stop
+	// between a route's delivery and this write repeats the message.
+	r.ledger.Sending = nil
+	if err := r.persist(); err != nil {
+		r.rep.Errors = append(r.rep.Errors, "ledger after delivery: "+err.Error())
+		r.logf("%s: ledger after delivery: %v", r.c.Name, err)
+	}
 
 	type routeTrouble struct {
 		queued, dropped int

@@ -76,6 +76,7 @@ type HA struct {
 	poll time.Duration
 
 	mu        sync.Mutex
+	ctx       context.Context      // run's, for resignations; nil before it runs
 	session   *concurrency.Session // nil while etcd cannot be reached
 	up        bool
 	nodes     []string          // live nodes, as last seen (kept while etcd is down)
@@ -248,8 +249,11 @@ func (h *HA) resign(c *claim) {
 	if cancel != nil {
 		cancel()
 	}
-	if owned && el != nil {
-		ctx, done := context.WithTimeout(context.Background(), h.cfg.TTL)
+	h.mu.Lock()
+	base := h.ctx
+	h.mu.Unlock()
+	if owned && el != nil && base != nil {
+		ctx, done := context.WithTimeout(base, h.cfg.TTL)
 		defer done()
 		_ = el.Resign(ctx) // when it fails, the lease ends it
 	}
@@ -259,10 +263,24 @@ func (h *HA) resign(c *claim) {
 // until ctx ends; then it resigns everything and revokes its lease, so the
 // other instances take over at once.
 func (h *HA) run(ctx context.Context) {
+	h.mu.Lock()
+	h.ctx = context.WithoutCancel(ctx) // resignations outlive the stop that asks for them
+	h.mu.Unlock()
 	var lostID clientv3.LeaseID // the lease of a session that ended, revoked when etcd is back
 	for ctx.Err() == nil {
-		s, err := concurrency.NewSession(h.cfg.Client, concurrency.WithTTL(int(h.cfg.TTL/time.Second)), concurrency.WithContext(ctx))
+		// The lease is granted under a deadline: without quorum a grant
+		// would wait for it, and meanwhile nothing would say etcd is down.
+		gctx, cancel := context.WithTimeout(ctx, h.cfg.TTL)
+		lease, err := h.cfg.Client.Grant(gctx, int64(h.cfg.TTL/time.Second))
+		cancel()
 		if err != nil {
+			h.setDown(fmt.Sprintf("no lease: %v", err))
+			sleep(ctx, h.poll)
+			continue
+		}
+		s, err := concurrency.NewSession(h.cfg.Client, concurrency.WithLease(lease.ID), concurrency.WithContext(ctx))
+		if err != nil {
+			lostID = lease.ID
 			h.setDown(fmt.Sprintf("no session: %v", err))
 			sleep(ctx, h.poll)
 			continue
@@ -292,7 +310,11 @@ func (h *HA) run(ctx context.Context) {
 		}
 		h.serve(ctx, s)
 		// The session ended: ctx is done, or the lease is gone.
-		h.dropAll("its etcd lease ended")
+		if ctx.Err() != nil {
+			h.dropAll("this instance is stopping")
+		} else {
+			h.dropAll("its etcd lease ended")
+		}
 		if ctx.Err() != nil {
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), h.cfg.TTL)
 			_, _ = h.cfg.Client.Revoke(cctx, s.Lease())
