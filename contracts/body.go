@@ -22,6 +22,8 @@ type exprUse struct {
 	c     *compiled
 	pos   Pos
 	scope scope
+	stage *Stage // the stage a cell or action condition belongs to
+	src   string // the cell's text as written, which pos points at
 }
 
 type scope int
@@ -651,7 +653,7 @@ func (b *bodyParser) healthTable(header []cell, rows [][]cell) {
 				Program:  comp.prog,
 				Pos:      row[i].pos,
 			})
-			b.uses = append(b.uses, exprUse{c: comp, pos: row[i].pos, scope: scopeCell})
+			b.uses = append(b.uses, exprUse{c: comp, pos: row[i].pos, scope: scopeCell, stage: b.stage, src: row[i].text})
 		}
 		step.Health = append(step.Health, hr)
 	}
@@ -812,7 +814,7 @@ func (b *bodyParser) actionTable(header []cell, rows [][]cell) {
 			ar.Expr, ar.Program = exprText, comp.prog
 			ar.CallsRestarts = comp.calls("restarts")
 			ar.Reads = comp.reads
-			b.uses = append(b.uses, exprUse{c: comp, pos: row[0].pos, scope: scopeAction})
+			b.uses = append(b.uses, exprUse{c: comp, pos: row[0].pos, scope: scopeAction, stage: st, src: row[0].text})
 		} else {
 			ok = false
 		}
@@ -984,7 +986,7 @@ func (b *bodyParser) actionGuards(ar *ActionRow, c cell, st *Stage) {
 			valueOff := strings.Index(text[a.Off-base:], "=") + 1
 			if comp := b.compile(a.Value, true, a.Value, offsetPos(p, text[a.Off-base:], valueOff)); comp != nil {
 				ar.Guard.RestartCountProgram = comp.prog
-				b.uses = append(b.uses, exprUse{c: comp, pos: p, scope: scopeAction})
+				b.uses = append(b.uses, exprUse{c: comp, pos: p, scope: scopeAction, stage: st})
 			}
 		default:
 			b.d.errorf(p, "guards: unknown guard %q (want after, budget, grace, escalate_after, slow_retry or restart_count)", a.Key)
@@ -1011,7 +1013,7 @@ func (b *bodyParser) escalationTable(header []cell, rows [][]cell) {
 			ok = false
 		} else if comp := b.compile(exprText, false, cond, row[0].pos); comp != nil {
 			r.Expr, r.Program = exprText, comp.prog
-			b.uses = append(b.uses, exprUse{c: comp, pos: row[0].pos, scope: scopeEscalation})
+			b.uses = append(b.uses, exprUse{c: comp, pos: row[0].pos, scope: scopeEscalation, src: row[0].text})
 		} else {
 			ok = false
 		}

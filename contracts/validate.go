@@ -161,7 +161,80 @@ func (b *bodyParser) lintIdents() {
 				b.d.errorf(u.pos, "undefined variable %s", id.Name)
 			}
 		}
+		for _, path := range u.c.reads {
+			root, rest, _ := strings.Cut(path, ".")
+			key, _, _ := strings.Cut(rest, ".")
+			if key != "" && (root == "vars" || root == "item") {
+				b.lintRead(u, root, key)
+			}
+		}
 	}
+}
+
+// lintRead reports a `vars.KEY` or `item.KEY` that names nothing the run
+// binds: expr reads a missing key as nil, so every row over it would be
+// unknown at run time. vars are the contract's vars (after the inventory
+// and --var) and, in a for_each stage, the item's keys; item is the item.
+func (b *bodyParser) lintRead(u exprUse, root, key string) {
+	var items []map[string]any
+	list := ""
+	switch {
+	case u.stage != nil && u.stage.ForEach != "":
+		list = u.stage.ForEach
+		items = b.c.ForEach[list]
+	case u.scope == scopeAgentSnapshot:
+		// An agent's snapshot reads the environment of its stages,
+		// whichever list they iterate.
+		for _, name := range sortedKeys(b.c.ForEach) {
+			items = append(items, b.c.ForEach[name]...)
+		}
+	case u.scope == scopeEscalation || u.scope == scopeSnapshot:
+		if root == "item" {
+			return // item is not a name there: reported as undefined
+		}
+	case root == "item":
+		b.d.errorf(u.pos, "item.%s: this stage has no for_each, so item is never set", key)
+		return
+	}
+	var keys []string
+	seen := map[string]bool{}
+	for _, item := range items {
+		for _, k := range sortedKeys(item) {
+			if !seen[k] {
+				seen[k] = true
+				keys = append(keys, k)
+			}
+		}
+	}
+	at := u.pos
+	if i := strings.Index(u.src, root+"."+key); i >= 0 {
+		at = offsetPos(u.pos, u.src, i)
+	}
+	if root == "item" {
+		if seen[key] {
+			return
+		}
+		of := "no for_each item"
+		if list != "" {
+			of = "no item of for_each " + list
+		}
+		b.d.errorf(at, "item.%s: %s has a key %q%s; the run would read null", key, of, key, hint(key, keys, ""))
+		return
+	}
+	if _, ok := b.c.Vars[key]; ok || seen[key] {
+		return
+	}
+	b.d.errorf(at, "vars.%s: the contract declares no var %q%s; the run would read null", key, key,
+		hint(key, append(sortedKeys(b.c.Vars), keys...), " (declare it under vars, with a default)"))
+}
+
+// hint is " (did you mean "x"?)" for the known name nearest to s when it
+// is a likely typo, or otherwise.
+func hint(s string, known []string, otherwise string) string {
+	if k := closest(s, known); k != "" {
+		return fmt.Sprintf(" (did you mean %q?)", k)
+	}
+	return otherwise
 }
 
 // checkFilled fills an http or tcp step with the values known at load (the

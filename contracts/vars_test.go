@@ -1,6 +1,8 @@
 package contracts
 
 import (
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -48,5 +50,27 @@ func TestSSHAddressIsOneUserAndHost(t *testing.T) {
 	}
 	if _, ds := Parse("v.md", []byte("---\nname: v\nruntime_contract: 2\ntargets:\n  t: {ssh: \"root@[::1]:2222\"}\n---\n"), Options{}); strings.Contains(ds.String(), "targets.t.ssh") {
 		t.Errorf("an IPv6 address was refused: %s", ds)
+	}
+}
+
+// vars.NAME reads what the run binds: a var the contract declares, one an
+// inventory or --var gives, or, in a for_each stage, an item's key. A name
+// none of them gives reads null, so every row over it would be unknown.
+func TestVarReadsMustBeBound(t *testing.T) {
+	const src = "---\nname: v\nruntime_contract: 2\n---\n\n## Execution\n\n### S {#s}\n\n```sh {id=p}\necho 1\n```\n\n" +
+		"| Field | Healthy | Critical |\n|---|---|---|\n| `stdout` | `it < vars.limit` | `it >= vars.limit` |\n"
+	_, ds := Parse("v.md", []byte(src), Options{})
+	if want := `v.md:16:20: error: vars.limit: the contract declares no var "limit" (declare it under vars, with a default); the run would read null`; !strings.Contains(ds.String(), want) {
+		t.Fatalf("diagnostics:\n%s\nwant %s", ds, want)
+	}
+	inv := filepath.Join(t.TempDir(), "site.yaml")
+	if err := os.WriteFile(inv, []byte("vars:\n  limit: 5\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, ds := Parse("v.md", []byte(src), Options{Inventory: inv}); len(ds) != 0 {
+		t.Errorf("a var the inventory gives is bound: %s", ds)
+	}
+	if _, ds := Parse("v.md", []byte(src), Options{Vars: map[string]string{"limit": "5"}}); len(ds) != 0 {
+		t.Errorf("a var --var gives is bound: %s", ds)
 	}
 }
