@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	stepfill "github.com/contractd/contractd/steps/fill"
 )
 
 // Plan is what a contract will do, in order: the JSON form of
@@ -65,8 +67,11 @@ type PlanTarget struct {
 // reaches them as data at run time (docs/contract-format.md, "Vars reach
 // commands as data").
 type PlanVar struct {
-	Name  string `json:"name"`
-	Value string `json:"value"`
+	Name string `json:"name"`
+	// Value has the var's type, as expressions read it: an int, a
+	// float64, a bool or a string (docs/contract-format.md, "A var has
+	// the type it is declared with").
+	Value any `json:"value"`
 }
 
 // PlanStage is one stage: an agent or platform checked independently.
@@ -82,6 +87,18 @@ type PlanStage struct {
 	Steps      []PlanStep   `json:"steps"`
 	Actions    []PlanAction `json:"actions"`
 	Line       int          `json:"line"`
+	// Items are a for_each stage's runs, one per item, with its agent=
+	// and on= filled from the item.
+	Items []PlanItem `json:"items,omitempty"`
+}
+
+// PlanItem is one run of a for_each stage.
+type PlanItem struct {
+	ID         string `json:"id"` // as reports name the run: stage[item]
+	Agent      string `json:"agent"`
+	ReportOnly bool   `json:"report_only"`
+	On         string `json:"on"`
+	Target     string `json:"target"`
 }
 
 // PlanStep is one probe with its health rows.
@@ -218,6 +235,29 @@ func (c *Contract) Chain(name string) string {
 	return strings.Join(links, " → ")
 }
 
+// ExpandAttr fills a stage's agent= or on= (or a step's on= or via=) from
+// a stage's values (StageVars): `$key`, which heading attributes need since
+// a brace ends them, or `${key}`. A name with no value is left as written.
+func ExpandAttr(s string, vars map[string]string) string {
+	if rest, ok := strings.CutPrefix(s, "$"); ok && !strings.HasPrefix(rest, "{") {
+		if v, ok := vars[strings.TrimPrefix(rest, "item.")]; ok {
+			return v
+		}
+	}
+	return stepfill.Expand(s, vars)
+}
+
+// ItemName names a for_each item in a stage run's id (`lanes[alpha]`): its
+// name, id, unit or agent key, else its index.
+func ItemName(item map[string]any, i int) string {
+	for _, k := range []string{"name", "id", "unit", "agent"} {
+		if v, ok := item[k]; ok {
+			return fmt.Sprint(v)
+		}
+	}
+	return fmt.Sprint(i)
+}
+
 // StepTarget is the target a step runs on: its own on=, else the stage's.
 // http and tcp steps without on= probe from the engine's host ("local").
 func (st *Stage) StepTarget(s *Step) string {
@@ -321,13 +361,32 @@ func Explain(c *Contract) *Plan {
 	}
 	sort.Strings(vars)
 	for _, n := range vars {
-		p.Vars = append(p.Vars, PlanVar{Name: n, Value: c.Vars[n]})
+		var v any = c.Vars[n]
+		if typed, ok := c.VarValues[n]; ok {
+			v = typed
+		}
+		p.Vars = append(p.Vars, PlanVar{Name: n, Value: v})
 	}
 	for _, st := range c.Stages {
+		agent, on := st.Agent, st.On
+		if st.ForEach == "" {
+			// agent=$v and on=$v read the contract's vars, known now.
+			vars := c.StageVars(nil)
+			agent, on = ExpandAttr(st.Agent, vars), ExpandAttr(st.On, vars)
+		}
 		ps := PlanStage{
-			ID: st.ID, Title: st.Title, Agent: st.Agent, ReportOnly: c.IsReportOnly(st.Agent),
-			Gate: st.Gate, ForEach: st.ForEach, On: st.On, Target: c.Chain(st.On),
+			ID: st.ID, Title: st.Title, Agent: agent, ReportOnly: c.IsReportOnly(agent),
+			Gate: st.Gate, ForEach: st.ForEach, On: on, Target: c.Chain(on),
 			Steps: []PlanStep{}, Actions: []PlanAction{}, Line: st.Pos.Line,
+		}
+		for i, item := range c.ForEach[st.ForEach] {
+			vars := c.StageVars(item)
+			it := PlanItem{ID: fmt.Sprintf("%s[%s]", st.ID, ItemName(item, i)), Agent: ExpandAttr(st.Agent, vars), On: ExpandAttr(st.On, vars)}
+			if it.On == "" {
+				it.On = "local"
+			}
+			it.ReportOnly, it.Target = c.IsReportOnly(it.Agent), c.Chain(it.On)
+			ps.Items = append(ps.Items, it)
 		}
 		for _, s := range st.Steps {
 			on := st.StepTarget(s)
@@ -474,7 +533,11 @@ func WriteExplainText(w io.Writer, c *Contract) error {
 	if len(p.Vars) > 0 {
 		ew.printf("vars (each reaches a command as a shell variable, never as command text):\n")
 		for _, v := range p.Vars {
-			ew.printf("  %-12s %s\n", v.Name, strconv.Quote(v.Value))
+			val := fmt.Sprint(v.Value) // a number, or true or false
+			if str, ok := v.Value.(string); ok {
+				val = strconv.Quote(str)
+			}
+			ew.printf("  %-12s %s\n", v.Name, val)
 		}
 	}
 	if len(p.Secrets) > 0 {
@@ -499,7 +562,22 @@ func WriteExplainText(w io.Writer, c *Contract) error {
 			ew.printf("   %son %s (%s)\n", who, st.On, st.Target)
 		}
 		if st.ForEach != "" {
-			ew.printf("   once for each item of %s\n", st.ForEach)
+			ew.printf("   once for each item of %s:\n", st.ForEach)
+			for _, it := range st.Items {
+				who := ""
+				if it.Agent != "" {
+					who = "agent " + it.Agent + ", "
+				}
+				ro := ""
+				if it.ReportOnly {
+					ro = " [report-only]"
+				}
+				if it.Target == it.On {
+					ew.printf("     %s: %son %s%s\n", it.ID, who, it.On, ro)
+				} else {
+					ew.printf("     %s: %son %s (%s)%s\n", it.ID, who, it.On, it.Target, ro)
+				}
+			}
 		}
 		for _, s := range st.Steps {
 			as := ""
