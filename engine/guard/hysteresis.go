@@ -178,7 +178,7 @@ func (h Hysteresis) Check(u *Unit, cond string) Step {
 		held = c.Held
 	}
 	if held >= after {
-		return allow(GuardHysteresis, fmt.Sprintf("held %d of %d consecutive runs", held, after))
+		return allow(GuardHysteresis, fmt.Sprintf("held %d consecutive runs, %d needed", held, after))
 	}
 	return deny(GuardHysteresis, StatusPending, fmt.Sprintf("condition held %d of %d consecutive runs needed", held, after))
 }

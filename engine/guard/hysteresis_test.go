@@ -85,6 +85,12 @@ func TestHysteresisReasons(t *testing.T) {
 			t.Errorf("%s: reason %q, want %q", tt.sev, s.Reason, tt.want)
 		}
 	}
+	held := &Unit{Conditions: map[string]*Condition{"stuck": {Held: 5}}}
+	for after, want := range map[int]string{1: "held 5 consecutive runs, 1 needed", 6: "condition held 5 of 6 consecutive runs needed"} {
+		if s := (Hysteresis{After: after}).Check(held, "stuck"); s.Reason != want {
+			t.Errorf("after %d: reason %q, want %q", after, s.Reason, want)
+		}
+	}
 }
 
 func TestGraceIsNotCountedAsFailing(t *testing.T) {

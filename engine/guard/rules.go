@@ -136,7 +136,10 @@ func (t Tiers) Check(u *Unit, cond string) Step {
 	if t.EscalateAfter > 0 && c.FailedRepairs >= t.EscalateAfter {
 		return deny(GuardTiers, StatusEscalate, fmt.Sprintf("escalate: %d repairs did not clear %s (limit %d)", c.FailedRepairs, cond, t.EscalateAfter))
 	}
-	return allow(GuardTiers, fmt.Sprintf("%d of %d failed repairs", c.FailedRepairs, t.EscalateAfter))
+	if t.EscalateAfter <= 0 {
+		return allow(GuardTiers, fmt.Sprintf("%d failed repairs; no escalation limit", c.FailedRepairs))
+	}
+	return allow(GuardTiers, fmt.Sprintf("%d of %d failed repairs before escalating", c.FailedRepairs, t.EscalateAfter))
 }
 
 // Grace holds repairs back while the unit is inside its post-repair grace

@@ -172,12 +172,13 @@ func TestTiers(t *testing.T) {
 		cond        *Condition
 		after       int
 		wantAllowed bool
+		wantReason  string
 	}{
-		{name: "never repaired", after: 3, wantAllowed: true},
-		{name: "two failed repairs of three", cond: &Condition{FailedRepairs: 2}, after: 3, wantAllowed: true},
-		{name: "three failed repairs", cond: &Condition{FailedRepairs: 3}, after: 3},
+		{name: "never repaired", after: 3, wantAllowed: true, wantReason: "no failed repairs"},
+		{name: "two failed repairs of three", cond: &Condition{FailedRepairs: 2}, after: 3, wantAllowed: true, wantReason: "2 of 3 failed repairs before escalating"},
+		{name: "three failed repairs", cond: &Condition{FailedRepairs: 3}, after: 3, wantReason: "escalate: 3 repairs did not clear stuck (limit 3)"},
 		{name: "escalated stays escalated", cond: &Condition{Escalated: true}, after: 3},
-		{name: "zero never escalates by count", cond: &Condition{FailedRepairs: 50}, after: 0, wantAllowed: true},
+		{name: "zero never escalates by count", cond: &Condition{FailedRepairs: 50}, after: 0, wantAllowed: true, wantReason: "50 failed repairs; no escalation limit"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -191,6 +192,9 @@ func TestTiers(t *testing.T) {
 			}
 			if !s.Allowed && s.Status != StatusEscalate {
 				t.Errorf("status = %q, want escalate", s.Status)
+			}
+			if tt.wantReason != "" && s.Reason != tt.wantReason {
+				t.Errorf("reason %q, want %q", s.Reason, tt.wantReason)
 			}
 		})
 	}
