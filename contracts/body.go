@@ -749,7 +749,7 @@ func (b *bodyParser) paragraph(p ast.Node) {
 	}
 	list := "[" + strings.Join(quoted, ", ") + "]"
 	src := "`" + strings.Join(values, "` or `") + "`"
-	hr := &HealthRow{Field: field, Pos: valuePos}
+	hr := &HealthRow{Field: field, Pos: valuePos, Expected: true}
 	for _, c := range []struct {
 		sev  Severity
 		expr string

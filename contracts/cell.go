@@ -66,6 +66,9 @@ func CompileCell(src string, field string) (exprText string, err error) {
 		if e, err, ok := comparison(inner); ok {
 			return e, err
 		}
+		if err := negation(inner); err != nil {
+			return "", err
+		}
 		if !namesField(inner, field) {
 			return "", fmt.Errorf("%w %q: a full expression must name the field (it or %s)", ErrUnknownShorthand, inner, fieldRoot(field))
 		}
@@ -80,7 +83,25 @@ func CompileCell(src string, field string) (exprText string, err error) {
 	if lit, ok := literal(src); ok {
 		return "it == " + lit, nil
 	}
+	if err := negation(src); err != nil {
+		return "", err
+	}
 	return "", fmt.Errorf("%w %q", ErrUnknownShorthand, src)
+}
+
+// negation explains a cell written as English negation (`not ok`), which
+// is no shorthand: it names the forms that say "anything but".
+func negation(s string) error {
+	rest, ok := strings.CutPrefix(strings.ToLower(s), "not ")
+	if !ok {
+		return nil
+	}
+	v := strings.TrimSpace(s[len(s)-len(rest):])
+	lit, ok := literal(v)
+	if !ok {
+		lit = strconv.Quote(v)
+	}
+	return fmt.Errorf("%w %q: for anything but %s write != %s, or `it not in [%s, …]` for several values", ErrUnknownShorthand, s, v, v, lit)
 }
 
 // shorthand handles the word forms and numeric ranges.

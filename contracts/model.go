@@ -327,6 +327,9 @@ type HealthRow struct {
 	// step's metrics: /metrics and Nagios perfdata show it
 	// (`` `used_pct` {export=true} `` in the field cell).
 	Export bool
+	// Expected marks the row an `Expected:` line makes: its finding says
+	// "expected", since the cell shows only the value.
+	Expected bool
 }
 
 // Cell is one health-table cell compiled to an expression with the row's

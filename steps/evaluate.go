@@ -2,12 +2,14 @@ package steps
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 
 	"github.com/expr-lang/expr"
 
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/transports"
 )
 
 // Rank orders severities for "worst of": healthy < unknown < degraded <
@@ -66,7 +68,13 @@ func Lookup(env map[string]any, field string) (any, bool) {
 func Evaluate(step *contracts.Step, o *Observation, env map[string]any) {
 	if o.Err != nil {
 		o.Severity = contracts.SeverityUnreachable
-		o.Findings = append(o.Findings, "unreachable: "+o.Err.Error())
+		// A transport's error wraps ErrUnreachable and so already ends
+		// with its word ("…: connection refused: unreachable").
+		msg := o.Err.Error()
+		if !errors.Is(o.Err, transports.ErrUnreachable) {
+			msg = "unreachable: " + msg
+		}
+		o.Findings = append(o.Findings, msg)
 		return
 	}
 	if len(step.Health) == 0 {
@@ -136,6 +144,9 @@ func EvaluateRow(row *contracts.HealthRow, env map[string]any) (contracts.Severi
 	}
 	if sev == contracts.SeverityHealthy {
 		return sev, ""
+	}
+	if row.Expected {
+		return sev, fmt.Sprintf("%s (%s) expected %s → %s", row.Field, shown, hit.Source, sev)
 	}
 	return sev, fmt.Sprintf("%s (%s) %s → %s", row.Field, shown, hit.Source, sev)
 }

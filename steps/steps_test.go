@@ -2,6 +2,7 @@ package steps
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -196,4 +197,29 @@ func freeAddr(t *testing.T) string {
 	addr := ln.Addr().String()
 	ln.Close()
 	return addr
+}
+
+// A finding names what was seen and why it was judged so, once: an
+// unreachable target says "unreachable" once, and an `Expected:` line's
+// finding says the value was expected.
+func TestFindingWording(t *testing.T) {
+	step := &contracts.Step{ID: "svc", Kind: "bash"}
+	err := fmt.Errorf("ssh root@127.0.0.1:2222: dial: connect: connection refused: %w", transports.ErrUnreachable)
+	o := FromResult(step, transports.Result{}, err)
+	Evaluate(step, o, o.Values)
+	if want := "ssh root@127.0.0.1:2222: dial: connect: connection refused: unreachable"; len(o.Findings) != 1 || o.Findings[0] != want {
+		t.Errorf("unreachable findings %q, want [%q]", o.Findings, want)
+	}
+
+	src := "---\nname: e\nruntime_contract: 2\n---\n\n## Execution\n\n### S {#s}\n\n```sh {id=svc}\necho down\n```\n\nExpected: `up` or `starting`\n"
+	c, ds := contracts.Parse("e.md", []byte(src), contracts.Options{})
+	if ds.HasErrors() {
+		t.Fatal(ds)
+	}
+	st := c.Stages[0].Steps[0]
+	o = FromResult(st, transports.Result{Stdout: "down\n"}, nil)
+	Evaluate(st, o, o.Values)
+	if want := "stdout (down) expected `up` or `starting` → critical"; len(o.Findings) != 1 || o.Findings[0] != want {
+		t.Errorf("Expected: findings %q, want [%q]", o.Findings, want)
+	}
 }
