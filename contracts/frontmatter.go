@@ -481,7 +481,7 @@ func (y *yamlDec) decodeSchedule(n ast.Node, s *Schedule) {
 		case "on_start":
 			s.OnStart, _ = y.boolean(e.value, "schedule.on_start")
 		case "start_delay":
-			if d, ok := y.duration(e.value, "schedule.start_delay"); ok {
+			if d, ok := y.durationOrZero(e.value, "schedule.start_delay", true); ok {
 				s.StartDelay = d
 			}
 		default:

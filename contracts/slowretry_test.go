@@ -1,6 +1,9 @@
 package contracts
 
-import "testing"
+import (
+	"strings"
+	"testing"
+)
 
 // The slow-retry guard and start_delay are read from the front matter and
 // the Guards column, and explain shows what they do in force.
@@ -58,5 +61,20 @@ func TestParseSlowRetry(t *testing.T) {
 				t.Errorf("parseSlowRetry(%q) = %s, want %s", tt.in, got, tt.want)
 			}
 		})
+	}
+}
+
+// start_delay's default is 0s, and writing the default is no error.
+func TestStartDelayZero(t *testing.T) {
+	for _, v := range []string{"0s", "0"} {
+		src := "---\nname: d\nruntime_contract: 2\nschedule: {every: 5m, start_delay: " + v + "}\n---\n"
+		c, ds := Parse("d.md", []byte(src), Options{})
+		if ds.HasErrors() || c.Schedule.StartDelay != 0 || Explain(c).Schedule.StartDelay != "" {
+			t.Errorf("start_delay: %s: %v", v, ds)
+		}
+	}
+	_, ds := Parse("d.md", []byte("---\nname: d\nruntime_contract: 2\nschedule: {start_delay: -1s}\n---\n"), Options{})
+	if !strings.Contains(ds.String(), "schedule.start_delay: expected a duration") {
+		t.Errorf("a negative start_delay: %v", ds)
 	}
 }
