@@ -458,12 +458,31 @@ var reDollarVar = regexp.MustCompile(`\$\{([^}]*)\}`)
 // here. A name must be a var, a secret or, in a for_each stage, an item
 // key; any other is an error at its column.
 func (b *bodyParser) refs(s string, tm textMap, base int) string {
-	return b.refsAt(s, func(off int) Pos { return b.s.pos(tm.fileOff(base + off)) })
+	return b.refsAt(s, false, func(off int) Pos { return b.s.pos(tm.fileOff(base + off)) })
 }
 
-func (b *bodyParser) refsAt(s string, posOf func(off int) Pos) string {
+// reShellExpansion is a POSIX parameter expansion with an operator:
+// ${name:-default}, ${name-default}, ${name:=w}, ${name:?w}, ${name:+w},
+// ${name%w}, ${name#w} and their doubled or colon-less forms.
+var reShellExpansion = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*)(:?[-=?+]|%%?|##?)`)
+
+// refsAt checks the ${…} references in s. In shell text (an action's
+// command) a var is a shell variable assigned before the command, so the
+// shell's own expansions of it (${unit:-web}) work there as in any
+// script; an http or tcp step, filled by the engine, takes ${name} only.
+func (b *bodyParser) refsAt(s string, shell bool, posOf func(off int) Pos) string {
 	for _, m := range reDollarVar.FindAllStringSubmatchIndex(s, -1) {
-		if name := s[m[2]:m[3]]; !b.defined(name) {
+		name := s[m[2]:m[3]]
+		if e := reShellExpansion.FindStringSubmatch(name); e != nil {
+			switch {
+			case !shell:
+				b.d.errorf(posOf(m[0]), "${%s}: an http or tcp step fills only ${name}, not shell expansions; give %s its default under vars", name, e[1])
+			case !b.defined(e[1]):
+				b.d.errorf(posOf(m[0]), "undefined var %q in ${%s} (define it under vars, or pass --var %s=VALUE)", e[1], name, e[1])
+			}
+			continue
+		}
+		if !b.defined(name) {
 			b.d.errorf(posOf(m[0]), "undefined var %q (define it under vars, or pass --var %s=VALUE)", name, name)
 		}
 	}
@@ -885,7 +904,7 @@ func (b *bodyParser) action(ar *ActionRow, c cell, prev *ActionRow) bool {
 		cmd = strings.TrimSpace(cmd)
 		lead := strings.Index(c.text, cmd)
 		posOf := func(off int) Pos { return offsetPos(c.pos, c.text, lead+off) }
-		ar.Action = b.refsAt(cmd, posOf)
+		ar.Action = b.refsAt(cmd, true, posOf)
 		for _, off := range singleQuotedRefs(cmd) {
 			b.d.warnf(posOf(off), "%s is inside single quotes, where the shell does not expand it (a var is passed as a shell variable); use double quotes", cmd[off:off+strings.IndexByte(cmd[off:], '}')+1])
 		}

@@ -26,6 +26,12 @@ func TestVarLint(t *testing.T) {
 		{"an undefined reference in a command",
 			head + stage + "| `p.stdout != \"ok\"` | `echo ${nosuch}` |\n",
 			`v.md:18:30: error: undefined var "nosuch"`},
+		{"a shell default for an undefined var",
+			head + "vars: {v: x}\n" + stage + "| `p.stdout != \"ok\"` | `echo \"${v:-a}\" \"${nosuch:-b}\"` |\n",
+			`v.md:19:41: error: undefined var "nosuch" in ${nosuch:-b}`},
+		{"an http step fills ${name} only",
+			head + "vars: {port: \"80\"}\n---\n\n## Execution\n\n### S {#s}\n\n```http {id=h}\nGET http://127.0.0.1:${port:-8080}/\n```\n",
+			`v.md:12:22: error: ${port:-8080}: an http or tcp step fills only ${name}, not shell expansions; give port its default under vars`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, ds := Parse("v.md", []byte(tc.src), Options{})
@@ -36,6 +42,11 @@ func TestVarLint(t *testing.T) {
 	}
 	if _, ds := Parse("v.md", []byte(head+"vars: {v: x}\n"+stage+"| `p.stdout != \"ok\"` | `echo \"${v}\" it's` |\n"), Options{}); len(ds) != 0 {
 		t.Fatalf("a reference in double quotes (and a quote after it) is clean: %s", ds)
+	}
+	// A var is a shell variable in a command, so the shell's expansions of
+	// it work there (steps.TestScriptShellExpansions runs one).
+	if _, ds := Parse("v.md", []byte(head+"vars: {v: x}\n"+stage+"| `p.stdout != \"ok\"` | `echo \"${v:-a}\" ${v:+set} ${v%x}` |\n"), Options{}); len(ds) != 0 {
+		t.Fatalf("a shell expansion of a var in a command is clean: %s", ds)
 	}
 }
 

@@ -223,3 +223,19 @@ func TestFindingWording(t *testing.T) {
 		t.Errorf("Expected: findings %q, want [%q]", o.Findings, want)
 	}
 }
+
+// A var reaches a command as a shell variable, so the shell's own
+// expansions of it work as in any script: a default for an empty value,
+// an alternative, a suffix removed.
+func TestScriptShellExpansions(t *testing.T) {
+	script := Script(`printf '%s|%s|%s\n' "${unit:-web}" "${empty:-none}" "${file%.conf}"`, map[string]string{"unit": "api", "empty": "", "file": "x; rm -rf /.conf"})
+	for _, shell := range []string{"bash", "sh"} {
+		res, err := (&transports.Local{}).Exec(context.Background(), transports.Command{Script: script, Shell: shell, Timeout: 10 * time.Second})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "api|none|x; rm -rf /\n"; res.Stdout != want || res.ExitCode != 0 {
+			t.Errorf("%s: stdout %q exit %d (stderr %q), want %q", shell, res.Stdout, res.ExitCode, res.Stderr, want)
+		}
+	}
+}
