@@ -67,6 +67,9 @@ type bodyParser struct {
 	// snapshotRows are the `Key | Value` rows, bound once the whole body
 	// is read (bindSnapshotValues).
 	snapshotRows []snapshotBinding
+	// strayValues are the keys of `Key | Value` tables outside
+	// `## Maintains`, one list per table.
+	strayValues [][]snapshotBinding
 }
 
 func newBodyParser(s *source, d *diags, c *Contract, cache *exprCache) *bodyParser {
@@ -596,6 +599,16 @@ func (b *bodyParser) table(t *extast.Table) {
 		b.escalationTable(header, rows)
 	case h0 == "key" && h1 == "value" && b.section == "maintains":
 		b.snapshotValues(header, rows)
+	case h0 == "key" && h1 == "value":
+		// Documentation, unless its keys say it was meant to fill the
+		// snapshot (strayValues).
+		var keys []snapshotBinding
+		for _, row := range rows {
+			if len(row) > 0 {
+				keys = append(keys, snapshotBinding{name: unquoteTicks(row[0].text), keyPos: row[0].pos})
+			}
+		}
+		b.strayValues = append(b.strayValues, keys)
 	}
 }
 

@@ -83,6 +83,39 @@ type snapshotBinding struct {
 	keyPos, valPos  Pos
 }
 
+// warnStrayValues warns about a `Key | Value` table outside `## Maintains`
+// whose keys are Maintains keys: only the table under `## Maintains` fills
+// the snapshot, so such a table, read as documentation, fills nothing, and
+// the keys it names keep the values the engine gives them by default.
+func (b *bodyParser) warnStrayValues() {
+	m := &b.c.Maintains
+	for _, table := range b.strayValues {
+		var named []string
+		var at Pos
+		for _, r := range table {
+			for _, k := range append(append([]*MaintainedKey{}, m.Keys...), m.Agent...) {
+				if k.Name == r.name && !contains(named, r.name) {
+					if len(named) == 0 {
+						at = r.keyPos
+					}
+					named = append(named, r.name)
+				}
+			}
+		}
+		if len(named) > 0 {
+			b.d.warnf(at, "this Key | Value table is outside ## Maintains, so it fills nothing; %s %s Maintains %s (move the table under ## Maintains to fill %s)",
+				strings.Join(named, ", "), plural(len(named), "is a", "are"), plural(len(named), "key", "keys"), plural(len(named), "it", "them"))
+		}
+	}
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
 // bindSnapshotValues gives each `Key | Value` row's expression to the key it
 // names: a top-level bullet, or a per-agent key of the JSON example.
 func (b *bodyParser) bindSnapshotValues() {

@@ -45,6 +45,7 @@ func (b *bodyParser) validate() {
 		}
 	}
 	b.bindSnapshotValues()
+	b.warnStrayValues()
 	b.lintIdents()
 	b.lintMaintains()
 }
