@@ -174,6 +174,10 @@ type PlanKey struct {
 }
 
 // fmtDuration prints 300s as 5m and 3600s as 1h.
+// FormatDuration renders d as a contract writes it: 10m, 1h, 1h30m, 90s
+// rather than Go's 10m0s.
+func FormatDuration(d time.Duration) string { return fmtDuration(d) }
+
 func fmtDuration(d time.Duration) string {
 	if d == 0 {
 		return "0s"

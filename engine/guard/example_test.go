@@ -42,7 +42,7 @@ func Example() {
 	// Output:
 	// run - all guards allow: run pm2 restart abiba-zulip
 	// alert: "open"
-	// pending - pending restart since 2026-11-29T19:03:00Z (debounce 5m0s after the repair at 2026-11-29T19:00:00Z; runs after 2026-11-29T19:05:00Z if the condition still holds)
+	// pending - pending restart since 2026-11-29T19:03:00Z (debounce 5m after the repair at 2026-11-29T19:00:00Z; runs after 2026-11-29T19:05:00Z if the condition still holds)
 	// alert: ""
 	// run - all guards allow: run pm2 restart abiba-zulip
 	// alert: ""

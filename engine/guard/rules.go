@@ -33,7 +33,7 @@ func (d Debounce) Check(u *Unit, cond string) Step {
 		since = c.PendingSince
 	}
 	return deny(GuardDebounce, StatusPending, fmt.Sprintf("pending restart since %s (debounce %s after the repair at %s; runs after %s if the condition still holds)",
-		stamp(since), d.Window, stamp(last), stamp(until)))
+		stamp(since), contracts.FormatDuration(d.Window), stamp(last), stamp(until)))
 }
 
 // Budget allows at most Count repairs of a unit in any sliding Window
@@ -53,10 +53,10 @@ func (b Budget) Check(u *Unit) Step {
 	now := b.Clock.Now()
 	n, oldest := u.repairsSince(now.Add(-b.Window))
 	if n < b.Count {
-		return allow(GuardBudget, fmt.Sprintf("%d of %d per %s used", n, b.Count, b.Window))
+		return allow(GuardBudget, fmt.Sprintf("%d of %d per %s used", n, b.Count, contracts.FormatDuration(b.Window)))
 	}
 	return deny(GuardBudget, StatusBlocked, fmt.Sprintf("over budget: %d of %d per %s used; next allowed at %s",
-		n, b.Count, b.Window, stamp(oldest.Add(b.Window))))
+		n, b.Count, contracts.FormatDuration(b.Window), stamp(oldest.Add(b.Window))))
 }
 
 // CrashLoop turns a repair into an alert when the unit restarted too often:
@@ -104,14 +104,14 @@ func (c CrashLoop) Check(u *Unit) Step {
 	}
 	n, src := c.Count(u)
 	if n < c.MaxRestarts {
-		return allow(GuardCrashLoop, fmt.Sprintf("%d restarts in %s (%s), max %d", n, c.Per, src, c.MaxRestarts))
+		return allow(GuardCrashLoop, fmt.Sprintf("%d restarts in %s (%s), max %d", n, contracts.FormatDuration(c.Per), src, c.MaxRestarts))
 	}
 	instead := "an alert"
 	if c.Then == contracts.CrashLoopEscalate {
 		instead = "a person is paged"
 	}
 	return deny(GuardCrashLoop, StatusAlert, fmt.Sprintf("%d restarts in the last %s (%s), max %d: %s instead of a repair",
-		n, c.Per, src, c.MaxRestarts, instead))
+		n, contracts.FormatDuration(c.Per), src, c.MaxRestarts, instead))
 }
 
 // Tiers stops repairing a condition once EscalateAfter repairs in a row did

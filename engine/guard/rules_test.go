@@ -79,7 +79,7 @@ func TestBudget(t *testing.T) {
 		{name: "1 per 10m used exactly 10m ago slides out", count: 1, window: 10 * time.Minute, repairs: repairsAt(0), now: 10 * time.Minute, wantAllowed: true},
 		{name: "3 per 1h with 2 inside", count: 3, window: time.Hour, repairs: repairsAt(0, 10*time.Minute), now: 20 * time.Minute, wantAllowed: true},
 		{name: "3 per 1h with 3 inside", count: 3, window: time.Hour, repairs: repairsAt(0, 10*time.Minute, 20*time.Minute), now: 30 * time.Minute,
-			wantReason: "3 of 3 per 1h0m0s used"},
+			wantReason: "3 of 3 per 1h used"},
 		{name: "sliding: oldest left the window", count: 3, window: time.Hour, repairs: repairsAt(0, 10*time.Minute, 20*time.Minute), now: 61 * time.Minute, wantAllowed: true},
 		{name: "no budget", count: 0, repairs: repairsAt(0, time.Second), now: 2 * time.Second, wantAllowed: true},
 	}
@@ -117,10 +117,10 @@ func TestCrashLoop(t *testing.T) {
 	}{
 		{name: "few repairs", repairs: every(2, time.Minute), now: 10 * time.Minute, wantAllowed: true},
 		{name: "at the limit: the next would exceed it", repairs: every(3, time.Minute), now: 3 * time.Minute,
-			wantReason: "3 restarts in the last 1h0m0s (repairs), max 3"},
+			wantReason: "3 restarts in the last 1h (repairs), max 3"},
 		{name: "old repairs left the window", repairs: every(3, time.Minute), now: 62 * time.Minute, wantAllowed: true},
 		{name: "external counter crashes count", counter: &Counter{Last: 7, Increments: []Sample{{At: at(10 * time.Minute), N: 2}, {At: at(20 * time.Minute), N: 1}}},
-			now: 30 * time.Minute, wantReason: "3 restarts in the last 1h0m0s (restart counter)"},
+			now: 30 * time.Minute, wantReason: "3 restarts in the last 1h (restart counter)"},
 		{name: "external increments outside the window", counter: &Counter{Last: 7, Increments: []Sample{{At: at(0), N: 5}}},
 			now: 61 * time.Minute, wantAllowed: true},
 		{name: "own repairs and counter are not added", repairs: every(2, time.Minute),
