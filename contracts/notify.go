@@ -30,7 +30,7 @@ import (
 // file.
 type LogOptions struct {
 	Path   string `opt:"path" type:"path" doc:"append to this file (created 0600) instead of the engine's log"`
-	Format string `opt:"format" type:"enum" enum:"text|json" default:"text" doc:"text: TIME CONTRACT: [KIND] TEXT; json: the message as one JSON object"`
+	Format string `opt:"format" type:"enum" enum:"text|json" default:"text" doc:"text: TIME CONTRACT: [KIND] TEXT, or TIME CONTRACT: TEXT for a repair; json: the message as one JSON object"`
 }
 
 // CommandOptions configure the command notifier: a shell command on the
