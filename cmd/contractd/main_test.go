@@ -283,6 +283,30 @@ func TestNewWritesAContractThatLints(t *testing.T) {
 	if code, _, _ := runMain(t, "contractd", "new", "-o", path, "web"); code == 0 {
 		t.Fatal("new overwrote an existing file")
 	}
+	// Its commented notify routes, uncommented, are routes that load.
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var routes int
+	lines := strings.Split(string(src), "\n")
+	for i, l := range lines {
+		if rest, ok := strings.CutPrefix(l, "# "); ok && (rest == "notify:" || strings.HasPrefix(rest, "  - {")) {
+			lines[i] = rest
+			routes++
+		}
+	}
+	if routes < 2 {
+		t.Fatalf("the template shows no notify route to uncomment:\n%s", src)
+	}
+	if err := os.WriteFile(path, []byte(strings.Join(lines, "\n")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ := runMain(t, "contractd", "explain", "--json", path)
+	var plan struct{ Notify []string }
+	if err := json.Unmarshal([]byte(out), &plan); code != 0 || err != nil || strings.Join(plan.Notify, " ") != "log webhook" {
+		t.Fatalf("the template's routes, uncommented: exit %d, routes %q\n%s", code, plan.Notify, out)
+	}
 }
 
 func TestMaintenanceCommandStartsListsAndEndsWindows(t *testing.T) {

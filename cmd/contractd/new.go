@@ -68,6 +68,12 @@ targets:
   app-host: {local: true}
 vars:
   health_url: http://127.0.0.1:8080/health
+# Where messages go (an incident opening, a reminder, a repair, a resolve).
+# Without a route they are only in the run's report and contractd why.
+# Uncomment a route (docs/contract-format.md, Alerts):
+# notify:
+#   - {log: {path: /var/log/contractd/NAME.log}}
+#   - {webhook: {url: "https://hooks.example/services/T000/B000/XXXX", format: text}}
 ` + "---\n" + `
 # NAME
 
