@@ -176,7 +176,7 @@ func (r *run) probeNative(ctx context.Context, sr *stageRun, step *contracts.Ste
 	// every native probe.
 	via := "local"
 	if step.Via != "" {
-		via = expandAttr(step.Via, sr.vars)
+		via = contracts.ExpandAttr(step.Via, sr.vars)
 	}
 	d, err := r.e.opts.Opener.Dialer(r.c, via)
 	if err != nil {

@@ -118,7 +118,7 @@ func (r *run) slowRetry() {
 				// No row: the row's Message words its repairs, not this.
 				r.raise(&intent{unit: u, stage: sr, source: guard.SourceGuard, condition: "slow-retry",
 					severity: contracts.SeverityCritical, text: fmt.Sprintf("%s: %d repairs in a row did not help (`%s`); repairing only every %s (%dx the %s interval) until it is healthy again",
-						u.name(), u.state.Slow.Failed, steps.ShowCommand(row.Action, sr.vars), time.Duration(s.Factor)*s.Interval(), s.Factor, s.Interval())})
+						u.name(), u.state.Slow.Failed, steps.ShowCommand(row.Action, sr.vars), contracts.FormatDuration(time.Duration(s.Factor)*s.Interval()), s.Factor, contracts.FormatDuration(s.Interval()))})
 			}
 		}
 	}

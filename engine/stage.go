@@ -6,7 +6,6 @@ import (
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/steps"
-	"github.com/contractd/contractd/steps/fill"
 )
 
 // stageRun is one stage (or one for_each expansion of it) during a run: what
@@ -36,26 +35,17 @@ func expandStages(c *contracts.Contract) []*stageRun {
 			continue
 		}
 		for i, item := range c.ForEach[st.ForEach] {
-			out = append(out, newStageRun(c, st, fmt.Sprintf("%s[%s]", st.ID, itemName(item, i)), item))
+			out = append(out, newStageRun(c, st, fmt.Sprintf("%s[%s]", st.ID, contracts.ItemName(item, i)), item))
 		}
 	}
 	return out
-}
-
-func itemName(item map[string]any, i int) string {
-	for _, k := range []string{"name", "id", "unit", "agent"} {
-		if v, ok := item[k]; ok {
-			return fmt.Sprint(v)
-		}
-	}
-	return fmt.Sprint(i)
 }
 
 func newStageRun(c *contracts.Contract, st *contracts.Stage, id string, item map[string]any) *stageRun {
 	vars := c.StageVars(item)
 	sr := &stageRun{stage: st, id: id, item: item, vars: vars, varsEnv: c.StageValues(item)}
 	sr.target = sr.expandTarget(st.On)
-	sr.agent = expandAttr(st.Agent, vars)
+	sr.agent = contracts.ExpandAttr(st.Agent, vars)
 	sr.report = &StageReport{ID: id, Title: st.Title, Agent: sr.agent, Gate: st.Gate, Item: item, Steps: []*StepReport{}}
 	return sr
 }
@@ -75,21 +65,12 @@ func (sr *stageRun) current() *stageRun {
 }
 
 // expandAttr expands a target or agent attribute: ${key}, or $key, which
-// heading attributes need because braces end them.
-func expandAttr(s string, vars map[string]string) string {
-	if rest, ok := strings.CutPrefix(s, "$"); ok && !strings.HasPrefix(rest, "{") {
-		if v, ok := vars[strings.TrimPrefix(rest, "item.")]; ok {
-			return v
-		}
-	}
-	return fill.Expand(s, vars)
-}
 
 // expandTarget names the target an `on=` (of a stage, step or action row)
 // means in this stage: `$key` and `${key}` expand from the item and vars,
 // and "" is the engine's host.
 func (sr *stageRun) expandTarget(on string) string {
-	if t := expandAttr(on, sr.vars); t != "" {
+	if t := contracts.ExpandAttr(on, sr.vars); t != "" {
 		return t
 	}
 	return "local"
@@ -110,7 +91,7 @@ func (sr *stageRun) targets() []string {
 	for _, st := range sr.stage.Steps {
 		set[sr.targetName(st)] = true
 		if st.Via != "" {
-			set[expandAttr(st.Via, sr.vars)] = true
+			set[contracts.ExpandAttr(st.Via, sr.vars)] = true
 		}
 	}
 	out := make([]string, 0, len(set))

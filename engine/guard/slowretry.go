@@ -86,10 +86,10 @@ func (s SlowRetry) Check(u *Unit) Step {
 	next, now := s.Next(u), s.Clock.Now()
 	if !now.Before(next) {
 		return allow(GuardSlowRetry, fmt.Sprintf("slowed after %d failed repairs in a row; due: every %s (%dx the %s interval), last repair at %s",
-			failed, period, s.Factor, s.Interval(), stamp(u.lastRepair())))
+			failed, contracts.FormatDuration(period), s.Factor, contracts.FormatDuration(s.Interval()), stamp(u.lastRepair())))
 	}
 	return deny(GuardSlowRetry, StatusPending, fmt.Sprintf("slowed after %d failed repairs in a row: next repair at %s (every %s, %dx the %s interval), still trying until the unit is healthy",
-		failed, stamp(next), period, s.Factor, s.Interval()))
+		failed, stamp(next), contracts.FormatDuration(period), s.Factor, contracts.FormatDuration(s.Interval())))
 }
 
 // Verified folds one repair's verification into u: the condition still
