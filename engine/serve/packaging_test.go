@@ -108,3 +108,25 @@ func TestSiblingSupervisorFixture(t *testing.T) {
 		t.Errorf("escalate_after %d, crash_loop %+v, budget %v: the supervisor must keep trying", c.Guards.EscalateAfter, c.Guards.CrashLoop, c.Guards.Budget)
 	}
 }
+
+// TestSystemdHADropIn checks the HA drop-in replaces the unit's ExecStart
+// (an empty ExecStart= first, or systemd refuses a second one) with a
+// serve that joins a group on etcd, with every flag its comment names.
+func TestSystemdHADropIn(t *testing.T) {
+	t.Parallel()
+	b, err := os.ReadFile(filepath.Join("..", "..", "packaging", "systemd", "contractd-ha.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := string(b)
+	clear := strings.Index(src, "\nExecStart=\n")
+	set := strings.Index(src, "\nExecStart=/usr/local/bin/contractd serve")
+	if clear < 0 || set < clear {
+		t.Fatalf("the drop-in must clear ExecStart= before it sets its own:\n%s", src)
+	}
+	for _, want := range []string{"[Service]", "--etcd https://", "--node %H", "--lease-ttl", "--etcd-cacert", "--etcd-cert", "--etcd-key", "--token-file", "contractd.service.d/ha.conf"} {
+		if !strings.Contains(src, want) {
+			t.Errorf("contractd-ha.conf lacks %q", want)
+		}
+	}
+}
