@@ -75,7 +75,7 @@ func TestChainDecide(t *testing.T) {
 			wantStatus: StatusReportOnly, wantGuard: GuardReportOnly, wantReason: "severity says blocked"},
 		{name: "a maintenance window blocks the repair", unit: &Unit{Conditions: held(1)}, now: 30 * time.Minute,
 			cand:       Candidate{Severity: C, Maintenance: &Window{Since: at(0), Until: at(time.Hour), Reason: "kernel upgrade"}},
-			wantStatus: StatusBlocked, wantGuard: GuardMaintenance, wantReason: "maintenance until 2026-11-29T20:00:00Z: kernel upgrade (30m0s left)"},
+			wantStatus: StatusBlocked, wantGuard: GuardMaintenance, wantReason: "maintenance until 2026-11-29T20:00:00Z: kernel upgrade (30m left)"},
 		{name: "an expired window no longer blocks", unit: &Unit{Conditions: held(1)}, now: 2 * time.Hour,
 			cand:    Candidate{Severity: C, Maintenance: &Window{Since: at(0), Until: at(time.Hour)}},
 			wantRun: true, wantStatus: StatusRun},

@@ -2,6 +2,7 @@ package guard
 
 import (
 	"fmt"
+	"github.com/contractd/contractd/contracts"
 	"strings"
 	"time"
 )
@@ -124,7 +125,7 @@ func (p Incidents) Observe(key string, active bool, hold string, open Incident) 
 		return Action{Send: SendReminder, Key: key, Incident: *inc, Reason: fmt.Sprintf("still open since %s (reminder %d)", stamp(inc.OpenedAt), inc.Reminders)}
 	case !active && isOpen:
 		inc.Resolved, inc.ResolvedAt, inc.LastSent = true, now, now
-		return Action{Send: SendResolved, Key: key, Incident: *inc, Reason: fmt.Sprintf("resolved after %s", now.Sub(inc.OpenedAt).Round(time.Second))}
+		return Action{Send: SendResolved, Key: key, Incident: *inc, Reason: fmt.Sprintf("resolved after %s", contracts.FormatDuration(now.Sub(inc.OpenedAt).Round(time.Second)))}
 	}
 	return Action{Key: key, Reason: "not active"}
 }

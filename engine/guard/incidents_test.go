@@ -89,7 +89,7 @@ func TestIncidentActionsCarryTheStory(t *testing.T) {
 	}
 	clock.Advance(90 * time.Minute)
 	a := p.Observe(key, false, "", Incident{})
-	if a.Reason != "resolved after 5h30m0s" || !a.Incident.Resolved {
+	if a.Reason != "resolved after 5h30m" || !a.Incident.Resolved {
 		t.Errorf("resolve: %+v", a)
 	}
 	clock.Advance(8 * 24 * time.Hour)

@@ -2,6 +2,7 @@ package guard
 
 import (
 	"fmt"
+	"github.com/contractd/contractd/contracts"
 	"time"
 )
 
@@ -39,7 +40,7 @@ type Maintenance struct {
 // (nil when none).
 func (m Maintenance) Check(w *Window) Step {
 	if now := m.Clock.Now(); w.Active(now) {
-		return deny(GuardMaintenance, StatusBlocked, fmt.Sprintf("%s (%s left)", w, w.Until.Sub(now).Round(time.Second)))
+		return deny(GuardMaintenance, StatusBlocked, fmt.Sprintf("%s (%s left)", w, contracts.FormatDuration(w.Until.Sub(now).Round(time.Second))))
 	}
 	return allow(GuardMaintenance, "no maintenance window")
 }

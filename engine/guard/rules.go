@@ -26,7 +26,7 @@ func (d Debounce) Check(u *Unit, cond string) Step {
 	}
 	until := last.Add(d.Window)
 	if !now.Before(until) {
-		return allow(GuardDebounce, fmt.Sprintf("last repair %s, %s ago", stamp(last), now.Sub(last).Round(time.Second)))
+		return allow(GuardDebounce, fmt.Sprintf("last repair %s, %s ago", stamp(last), contracts.FormatDuration(now.Sub(last).Round(time.Second))))
 	}
 	since := now
 	if c := u.condition(cond); c != nil && !c.PendingSince.IsZero() {
