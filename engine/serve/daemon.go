@@ -313,10 +313,16 @@ func storeSnapshot(st store.Backend) func(string) (json.RawMessage, error) {
 // ErrStateDirInUse is wrapped when another daemon already serves the state dir.
 var ErrStateDirInUse = errors.New("another contractd serve uses this state dir")
 
+// stateDirLockWait is how long a starting daemon waits for the state dir's
+// lock: a daemon being restarted may still be exiting, and a process that
+// forks (any exec from the same program) holds a copy of the descriptor
+// until its child execs.
+const stateDirLockWait = 2 * time.Second
+
 // lockStateDir takes the daemon's flock on STATE_DIR/.contractd-serve.lock
-// and writes its pid there. The kernel releases the lock when the process dies. It
-// fails with ErrStateDirInUse (naming the holder's pid) when another live
-// daemon holds it.
+// and writes its pid there. The kernel releases the lock when the process
+// dies. It fails with ErrStateDirInUse (naming the holder's pid) when
+// another live daemon still holds it after stateDirLockWait.
 func lockStateDir(dir string) (*os.File, error) {
 	// A leading dot: no contract name can make this file name.
 	path := filepath.Join(dir, ".contractd-serve.lock")
@@ -324,7 +330,13 @@ func lockStateDir(dir string) (*os.File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("serve: %w", err)
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+	deadline := time.Now().Add(stateDirLockWait)
+	err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	for pause := 10 * time.Millisecond; errors.Is(err, syscall.EWOULDBLOCK) && time.Now().Before(deadline); pause = min(2*pause, 200*time.Millisecond) {
+		time.Sleep(pause)
+		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
+	}
+	if err != nil {
 		holder, _ := os.ReadFile(path)
 		f.Close()
 		if errors.Is(err, syscall.EWOULDBLOCK) {
