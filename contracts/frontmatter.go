@@ -882,14 +882,16 @@ func contains(list []string, s string) bool {
 func closest(s string, known []string) string {
 	best, bestD := "", 3
 	for _, k := range known {
-		if d := editDistance(s, k); d < bestD {
+		if d := EditDistance(s, k); d < bestD {
 			best, bestD = k, d
 		}
 	}
 	return best
 }
 
-func editDistance(a, b string) int {
+// EditDistance is the Levenshtein distance of a and b, in runes: what every
+// "did you mean" of contractd measures.
+func EditDistance(a, b string) int {
 	ra, rb := []rune(a), []rune(b)
 	prev := make([]int, len(rb)+1)
 	cur := make([]int, len(rb)+1)
