@@ -283,6 +283,27 @@ func (m *Main) cmdWhy(ctx context.Context, args []string) int {
 	return exitOK
 }
 
+// changeState checks the contract name and the agent (empty: the whole
+// contract) a state-changing command names, and opens the state it changes:
+// the state dir, or the group's etcd. It returns a usage or failure exit
+// code when it cannot; the caller must call done.
+func (m *Main) changeState(ctx context.Context, cmd string, sf stateFlags, ef etcdFlags, name, agent string) (store.Backend, func(), int) {
+	k, code := m.checkName(cmd, sf, name)
+	if code != exitOK {
+		return nil, nil, code
+	}
+	if err := k.checkAgent(name, agent); err != nil {
+		m.errorf("%s: %v", cmd, err)
+		return nil, nil, exitUsage
+	}
+	st, done, err := m.stateStore(ctx, sf, ef)
+	if err != nil {
+		m.fail(cmd, err)
+		return nil, nil, exitFailed
+	}
+	return st, done, exitOK
+}
+
 func (m *Main) cmdReset(ctx context.Context, args []string) int {
 	fs := m.flags("reset")
 	var sf stateFlags
@@ -299,18 +320,9 @@ func (m *Main) cmdReset(ctx context.Context, args []string) int {
 		return exitUsage
 	}
 	name := names[0]
-	k, code := m.checkName("reset", sf, name)
+	st, done, code := m.changeState(ctx, "reset", sf, ef, name, *unit)
 	if code != exitOK {
 		return code
-	}
-	if err := k.checkAgent(name, *unit); err != nil {
-		m.errorf("reset: %v", err)
-		return exitUsage
-	}
-	st, done, err := m.stateStore(ctx, sf, ef)
-	if err != nil {
-		m.fail("reset", err)
-		return exitFailed
 	}
 	defer done()
 	if err := engine.ResetIn(ctx, st, name, *unit); err != nil {
@@ -345,18 +357,9 @@ func (m *Main) cmdMaintenance(ctx context.Context, args []string) int {
 		return exitUsage
 	}
 	name := names[0]
-	k, code := m.checkName("maintenance", sf, name)
+	st, done, code := m.changeState(ctx, "maintenance", sf, ef, name, *agent)
 	if code != exitOK {
 		return code
-	}
-	if err := k.checkAgent(name, *agent); err != nil {
-		m.errorf("maintenance: %v", err)
-		return exitUsage
-	}
-	st, done, err := m.stateStore(ctx, sf, ef)
-	if err != nil {
-		m.fail("maintenance", err)
-		return exitFailed
 	}
 	defer done()
 	now := time.Now().UTC()
