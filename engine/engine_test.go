@@ -165,14 +165,14 @@ type harness struct {
 	t     *testing.T
 	c     *contracts.Contract
 	w     *world
-	clock *clock
+	clock *guard.FakeClock
 	dir   string
 	rec   *recorder
 	dry   bool
 }
 
 func newHarness(t *testing.T) *harness {
-	return &harness{t: t, c: parse(t, meshContract), w: newWorld(), clock: &clock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}, dir: t.TempDir(), rec: &recorder{}}
+	return &harness{t: t, c: parse(t, meshContract), w: newWorld(), clock: guard.NewFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)), dir: t.TempDir(), rec: &recorder{}}
 }
 
 // run runs the contract once with a fresh Engine, as a new process would.

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine/guard"
 	"github.com/contractd/contractd/engine/notify"
 	"github.com/contractd/contractd/steps"
 	"github.com/contractd/contractd/transports"
@@ -86,24 +87,6 @@ func (o *fakeOpener) Open(c *contracts.Contract, target string) (transports.Tran
 
 func (o *fakeOpener) Dialer(c *contracts.Contract, target string) (steps.Dialer, error) {
 	return nil, nil
-}
-
-// clock is a settable clock for engine tests.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
 }
 
 func parse(t *testing.T, src string) *contracts.Contract {

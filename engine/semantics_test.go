@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine/guard"
 	"github.com/contractd/contractd/engine/notify"
 	"github.com/contractd/contractd/transports"
 )
@@ -47,7 +48,7 @@ func TestOneStepStageKeepsItsTransportError(t *testing.T) {
 			}
 			return transports.Result{ExitCode: -1}, errors.New("Error response from daemon: No such container: app")
 		}}
-		clk := &clock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+		clk := guard.NewFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 		eng, _ := New(Options{StateDir: t.TempDir(), Opener: &fakeOpener{targets: map[string]*fakeTarget{"ct": ct}}, Now: clk.Now})
 		rep, err := eng.Run(context.Background(), c)
 		if err != nil {
@@ -91,7 +92,7 @@ func TestForEachOnKeyReachesEachItemsTarget(t *testing.T) {
 			return transports.Result{Stdout: "up\n"}, nil
 		}}
 	}
-	clk := &clock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	clk := guard.NewFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	eng, _ := New(Options{StateDir: t.TempDir(), Opener: &fakeOpener{targets: map[string]*fakeTarget{"h1": mk("h1"), "h2": mk("h2")}}, Now: clk.Now})
 	rep, err := eng.Run(context.Background(), c)
 	if err != nil {
@@ -231,7 +232,7 @@ func TestAStoppedContainerIsStartedAndVerifiedWhole(t *testing.T) {
 		}
 		return transports.Result{Stdout: "ok\n"}, nil
 	}}
-	clk := &clock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	clk := guard.NewFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	rec := &recorder{}
 	eng, _ := New(Options{StateDir: t.TempDir(), Opener: &fakeOpener{targets: map[string]*fakeTarget{"host": host, "ct": ct}}, Now: clk.Now,
 		Notifiers: []notify.Notifier{rec}, Sleep: func(ctx context.Context, d time.Duration) error { clk.Advance(d); return nil }})
@@ -285,7 +286,7 @@ func TestWhyShowsWhatARepairPrinted(t *testing.T) {
 		}
 		return transports.Result{Stdout: "down\n"}, nil
 	}}
-	clk := &clock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	clk := guard.NewFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	eng, _ := New(Options{StateDir: t.TempDir(), Opener: &fakeOpener{targets: map[string]*fakeTarget{"ct": ct}}, Now: clk.Now,
 		Sleep: func(ctx context.Context, d time.Duration) error { clk.Advance(d); return nil }})
 	rep, err := eng.Run(context.Background(), c)

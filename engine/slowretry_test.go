@@ -103,7 +103,7 @@ func TestSlowRetrySupervisor(t *testing.T) {
 
 	var startedAt []int
 	for minute := 0; minute <= 17; minute++ {
-		h.clock.now = time.Date(2026, 11, 29, 12, minute, 0, 0, time.UTC)
+		h.clock.Set(time.Date(2026, 11, 29, 12, minute, 0, 0, time.UTC))
 		if minute == 10 {
 			sib.set("failed", "dies") // fixed enough to start, not to stay up
 		}

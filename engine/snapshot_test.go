@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine/guard"
 	"github.com/contractd/contractd/transports"
 )
 
@@ -80,7 +81,7 @@ func TestSnapshotFollowsTheContractsMaintainsRule(t *testing.T) {
 		}
 		return transports.Result{ExitCode: 127}, nil
 	}}
-	clk := &clock{now: time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)}
+	clk := guard.NewFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	dir := t.TempDir()
 	eng, err := New(Options{StateDir: dir, Opener: &fakeOpener{targets: map[string]*fakeTarget{"box": box}}, Now: clk.Now})
 	if err != nil {

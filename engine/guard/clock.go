@@ -42,6 +42,15 @@ func (c *FakeClock) Set(t time.Time) {
 	c.now = t
 }
 
+// AdvanceTo moves the clock to t if t is later; it never moves it back.
+func (c *FakeClock) AdvanceTo(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t.After(c.now) {
+		c.now = t
+	}
+}
+
 // Advance moves the clock forward by d and returns the new time.
 func (c *FakeClock) Advance(d time.Duration) time.Time {
 	c.mu.Lock()

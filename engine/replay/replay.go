@@ -19,6 +19,7 @@ import (
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine"
+	"github.com/contractd/contractd/engine/guard"
 	"github.com/contractd/contractd/engine/notify"
 	"github.com/contractd/contractd/steps"
 	"github.com/contractd/contractd/transports"
@@ -72,14 +73,14 @@ func Test(ctx context.Context, path string) (*Result, error) {
 	}
 	defer os.RemoveAll(state)
 	start, _ := f.start()
-	clk := &clock{now: start}
+	clk := guard.NewFakeClock(start)
 	rp := &replayer{}
 	secrets := map[string]string{}
 	for _, s := range c.Secrets {
 		secrets[s] = "test-secret-" + s
 	}
 	eng, err := engine.New(engine.Options{
-		StateDir: state, Opener: &opener{rp}, Now: clk.Now, Sleep: clk.sleep,
+		StateDir: state, Opener: &opener{rp}, Now: clk.Now, Sleep: sleeper(clk),
 		Getenv:    func(k string) string { return secrets[k] },
 		Notifiers: []notify.Notifier{recorder{}},
 	})
@@ -93,7 +94,7 @@ func Test(ctx context.Context, path string) (*Result, error) {
 			if run.After != "" {
 				d, _ = time.ParseDuration(run.After)
 			}
-			clk.advance(d)
+			clk.Advance(d)
 		}
 		rp.next(run)
 		rep, err := eng.Run(ctx, c)
@@ -115,34 +116,14 @@ func inventoryPath(f *File) string {
 	return filepath.Join(filepath.Dir(f.path), f.Inventory)
 }
 
-// clock is the fake clock: it moves only when a run is due (advance) and
-// when the engine waits out a verify grace (sleep), at once.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) advance(d time.Duration) {
-	c.mu.Lock()
-	c.now = c.now.Add(d)
-	c.mu.Unlock()
-}
-
-// sleep moves the clock to at least d past when it was called, so stages
-// verifying at once wait the longest grace, not the sum of them.
-func (c *clock) sleep(ctx context.Context, d time.Duration) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if t := c.now.Add(d); t.After(c.now) {
-		c.now = t
+// sleeper makes the engine's waits for a verify grace take no time: the
+// fake clock moves to d past when the wait began, so units verifying at
+// once wait the longest grace, not the sum of them.
+func sleeper(clk *guard.FakeClock) func(context.Context, time.Duration) error {
+	return func(ctx context.Context, d time.Duration) error {
+		clk.AdvanceTo(clk.Now().Add(d))
+		return ctx.Err()
 	}
-	return ctx.Err()
 }
 
 // replayer holds the outputs of the current run and what was asked of it
