@@ -6,7 +6,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine/guard"
