@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/contractd/contractd/contracts"
-	"github.com/contractd/contractd/engine/guard"
 	"github.com/contractd/contractd/engine/notify"
 	"github.com/contractd/contractd/steps"
 	"github.com/contractd/contractd/transports"
