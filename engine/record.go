@@ -20,7 +20,7 @@ func (r *run) save() error {
 	}
 	r.ledger.PruneWindows(r.e.opts.Now())
 	r.tidyIntents()
-	if err := r.st.WriteLedger(r.c.Name, r.ledger); err != nil {
+	if err := r.persist(); err != nil {
 		return err
 	}
 	return r.st.AppendHistory(r.c.Name, historyRecord(r.rep))
