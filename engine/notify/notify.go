@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"time"
@@ -72,6 +73,29 @@ type Notifier interface {
 	// Name identifies the notifier in the outbox and in reports: the
 	// route's `name` option, else its kind.
 	Name() string
+}
+
+// PanicError is what Deliver returns for a notifier that panicked: the
+// delivery failed (the message is queued and retried like any other), and
+// the caller, which knows whose run it was, reports the panic.
+type PanicError struct {
+	Route string // the notifier's name
+	Value any    // what was passed to panic
+	Stack []byte // the panicking goroutine's stack
+}
+
+func (p *PanicError) Error() string { return fmt.Sprintf("notifier %s panicked: %v", p.Route, p.Value) }
+
+// Deliver calls n.Notify(ctx, m), turning a panic of the notifier into a
+// *PanicError: one route's bug fails its own deliveries, never the process
+// or another route. It returns what Notify returned otherwise.
+func Deliver(ctx context.Context, n Notifier, m Message) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = &PanicError{Route: n.Name(), Value: v, Stack: debug.Stack()}
+		}
+	}()
+	return n.Notify(ctx, m)
 }
 
 // Deps are what notifiers need from the engine's host.

@@ -172,7 +172,7 @@ func (s Sender) Send(ctx context.Context, out *Outbox, msgs ...Message) []Delive
 				if blocked == nil {
 					q.Attempts++
 					d.Tried = true
-					if err := n.Notify(ctx, q.Message); err != nil {
+					if err := Deliver(ctx, n, q.Message); err != nil {
 						d.Err = err
 						since := work[i][0].q.Since // the route's oldest undelivered message
 						if since.IsZero() {

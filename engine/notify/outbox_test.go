@@ -2,7 +2,9 @@ package notify
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -200,4 +202,32 @@ func summarize(ds []Delivery) string {
 		parts = append(parts, fmt.Sprintf("%s:%s:%s", d.Route, strings.Fields(d.Message.Text)[0], outcome))
 	}
 	return strings.Join(parts, " ")
+}
+
+// panicky is a notifier with a bug.
+type panicky struct{}
+
+func (panicky) Name() string                          { return "panicky" }
+func (panicky) Notify(context.Context, Message) error { panic("injected fault") }
+
+// A notifier that panics fails its own delivery, typed, with its stack;
+// the message is queued for it, and every other route still delivers.
+func TestSenderSurvivesANotifierThatPanics(t *testing.T) {
+	var logBuf bytes.Buffer
+	s := Sender{Notifiers: []Notifier{panicky{}, NewLog(&logBuf)}, Clock: guard.NewFakeClock(msgTime)}
+	var out Outbox
+	ds := s.Send(t.Context(), &out, testMessage())
+	if got := summarize(ds); got != "panicky:restarted:queued log:restarted:ok" {
+		t.Fatalf("deliveries: %s", got)
+	}
+	var p *PanicError
+	if !errors.As(ds[0].Err, &p) || p.Route != "panicky" || p.Value != "injected fault" || !strings.Contains(string(p.Stack), "panicky.Notify") {
+		t.Errorf("panicky's error %v; want a PanicError with the notifier's stack", ds[0].Err)
+	}
+	if len(out.Queue) != 1 || out.Queue[0].Notifier != "panicky" {
+		t.Errorf("outbox %+v; want the message queued for the notifier that panicked", out.Queue)
+	}
+	if logBuf.Len() == 0 {
+		t.Error("the log route got nothing")
+	}
 }
