@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -88,6 +89,9 @@ func (r *run) deliver(ctx context.Context) error {
 		msgs[i] = o.msg
 	}
 	r.ledger.Sending = msgs
+	if r.ledger.Run != nil {
+		r.ledger.Run.Messages = msgs
+	}
 	if err := r.persist(); err != nil {
 		for _, o := range r.outgoing {
 			o.report.Error = "not sent: " + err.Error()
@@ -122,6 +126,11 @@ func (r *run) deliver(ctx context.Context) error {
 		rd := RouteDelivery{Route: d.Route, Outcome: d.Outcome, Tried: d.Tried, Attempts: d.Attempts, NextAttempt: d.Next}
 		if d.Err != nil {
 			rd.Error = transports.Redact(d.Err.Error(), r.redact)
+		}
+		if np := (*notify.PanicError)(nil); errors.As(d.Err, &np) {
+			// Failed like any delivery (queued, retried), and a bug: the
+			// run records everything, then ends as an engine failure.
+			r.notePanic(&PanicError{Where: "notifier " + np.Route, Value: np.Value, Stack: np.Stack})
 		}
 		var ar *AlertReport
 		if d.Retry() {

@@ -50,6 +50,7 @@ func (r *run) probe(ctx context.Context) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer r.catch("stage " + sr.id)
 			select {
 			case sem <- struct{}{}:
 			case <-ctx.Done():
@@ -62,6 +63,7 @@ func (r *run) probe(ctx context.Context) {
 		}()
 	}
 	wg.Wait()
+	r.rethrow()
 	for _, sr := range r.stages {
 		r.rep.Stages = append(r.rep.Stages, sr.report)
 	}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -10,8 +11,11 @@ import (
 )
 
 // save is the last phase: the run's lines in the contract's log: file, the
-// Maintains snapshot, the ledger and the run's history record, each written
-// atomically.
+// Maintains snapshot, the run's history record, then the ledger, each
+// written atomically. The history record comes before the ledger's last
+// write, which clears the run's mark: a process stopped between the two
+// leaves a mark the history already answers, never a ledger ahead of the
+// history with nothing to say so.
 func (r *run) save() error {
 	r.writeRunLog()
 	snap := r.snapshot(r.state)
@@ -20,10 +24,39 @@ func (r *run) save() error {
 	}
 	r.ledger.PruneWindows(r.e.opts.Now())
 	r.tidyIntents()
+	h := historyRecord(r.rep)
+	h.Interrupted = r.interrupted
+	herr := r.st.AppendHistory(r.c.Name, h)
+	if herr != nil && !errors.Is(herr, store.ErrCorrupt) {
+		// The record is not written: the ledger keeps the run's mark, so
+		// the next reader writes one from the ledger.
+		if err := r.persist(); err != nil {
+			return err
+		}
+		return herr
+	}
+	r.ledger.Run = nil
 	if err := r.persist(); err != nil {
 		return err
 	}
-	return r.st.AppendHistory(r.c.Name, historyRecord(r.rep))
+	return herr // bad lines of the old history, set aside (ErrCorrupt)
+}
+
+// recordStopped writes the history record of a run that wrote this ledger
+// ahead and was stopped before its end (see interrupted.go), before this
+// run takes the ledger over. A record that cannot be written is this run's
+// error; the stopped run's effects are in the ledger all the same.
+func (r *run) recordStopped(now time.Time) {
+	stopped := r.ledger.Run
+	h, err := recordStopped(r.st, r.c.Name, r.ledger, now, "run "+r.rep.RunID)
+	switch {
+	case err != nil:
+		r.rep.Errors = append(r.rep.Errors, fmt.Sprintf("the record of run %s, stopped before its end: %v", stopped.RunID, err))
+		r.logf("%s: the record of run %s, stopped before its end: %v", r.c.Name, stopped.RunID, err)
+	case h != nil:
+		r.logf("%s: run %s (started %s) was stopped before it recorded its end; its history record is written from the ledger",
+			r.c.Name, h.RunID, h.StartedAt.UTC().Format(time.RFC3339))
+	}
 }
 
 // seedFromSnapshot rebuilds the one guard fact the snapshot may keep when

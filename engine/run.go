@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/contractd/contractd/contracts"
@@ -64,21 +65,35 @@ type run struct {
 	notifiers []notify.Notifier
 	logRoute  bool // a log route writes every message to the engine's log
 	mu        sync.Mutex
+
+	phase       string                     // the phase under way, for a panic's report
+	panicked    atomic.Pointer[PanicError] // the first panic a goroutine of the run recovered
+	interrupted string                     // why the run stopped early (its context ended), for its record
 }
 
 // Run runs contract c once: probe, judge, repair and verify, alert,
 // deliver, record. It returns an error wrapping ErrEngine only when the
-// engine itself failed (state store, lock, deadline); sick or unreachable
-// agents are results in the Report. When another process holds the
-// contract's run lock past LockWait, the report says so in Skipped and the
-// error is nil.
-func (e *Engine) Run(ctx context.Context, c *contracts.Contract) (*Report, error) {
+// engine itself failed (state store, lock, deadline, a panic: then also a
+// *PanicError); sick or unreachable agents are results in the Report. A
+// run whose ctx ends (a signal, a daemon stopping) cancels what is in
+// flight, records what it did with the reason in its history record, and
+// returns an engine failure. When another process holds the contract's run
+// lock past LockWait, the report says so in Skipped and the error is nil.
+func (e *Engine) Run(ctx context.Context, c *contracts.Contract) (rep *Report, err error) {
 	now := e.opts.Now()
-	rep := &Report{
+	rep = &Report{
 		Contract: c.Name, Version: c.Version, RunID: newRunID(now), StartedAt: now,
 		DryRun: e.opts.DryRun, Stages: []*StageReport{}, Agents: map[string]*AgentReport{},
 		Actions: []*ActionReport{}, Alerts: []*AlertReport{},
 	}
+	// A panic before the run holds its lock has nothing to record.
+	defer func() {
+		if v := recover(); v != nil {
+			p := asPanic("run (start)", v)
+			e.opts.Logf("%s: %s (recovered: this run is an engine failure)\n%s", c.Name, transports.Printable(p.Error()), p.Stack)
+			rep, err = e.fail(rep, p)
+		}
+	}()
 	st, err := e.openStore()
 	if err != nil {
 		return e.fail(rep, err)
@@ -94,8 +109,22 @@ func (e *Engine) Run(ctx context.Context, c *contracts.Contract) (*Report, error
 	}
 	defer unlock()
 
-	r := &run{e: e, c: c, rep: rep, st: st, secrets: e.secrets(c), gateValues: map[string]any{}, intents: map[string]*intent{}}
+	r := &run{e: e, c: c, rep: rep, st: st, secrets: e.secrets(c), gateValues: map[string]any{}, intents: map[string]*intent{}, phase: "open"}
 	r.redact = secretValues(r.secrets)
+	// One recover boundary for the whole run, its goroutines included
+	// (they hand their panic over, see catch): a panic is this run's engine
+	// failure, recorded under the lock, never the process's end.
+	defer func() {
+		if v := recover(); v != nil {
+			rep, err = r.abort(asPanic("run ("+r.phase+")", v))
+		}
+	}()
+	return r.do(ctx)
+}
+
+// do is the run's phases in order, once it holds the lock.
+func (r *run) do(ctx context.Context) (*Report, error) {
+	e, rep := r.e, r.rep
 	if err := r.open(); err != nil {
 		return e.fail(rep, err)
 	}
@@ -105,22 +134,33 @@ func (e *Engine) Run(ctx context.Context, c *contracts.Contract) (*Report, error
 
 	rctx, cancel := context.WithTimeout(ctx, e.opts.RunTimeout)
 	defer cancel()
+	r.phase = "probe"
 	r.probe(rctx)
+	r.phase = "judge"
 	r.judge()
+	r.phase = "repair"
 	r.verifyInterrupted()
 	r.repair(rctx)
 	r.agentReports()
 	if r.unshared != "" {
 		return r.reportOnly()
 	}
+	r.phase = "alert"
 	r.alert()
+	r.phase = "deliver"
 	unrecorded := r.deliver(ctx)
 
+	r.phase = "record"
 	rep.OverallSeverity = r.overall()
 	rep.FinishedAt = e.opts.Now()
 	rep.DurationMS = rep.FinishedAt.Sub(rep.StartedAt).Milliseconds()
 	if rctx.Err() != nil && ctx.Err() == nil {
 		rep.Errors = append(rep.Errors, "run deadline exceeded")
+	}
+	if ctx.Err() != nil {
+		r.interrupted = interruptedBy(ctx)
+		rep.Errors = append(rep.Errors, r.interrupted)
+		r.logf("%s: %s; recording what the run did", r.c.Name, r.interrupted)
 	}
 	if e.opts.DryRun {
 		return rep, nil
@@ -131,8 +171,13 @@ func (e *Engine) Run(ctx context.Context, c *contracts.Contract) (*Report, error
 	if err := r.save(); err != nil {
 		return e.fail(rep, err)
 	}
+	if p := r.panicked.Load(); p != nil {
+		// A notifier's panic failed its delivery only; the run recorded
+		// everything, and is an engine failure all the same.
+		return rep, fmt.Errorf("%w: %w", ErrEngine, p)
+	}
 	if ctx.Err() != nil {
-		return rep, fmt.Errorf("%w: %v", ErrEngine, ctx.Err())
+		return rep, fmt.Errorf("%w: interrupted: %w", ErrEngine, context.Cause(ctx))
 	}
 	if rctx.Err() != nil {
 		return rep, fmt.Errorf("%w: run deadline exceeded", ErrEngine)
@@ -181,6 +226,12 @@ func (r *run) open() error {
 			}
 			rep.Maintenance[agent] = w
 		}
+	}
+	if !r.e.opts.DryRun {
+		r.recordStopped(now)
+		// From this run's first write-ahead record on, the ledger names
+		// it until its history record is written.
+		r.ledger.Run = &store.RunMark{RunID: rep.RunID, StartedAt: rep.StartedAt}
 	}
 	r.recoverLedger()
 	prev, _, err := r.st.ReadSnapshot(c.Name)

@@ -31,6 +31,7 @@ func (r *run) verify(ctx context.Context, jobs []*verifyJob) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			defer r.catch("verify of " + u.name())
 			grace := time.Duration(0)
 			for _, j := range js {
 				grace = max(grace, j.grace)
@@ -71,6 +72,7 @@ func (r *run) verify(ctx context.Context, jobs []*verifyJob) {
 		}()
 	}
 	wg.Wait()
+	r.rethrow()
 	for _, u := range r.units {
 		if len(u.repairs) > 0 {
 			r.settleRepaired(u)

@@ -41,6 +41,35 @@ type Ledger struct {
 	// decided until the routes have them (delivered or queued): a crash in
 	// between leaves them here, and the next run queues them for every route.
 	Sending []notify.Message `json:"sending,omitempty"`
+	// Run is the run that has written this ledger ahead of its end: set by
+	// its first write-ahead write (a repair's intent, messages being sent),
+	// cleared by its last write, which comes after its history record. A
+	// Run that outlives its process is a run that was stopped before it
+	// recorded its end; the next reader that holds the run lock writes its
+	// history record from what the ledger holds (engine: interrupted).
+	Run *RunMark `json:"run,omitempty"`
+}
+
+// RunMark names a run whose effects are in the ledger before its history
+// record is written.
+type RunMark struct {
+	RunID     string    `json:"run_id"`
+	StartedAt time.Time `json:"started_at"`
+	// Messages are the run's messages, recorded with their incidents
+	// before any route gets them, so a run stopped after that still says
+	// what it sent.
+	Messages []notify.Message `json:"messages,omitempty"`
+}
+
+// Validate checks a run mark read back from storage.
+func (m *RunMark) Validate() error {
+	switch {
+	case m.RunID == "":
+		return errors.New("run_id missing")
+	case m.StartedAt.IsZero():
+		return errors.New("started_at missing")
+	}
+	return nil
 }
 
 // Intent is one repair, written to the ledger before its command starts and
@@ -203,6 +232,11 @@ func (l *Ledger) Validate() error {
 	for i, q := range l.Outbox.Queue {
 		if q.Attempts < 0 {
 			return fmt.Errorf("outbox.queue[%d].attempts: negative count %d", i, q.Attempts)
+		}
+	}
+	if l.Run != nil {
+		if err := l.Run.Validate(); err != nil {
+			return fmt.Errorf("run: %w", err)
 		}
 	}
 	return nil
