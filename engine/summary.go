@@ -76,6 +76,9 @@ type Summary struct {
 	LastRun   time.Time         `json:"last_run,omitzero"`
 	AgeSec    float64           `json:"age_seconds,omitempty"`
 	LastRunID string            `json:"last_run_id,omitempty"`
+	// Interrupted says why the last run stopped before its end, when it
+	// did (see HistoryRecord.Interrupted).
+	Interrupted string `json:"interrupted,omitempty"`
 	// Incidents are the open ones, oldest first.
 	Incidents   []*guard.Incident        `json:"open_incidents"`
 	Maintenance map[string]*guard.Window `json:"maintenance,omitempty"`
@@ -108,7 +111,7 @@ func SummarizeIn(s store.Backend, name string, now time.Time) (*Summary, error) 
 	}
 	if len(hist) > 0 {
 		h := hist[len(hist)-1]
-		sum.LastRun, sum.LastRunID = h.StartedAt, h.RunID
+		sum.LastRun, sum.LastRunID, sum.Interrupted = h.StartedAt, h.RunID, h.Interrupted
 		sum.AgeSec = now.Sub(h.StartedAt).Seconds()
 		_ = sum.Severity.UnmarshalText([]byte(h.OverallSeverity))
 		for a, sev := range h.Agents {

@@ -385,7 +385,9 @@ func Serve(ctx context.Context, cfg Config) error {
 // runs ignore cancellation past a second grace period.
 func (d *Daemon) Run(ctx context.Context) error {
 	defer d.stateLock.Close() // releases the state dir for the next daemon
-	d.runCtx, d.cancelRuns = context.WithCancel(context.WithoutCancel(ctx))
+	runCtx, cancelRuns := context.WithCancelCause(context.WithoutCancel(ctx))
+	// The cause is what a run cut off at shutdown records as its reason.
+	d.runCtx, d.cancelRuns = runCtx, func() { cancelRuns(ErrStopping) }
 	defer d.cancelRuns()
 	d.loopCtx, d.stopLoops = context.WithCancel(ctx)
 	defer d.stopLoops()

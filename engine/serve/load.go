@@ -5,11 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine"
 )
 
 // fileState is what the daemon knows of one *.md file in Dir.
@@ -66,7 +68,7 @@ func (d *Daemon) reload() {
 	}
 	for _, path := range paths {
 		if seen[path] {
-			d.reloadFile(path, removed)
+			d.protect("", "loading "+path, func() { d.reloadFile(path, removed) })
 		}
 	}
 	d.updateCounts()
@@ -101,10 +103,13 @@ func (d *Daemon) reloadFile(path string, retryDuplicates bool) {
 		fs.name = prev.name
 	}
 
-	c, diags := d.cfg.Load(path)
+	c, diags, crashed := d.load(path)
 	if c == nil || diags.HasErrors() {
 		for _, dg := range diags {
 			fs.diags = append(fs.diags, dg.String())
+		}
+		if crashed != nil {
+			fs.diags = append(fs.diags, fmt.Sprintf("%s:1:1: error: the loader panicked (a bug in contractd; the stack is in the log): %v", path, crashed))
 		}
 		if len(fs.diags) == 0 {
 			fs.diags = []string{path + ":1:1: error: the loader returned no contract"}
@@ -171,6 +176,20 @@ func (d *Daemon) reloadFile(path string, retryDuplicates bool) {
 	d.addEntry(d.newEntry(c, path, name))
 }
 
+// load is Config.Load with a panic (a file that reaches a bug in the
+// parser) made a file kept out: it returns the panic's value, logged with
+// its stack, and no contract.
+func (d *Daemon) load(path string) (c *contracts.Contract, diags contracts.Diagnostics, crashed any) {
+	defer func() {
+		if v := recover(); v != nil {
+			d.logf("serve: %s: the loader panicked (recovered; the file is kept out): %v\n%s", path, v, debug.Stack())
+			c, diags, crashed = nil, nil, v
+		}
+	}()
+	c, diags = d.cfg.Load(path)
+	return c, diags, nil
+}
+
 // swap puts a new version of a running contract in place. Its state (failure
 // streak, hold-down) carries over; a changed interval takes effect now.
 func (d *Daemon) swap(e *entry, c *contracts.Contract) {
@@ -213,13 +232,33 @@ func (d *Daemon) addEntry(e *entry) {
 	} else {
 		d.logf("serve: %s: loaded from %s, every %s, first run at %s", e.name, e.path, shortDuration(every(e.c)), next.Format(time.RFC3339))
 	}
+	d.recordStopped(e.name)
 	go d.loop(d.loopCtx, e)
 	if held && !e.state.Alerted {
 		// A hold-down whose alert was not delivered before a restart.
 		e.mu.Lock()
 		e.state.Alerted = true
 		e.mu.Unlock()
-		go d.holdDownAlert(e)
+		go d.protect(e.name, "the hold-down alert", func() { d.holdDownAlert(e) })
+	}
+}
+
+// recordStopped writes the history record of a run of the contract that
+// was stopped before its end (a daemon or a one-shot run killed during
+// it), so the status page, the history and the ledger agree from the
+// start (engine.RecordStoppedIn). With HA the contract's owner does it
+// in its next run.
+func (d *Daemon) recordStopped(name string) {
+	if d.cfg.HA != nil {
+		return
+	}
+	h, err := engine.RecordStoppedIn(d.runCtx, d.store, name, d.clock.Now())
+	switch {
+	case err != nil:
+		d.logf("serve: %s: %v", name, err)
+	case h != nil:
+		d.logf("serve: %s: run %s (started %s) was stopped before it recorded its end; its history record is written from the ledger",
+			name, h.RunID, h.StartedAt.UTC().Format(time.RFC3339))
 	}
 }
 

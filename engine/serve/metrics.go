@@ -34,6 +34,7 @@ type metrics struct {
 	dropped   *prometheus.CounterVec
 	heldDown  *prometheus.GaugeVec
 	overlap   *prometheus.CounterVec
+	panics    *prometheus.CounterVec
 	contracts *prometheus.GaugeVec
 	tickAge   prometheus.GaugeFunc
 	probes    *probeValues
@@ -110,6 +111,10 @@ func newMetrics(tickAge func() float64, resident func() int, build BuildInfo) *m
 			Name: "contractd_skipped_overlap_total",
 			Help: "Runs skipped because the previous run was still going or another process held the run lock.",
 		}, []string{"contract"}),
+		panics: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "contractd_run_panics_total",
+			Help: "Panics recovered while running or scheduling the contract (a bug in contractd, or in a notifier): the run is failed, its stack is in the log, the daemon and the other contracts go on.",
+		}, []string{"contract"}),
 		contracts: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "contractd_contracts",
 			Help: "Contract files by state: loaded, rejected (failed lint, kept out), stale (an edit failed lint; the last good version runs).",
@@ -127,7 +132,7 @@ func newMetrics(tickAge func() float64, resident func() int, build BuildInfo) *m
 	})
 	info.Set(1)
 	m.reg.MustRegister(m.runs, m.duration, m.agent, m.contract, m.lastRun, m.repairs, m.verified, m.alerts, m.delivered,
-		m.failures, m.dropped, m.heldDown, m.overlap, m.contracts, m.tickAge, info, m.probes)
+		m.failures, m.dropped, m.heldDown, m.overlap, m.panics, m.contracts, m.tickAge, info, m.probes)
 	if resident != nil {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "contractd_resident_sessions",
@@ -177,6 +182,7 @@ func (m *metrics) add(name string, lastRun time.Time) {
 	m.repairs.WithLabelValues(name, engine.ActionFailed)
 	m.alerts.WithLabelValues(name)
 	m.overlap.WithLabelValues(name)
+	m.panics.WithLabelValues(name)
 	m.heldDown.WithLabelValues(name)
 	if !lastRun.IsZero() {
 		m.lastRun.WithLabelValues(name).Set(float64(lastRun.UnixNano()) / 1e9)
@@ -202,6 +208,7 @@ func (m *metrics) forget(name string) {
 	m.dropped.DeletePartialMatch(l)
 	m.heldDown.DeletePartialMatch(l)
 	m.overlap.DeletePartialMatch(l)
+	m.panics.DeletePartialMatch(l)
 	m.probes.forget(name)
 	if m.owned != nil {
 		m.owned.DeletePartialMatch(l)
@@ -331,7 +338,13 @@ func (p *probeValues) Collect(ch chan<- prometheus.Metric) {
 							[]string{"contract", "stage", "agent", "step"}, nil)
 						descs[metric] = d
 					}
-					ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, name, st.ID, st.Agent, sp.ID)
+					// Labels come from the contract (a for_each item names a
+					// stage): one that is not a valid label value leaves its
+					// series out rather than panic in the scrape's goroutine,
+					// which nothing would recover.
+					if m, err := prometheus.NewConstMetric(d, prometheus.GaugeValue, v, name, st.ID, st.Agent, sp.ID); err == nil {
+						ch <- m
+					}
 				}
 			}
 		}

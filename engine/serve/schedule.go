@@ -134,13 +134,46 @@ func (d *Daemon) loop(ctx context.Context, e *entry) {
 		case <-d.clock.After(wait):
 		}
 		e.busySince.Store(d.clock.Now().UnixNano())
-		if held {
-			d.syncReset(e)
-		} else {
-			d.tick(e)
-		}
+		ok := d.protect(e.name, "the scheduler", func() {
+			if held {
+				d.syncReset(e)
+			} else {
+				d.tick(e)
+			}
+		})
 		e.busySince.Store(0)
+		if !ok {
+			// A tick that panicked tries again after a pause, not at once.
+			select {
+			case <-ctx.Done():
+				return
+			case <-e.stop:
+				return
+			case <-d.clock.After(d.cfg.HeldPoll):
+			}
+		}
 	}
+}
+
+// protect runs f, one piece of the daemon's work on contract-derived input
+// (where says which; contract names the contract, "" before one is known):
+// a panic in it (a bug that input reached) is logged with its stack,
+// counted in contractd_run_panics_total when the contract is known, and
+// ends that piece of work, never the daemon. It reports whether f returned.
+func (d *Daemon) protect(contract, where string, f func()) (ok bool) {
+	defer func() {
+		if v := recover(); v != nil {
+			who := "serve: "
+			if contract != "" {
+				who += contract + ": "
+				d.metrics.panics.WithLabelValues(contract).Inc()
+			}
+			d.logf("%spanic in %s (recovered; the daemon and the other contracts go on): %v\n%s", who, where, v, debug.Stack())
+			ok = false
+		}
+	}()
+	f()
+	return true
 }
 
 // syncReset applies a Reset made by another process (or the HTTP API) since
@@ -210,7 +243,7 @@ func (d *Daemon) tick(e *entry) {
 	d.runs.Add(1)
 	go func() {
 		defer d.runs.Done()
-		d.execute(e, c)
+		d.protect(e.name, "a run", func() { d.execute(e, c) })
 	}()
 }
 
@@ -254,6 +287,11 @@ func (d *Daemon) execute(e *entry, c *contracts.Contract) (*engine.Report, error
 	defer cancel()
 	start := d.clock.Now()
 	rep, err := d.safeRun(ctx, c)
+	if p := (*engine.PanicError)(nil); errors.As(err, &p) {
+		// Logged with its stack where it was recovered: by the engine, or
+		// by safeRun.
+		d.metrics.panics.WithLabelValues(e.name).Inc()
+	}
 	if err == nil && rep == nil {
 		err = errors.New("engine returned no report")
 	}
@@ -266,13 +304,16 @@ func (d *Daemon) execute(e *entry, c *contracts.Contract) (*engine.Report, error
 	return rep, err
 }
 
-// safeRun turns a panic in the engine into a failed run: the daemon keeps
-// serving the other contracts.
+// safeRun turns a panic that escapes the Runner into a failed run (an
+// *engine.PanicError): the daemon keeps serving the other contracts. The
+// engine recovers its own runs' panics (its goroutines' too) and records
+// them; this is the boundary for any other Runner.
 func (d *Daemon) safeRun(ctx context.Context, c *contracts.Contract) (rep *engine.Report, err error) {
 	defer func() {
-		if p := recover(); p != nil {
-			d.logf("serve: %s: engine panic: %v\n%s", c.Name, p, debug.Stack())
-			rep, err = nil, fmt.Errorf("engine panic: %v", p)
+		if v := recover(); v != nil {
+			p := &engine.PanicError{Where: "the runner", Value: v, Stack: debug.Stack()}
+			d.logf("serve: %s: %v (recovered; the daemon and the other contracts go on)\n%s", c.Name, p, p.Stack)
+			rep, err = nil, p
 		}
 	}()
 	return d.cfg.Runner.Run(ctx, c)
@@ -379,7 +420,7 @@ func (d *Daemon) holdDownAlert(e *entry) {
 	e.mu.Unlock()
 
 	ctx, cancel := context.WithTimeout(d.runCtx, 30*time.Second)
-	err := d.cfg.Notify(ctx, c, text)
+	err := d.notify(ctx, c, text)
 	cancel()
 	if err != nil {
 		d.logf("serve: %s: hold-down alert not delivered (retried at next start): %v", e.name, err)
@@ -391,6 +432,19 @@ func (d *Daemon) holdDownAlert(e *entry) {
 	}
 	d.metrics.alerts.WithLabelValues(e.name).Inc()
 	d.save(e) // the sent mark, which a restart must see
+}
+
+// notify is Config.Notify with a panic in it (a route's bug) made a
+// failed delivery: logged with its stack, counted, retried like any other.
+func (d *Daemon) notify(ctx context.Context, c *contracts.Contract, text string) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			d.logf("serve: %s: panic in the hold-down alert (recovered): %v\n%s", c.Name, v, debug.Stack())
+			d.metrics.panics.WithLabelValues(c.Name).Inc()
+			err = fmt.Errorf("hold-down alert panicked: %v", v)
+		}
+	}()
+	return d.cfg.Notify(ctx, c, text)
 }
 
 // notifyRoutes is the default Notify: the hold-down alert goes to the
@@ -409,7 +463,7 @@ func (d *Daemon) notifyRoutes(ctx context.Context, c *contracts.Contract, text s
 	msg := notify.Message{Contract: c.Name, Kind: notify.KindHoldDown, Severity: contracts.SeverityCritical.String(), Text: text, Time: d.clock.Now().UTC()}
 	var errs []error
 	for _, n := range ns {
-		if err := n.Notify(ctx, msg); err != nil {
+		if err := notify.Deliver(ctx, n, msg); err != nil {
 			d.metrics.failures.WithLabelValues(c.Name, n.Name()).Inc()
 			errs = append(errs, fmt.Errorf("%s: %w", n.Name(), err))
 			continue
