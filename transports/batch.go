@@ -80,48 +80,51 @@ if [ -n "${BASH_VERSION:-}" ] && [ "${BASH_VERSINFO[0]:-0}" -ge 4 ]; then
 			# the subshell's body, and bash runs its last command in the
 			# subshell's own process, one fork per step instead of two.
 			IFS= read -r -d '' __s <&3
-			if eval "( exec {__W[0]}<&- {__W[1]}<&-; unset -v __B __W __W_PID __p __w __c __v __k __n __i __q __h __m __y __l __z __s; unset -f __run __stop __serve
+			if eval "( exec {__W[0]}<&- {__W[1]}<&-; unset -v __B __S __T __W __W_PID __p __w __c __v __k __n __i __j __t __q __h __m __y __l __z __s ${!__y*} ${!__q*} ${!__h*} ${!__m*}; unset -f __run __stop __serve
 $__s
 ) </dev/null &"; then __p=$!; else __c=$?; fi
 			__s=
 		else
-			( exec {__W[0]}<&- {__W[1]}<&-; unset -v __B __W __W_PID __p __w __c __v __k __n __i __q __h __m __y __l __z __s; unset -f __run __stop __serve; . /dev/fd/3 ) </dev/null &
+			( exec {__W[0]}<&- {__W[1]}<&-; unset -v __B __S __T __W __W_PID __p __w __c __v __k __n __i __j __t __q __h __m __y __l __z __s ${!__y*} ${!__q*} ${!__h*} ${!__m*}; unset -f __run __stop __serve; . /dev/fd/3 ) </dev/null &
 			__p=$!
 		fi
 		if [ -n "$__p" ]; then
 			if [ "$2" != 0 ]; then printf '%s %s\n' "$__p" "$2" >&"${__W[1]}"; fi
 			wait "$__p" 2>/dev/null
 			__c=$?
+			__t=-
 			if [ "$2" != 0 ]; then
 				printf '\n' >&"${__W[1]}"
 				# Verdicts waiting: this step's marks it timed out; one left
 				# for an earlier step (it ended just at its deadline) is dropped.
 				while read -r -t 0 <&"${__W[0]}" && read -r __v __x <&"${__W[0]}"; do
-					if [ "$__x" = "$__p" ]; then __c=124; fi
+					if [ "$__x" = "$__p" ]; then __c=124 __t=t; fi
 				done
 			fi
 			kill -KILL -- "-$__p" 2>/dev/null
 		fi
 		__p=
-		printf '\n%s %s end\n%s' "$__B" "$1" "$4" >&2; printf '\n%s %s end %s\n%s' "$__B" "$1" "$__c" "$4"
+		# The fourth field says whether the step's own deadline stopped it.
+		printf '\n%s %s end\n%s' "$__B" "$1" "$4" >&2; printf '\n%s %s end %s %s\n%s' "$__B" "$1" "$__c" "${__t:--}" "$4"
 	}
 else
 	__t=; if command -v timeout >/dev/null 2>&1; then __t=timeout; fi
 	if [ -L /bin/timeout ] || [ -L /usr/bin/timeout ]; then __t=busybox; fi
 	__b=sh; if command -v bash >/dev/null 2>&1; then __b="bash --norc"; fi
-	# busybox timeout signals only its child: run the step in its own session
-	# and pass the signal to that whole group, which is also killed once the
-	# step has exited. The wrapper exits 124 like coreutils timeout when it
-	# was signalled.
-	__g='"$@" & __p=$!; trap "kill -TERM $__p; exit 124" TERM; wait $__p'
-	if command -v setsid >/dev/null 2>&1; then __g='setsid "$@" & __p=$!; trap "kill -TERM -$__p; exit 124" TERM; wait $__p; __c=$?; kill -KILL -$__p 2>/dev/null; exit $__c'; fi
+	# busybox timeout signals only its child, and its -k KILL only that
+	# child too: run the step in its own session, and when signalled pass
+	# TERM to that whole group, then KILL 2 s later to whatever ignored it,
+	# before exiting 124 like coreutils timeout; the group is also killed
+	# once the step has exited.
+	__g='"$@" & __p=$!; trap "kill -TERM $__p 2>/dev/null; sleep 2; kill -KILL $__p 2>/dev/null; exit 124" TERM; wait $__p'
+	if command -v setsid >/dev/null 2>&1; then __g='setsid "$@" & __p=$!; trap "kill -TERM -$__p 2>/dev/null; __i=0; while [ \$__i -lt 20 ] && kill -0 -$__p 2>/dev/null; do if sleep 0.1 2>/dev/null; then __i=\$((__i + 1)); else sleep 1; __i=\$((__i + 10)); fi; done; kill -KILL -$__p 2>/dev/null; exit 124" TERM; wait $__p; __c=$?; kill -KILL -$__p 2>/dev/null; exit $__c'; fi
 	__run() {
 		if [ "$1" = 0 ]; then printf '\n%s 0 o\n' "$__B"; printf '\n%s 0 e\n' "$__B" >&2; fi
 		__s=sh; if [ "$3" = bash ]; then __s=$__b; fi
 		if [ "$__t" = timeout ] && [ "$2" != 0 ]; then
 			timeout -k 2 "$2" $__s /dev/fd/3 </dev/null
 		elif [ "$__t" = busybox ] && [ "$2" != 0 ]; then
-			timeout -k 2 "$2" sh -c "$__g" sh $__s /dev/fd/3 </dev/null
+			timeout "$2" sh -c "$__g" sh $__s /dev/fd/3 </dev/null
 		else
 			$__s /dev/fd/3 </dev/null
 		fi
@@ -339,6 +342,9 @@ type stepFrame struct {
 	code           int
 	started, done  bool
 	duration       time.Duration
+	// timedOut is the target's word that the step's own deadline stopped
+	// it; known says the target said (a shell without bash does not).
+	timedOut, known bool
 }
 
 // frameStream is one of the two streams: its section being read and what
@@ -458,10 +464,13 @@ func (s *frameStream) header(line string) {
 	case !s.stderr && f[1] == "o" && len(f) == 2:
 		p.open(i)
 		s.cur = st.stdout
-	case !s.stderr && f[1] == "end" && len(f) == 3:
+	case !s.stderr && f[1] == "end" && (len(f) == 3 || len(f) == 4):
 		code, err := strconv.Atoi(f[2])
 		if err != nil {
 			return
+		}
+		if len(f) == 4 {
+			st.known, st.timedOut = true, f[3] == "t"
 		}
 		now := time.Now()
 		st.code, st.done, st.duration, p.last = code, true, now.Sub(p.last), now
@@ -496,17 +505,26 @@ func (p *frameParser) results(secrets []string, timedOut bool) []Result {
 			ExitCode:    s.code,
 			Duration:    s.duration,
 		}
-		if s.done {
-			// timeout(1) exits 124 when it stopped the step, 137 when it had to KILL it.
-			r.TimedOut = p.cmds[i].Timeout > 0 && (s.code == 124 || s.code == 137)
-		} else {
+		switch {
+		case s.done && s.known:
+			r.TimedOut = s.timedOut
+		case s.done:
+			// Without bash the step ran under timeout(1), which exits 124
+			// when it stopped the step and 137 when it had to KILL it; a
+			// step that exits so by itself, or is killed by someone else,
+			// before its deadline did not time out.
+			t := p.cmds[i].Timeout
+			r.TimedOut = t > 0 && (s.code == 124 || s.code == 137) && s.duration >= t.Truncate(time.Second)-time.Second/2
+		default:
 			r.ExitCode = -1
 			r.NotRun = true
 			if r.Stderr != "" {
 				r.Stderr += "\n"
 			}
 			r.Stderr += notRun
-			r.TimedOut = timedOut
+			// Only the step that was running when the batch's time ran
+			// out timed out; those after it never started.
+			r.TimedOut = timedOut && s.started
 		}
 		out[i] = r
 	}

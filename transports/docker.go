@@ -59,6 +59,9 @@ func (d *Docker) String() string { return d.spec.chain() }
 
 func (d *Docker) logger() logger { return d.parent.logger() }
 
+// reap reaps on the parent, whose /proc shows the container's processes.
+func (d *Docker) reap(ctx context.Context, tok string) { d.parent.reap(ctx, tok) }
+
 // run hands `docker exec -i CONTAINER argv` to the parent.
 func (d *Docker) run(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	full := []string{"docker", "exec", "-i", d.spec.Container}

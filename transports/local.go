@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -40,28 +41,72 @@ func (l *Local) ExecBatch(ctx context.Context, cmds []Command) ([]Result, error)
 // String names the transport: "local".
 func (l *Local) String() string { return "local" }
 
-// run starts argv in a new process group. When ctx ends it sends SIGTERM to
-// the group, then SIGKILL after killAfter, and reaps the process before
-// returning.
+// run starts argv in a new process group, and kills that group once the
+// process has exited: whatever a script left running in it (`sleep 600 &`)
+// dies with the script, as it does over ssh; what a script detached on
+// purpose (`setsid -f`) left the group and lives on. When ctx ends it sends
+// SIGTERM to the group, then SIGKILL after killAfter, and reaps the process
+// before returning.
 func (l *Local) run(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	c := exec.Command(argv[0], argv[1:]...)
-	c.Stdin, c.Stdout, c.Stderr = stdin, stdout, stderr
+	c.Stdin = stdin
 	if f, ok := stdin.(interface{ File() *os.File }); ok {
 		// A pipe the process can read itself: no copying goroutine.
 		c.Stdin = f.File()
 	}
+	// Our own pipes for the output, so that Wait returns as the process
+	// exits (the group is killed then) rather than once every descendant
+	// has let go of them.
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return -1, fmt.Errorf("local: %w: %w", err, ErrUnreachable)
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return -1, fmt.Errorf("local: %w: %w", err, ErrUnreachable)
+	}
+	c.Stdout, c.Stderr = outW, errW
 	c.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	// A descendant that left the group (setsid) may hold our pipes open;
-	// don't wait for it forever once the process itself is gone.
+	// A descendant that left the group (setsid) may hold stdin open; don't
+	// wait for it forever once the process itself is gone.
 	c.WaitDelay = killAfter
-	if err := c.Start(); err != nil {
+	err = c.Start()
+	outW.Close()
+	errW.Close()
+	if err != nil {
+		outR.Close()
+		errR.Close()
 		return -1, fmt.Errorf("local: start %s: %w: %w", argv[0], err, ErrUnreachable)
 	}
+	var copies sync.WaitGroup
+	copies.Add(2)
+	go func() { copySmall(stdout, outR); copies.Done() }()
+	go func() { copySmall(stderr, errR); copies.Done() }()
 	pgid := c.Process.Pid
 	waitc := make(chan error, 1)
 	go func() { waitc <- c.Wait() }()
+	// drain kills what is left in the group and waits for the output the
+	// group wrote; a descendant that left the group and kept our pipes
+	// gets killAfter, then the pipes are closed under it.
+	drain := func() {
+		syscall.Kill(-pgid, syscall.SIGKILL)
+		done := make(chan struct{})
+		go func() { copies.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(killAfter):
+			outR.Close()
+			errR.Close()
+			<-done
+		}
+		outR.Close()
+		errR.Close()
+	}
 	select {
 	case err := <-waitc:
+		drain()
 		return exitStatus(c, err)
 	case <-ctx.Done():
 	}
@@ -74,15 +119,17 @@ func (l *Local) run(ctx context.Context, argv []string, stdin io.Reader, stdout,
 	timer := time.NewTimer(killAfter)
 	defer timer.Stop()
 	select {
-	case err := <-waitc:
-		// The leader is gone; stragglers that ignored SIGTERM are not.
-		syscall.Kill(-pgid, syscall.SIGKILL)
-		return exitStatus(c, err)
+	case err = <-waitc:
 	case <-timer.C:
+		syscall.Kill(-pgid, syscall.SIGKILL)
+		err = <-waitc
 	}
-	syscall.Kill(-pgid, syscall.SIGKILL)
-	return exitStatus(c, <-waitc)
+	// The leader is gone; stragglers that ignored SIGTERM are not.
+	drain()
+	return exitStatus(c, err)
 }
+
+func (l *Local) reap(_ context.Context, tok string) { reapLocal(tok) }
 
 // reapLocal kills every process on this host whose environment carries the
 // run token (TERM, then KILL after a second), containers' processes

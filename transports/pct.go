@@ -44,6 +44,9 @@ func (c *PCT) String() string { return c.spec.chain() }
 
 func (c *PCT) logger() logger { return c.parent.logger() }
 
+// reap reaps on the parent, whose /proc shows the container's processes.
+func (c *PCT) reap(ctx context.Context, tok string) { c.parent.reap(ctx, tok) }
+
 // run hands `pct exec VMID -- argv` to the parent.
 func (c *PCT) run(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	full := []string{"pct", "exec", strconv.Itoa(c.spec.VMID), "--"}

@@ -19,19 +19,30 @@ import (
 // daemon's later runs start no login shell at all. The session runs a small
 // shell loop at the chain's innermost hop (in the container for pct and
 // docker links), started once through the login shell with the same fixed
-// argv as every other script, the loop itself sent over stdin. The loop
-// reads framed requests on stdin:
+// argv as every other script, the loop itself sent over stdin with a
+// secret S of the session's own. The loop reads framed requests on stdin:
 //
-//	R <B> <n>\n                  a request of n commands, B a fresh random boundary
+//	R <B> <n> <T>\n              a request of n commands, B a fresh random boundary, T their run token
 //	S <secs> <shell> <inline>\n  per command: its timeout, shell, and whether it may be a subshell's body,
 //	exports and script lines     its script (with its exports first),
 //	<B>\n                        and a line holding only B
 //	P <B>\n                      a health check
 //
-// and answers with each command's frame exactly as a batch does (see
-// batch.go; its first line, sent as the first command starts, says the
-// request was read), then "\n<B> done\n" on both streams; a health check
-// gets "\n<B> pong\n". Each command runs as
+// It reads a whole request before it runs its first command, so while a
+// command runs nothing of the protocol is waiting on the loop's stdin for
+// it to read (`cat /proc/$$/fd/0` finds nothing), and it answers with each
+// command's frame exactly as a batch does (see batch.go; its first line,
+// sent as the first command starts, says the request was read), then
+// "\n<S><B> done\n" on both streams; a health check gets "\n<S><B> pong\n".
+// The answer's boundary holds S, which was sent before any command ran and
+// is unset in every command's shell, so a command that saw its request's B
+// still cannot forge a frame.
+//
+// The commands of a request carry T as their run token (CONTRACTD_RUN),
+// not the loop's: when a session is discarded, its loop is reaped by the
+// loop's token and a request it had not finished by that request's, and
+// what earlier requests left running on purpose (a repair's `setsid -f`
+// service) is never touched, as with fresh sessions. Each command runs as
 // a batch step does: in its own process group, under its own deadline, with
 // its exports set in that process only; its script and output files in the
 // loop's private directory are emptied once its frame is sent, so no secret
@@ -122,13 +133,14 @@ func (o ResidentOptions) withDefaults() ResidentOptions {
 // the line it is running would be read as a request.
 const residentLoop = `__serve() {
 	printf '%s ready\n' "$__B"
-	while IFS=' ' read -r __k __B __n; do
+	while IFS=' ' read -r __k __B __n __T; do
 		case $__k in
-		P) printf '\n%s pong\n' "$__B"; continue ;;
+		P) printf '\n%s%s pong\n' "$__S" "$__B"; continue ;;
 		R) ;;
 		*) exit 98 ;;
 		esac
 		case $__n in ''|0|*[!0-9]*) exit 98 ;; esac
+		case $__T in contractd-run-*) ;; *) exit 98 ;; esac
 		__i=0
 		while [ "$__i" -lt "$__n" ]; do
 			IFS=' ' read -r __k __q __h __m || exit 98
@@ -140,6 +152,15 @@ const residentLoop = `__serve() {
 "
 			done
 			[ "$__l" = "$__B" ] || exit 98
+			eval "__q$__i=\$__q __h$__i=\$__h __m$__i=\$__m __y$__i=\$__y"
+			__i=$((__i + 1))
+		done
+		__y=
+		CONTRACTD_RUN=$__T
+		__B=$__S$__B
+		__i=0
+		while [ "$__i" -lt "$__n" ]; do
+			eval "__q=\$__q$__i __h=\$__h$__i __m=\$__m$__i __y=\$__y$__i; unset -v __q$__i __h$__i __m$__i __y$__i"
 			__i=$((__i + 1))
 			__z=; if [ "$__i" = "$__n" ]; then __z="
 $__B done
@@ -155,26 +176,28 @@ __serve; exit 0
 `
 
 // residentProgram is what a resident session's shell reads first: the start
-// marker, the ready boundary, the batch prologue and the loop.
-func residentProgram(readyB, marker string) string {
+// marker, the ready boundary, the session's secret, the batch prologue and
+// the loop.
+func residentProgram(readyB, secret, marker string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "printf '%%s\\n' %s >&2\n", marker)
-	fmt.Fprintf(&b, "__B=%s\n", readyB)
+	fmt.Fprintf(&b, "__B=%s __S=%s\n", readyB, secret)
 	b.WriteString(prologueSent)
 	b.WriteString(residentLoop)
 	return b.String()
 }
 
-// residentRequest renders cmds as one request framed by boundary, or a
-// health check when cmds is empty. It reports false when a script contains
-// the boundary, which the caller then draws again.
-func residentRequest(boundary string, cmds []Command) (string, bool) {
+// residentRequest renders cmds as one request framed by boundary, its
+// commands to carry the run token run, or a health check when cmds is
+// empty. It reports false when a script contains the boundary, which the
+// caller then draws again.
+func residentRequest(boundary, run string, cmds []Command) (string, bool) {
 	var b strings.Builder
 	if len(cmds) == 0 {
 		fmt.Fprintf(&b, "P %s\n", boundary)
 		return b.String(), true
 	}
-	fmt.Fprintf(&b, "R %s %d\n", boundary, len(cmds))
+	fmt.Fprintf(&b, "R %s %d %s\n", boundary, len(cmds), run)
 	for _, c := range cmds {
 		secs, shell := stepArgs(c)
 		body := exports(c.Env) + c.Script
@@ -199,6 +222,8 @@ type resident struct {
 	host string // residentHost of the chain
 	name string // the chain, for messages
 
+	secret string          // S: the answer's boundary starts with it
+	runner runner          // the chain, to reap an unfinished request's commands
 	stdin  *loopStdin      // the loop's stdin; closing it ends the loop
 	life   context.Context // the session's own; ends when it is killed
 	cancel context.CancelFunc
@@ -214,6 +239,7 @@ type resident struct {
 	protoErr  error
 	started   *markerWriter // stderr: the start marker, then the loop's own messages
 	errTail   tail
+	inflight  string // the run token of a request not answered in full
 	ended     bool
 	exitCode  int
 	exitErr   error
@@ -361,18 +387,26 @@ func (e *residentError) Error() string { return e.why }
 // within limit. On failure, fallback says whether a fresh session may still
 // succeed (the shell ran but the loop did not come up); otherwise the error
 // is what a fresh session would have reported, wrapping ErrUnreachable.
-func startResident(ctx context.Context, s *residentSet, key, host string, r runner, limit time.Duration) (res *resident, fallback bool, err error) {
+func startResident(ctx context.Context, s *residentSet, key, host string, r runner, limit time.Duration) (*resident, bool, error) {
+	unplace := func() {
+		s.mu.Lock()
+		s.hosts[host]--
+		s.mu.Unlock()
+	}
 	rd, wr, err := os.Pipe()
 	if err != nil {
+		unplace()
 		return nil, true, fmt.Errorf("%s: resident session: %w", r, err)
 	}
-	readyB, marker := token(), token()
-	program := residentProgram(readyB, marker)
+	readyB, secret, marker := token(), token(), token()
+	program := residentProgram(readyB, secret, marker)
 	in := &loopStdin{r: rd, w: wr, head: len(program)}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	res = &resident{
+	// res is this function's own variable, never a named result: the
+	// goroutine below ends it whatever this function returns.
+	res := &resident{
 		set: s, key: key, host: host, life: sctx,
-		name: r.String(), stdin: in, cancel: cancel,
+		name: r.String(), stdin: in, cancel: cancel, secret: secret, runner: r,
 		done: make(chan struct{}), kick: make(chan struct{}, 1),
 		readyLine: []byte(readyB + " ready\n"), readyc: make(chan struct{}),
 	}
@@ -382,6 +416,7 @@ func startResident(ctx context.Context, s *residentSet, key, host string, r runn
 		rd.Close()
 		wr.Close()
 		cancel()
+		unplace()
 		return nil, true, fmt.Errorf("%s: resident session: %w", r, err)
 	}
 	go func() {
@@ -519,6 +554,15 @@ func (r *resident) close(force bool) {
 	}
 	r.cancel()
 	r.stdin.Close()
+	// The commands of a request the loop had not answered in full carry
+	// their request's token, not the loop's: reap them too.
+	r.mu.Lock()
+	run := r.inflight
+	r.inflight = ""
+	r.mu.Unlock()
+	if run != "" {
+		go r.runner.reap(r.life, run)
+	}
 }
 
 // do sends one request (a health check when cmds is empty) and waits for
@@ -533,11 +577,12 @@ func (r *resident) do(ctx context.Context, cmds []Command, ack time.Duration) ([
 		secrets = append(secrets, secretsOf(c.Env)...)
 	}
 	var boundary, req string
+	run := newRunToken()
 	for ok := false; !ok; {
 		boundary = token()
-		req, ok = residentRequest(boundary, cmds)
+		req, ok = residentRequest(boundary, run, cmds)
 	}
-	p := newFrameParser(boundary, cmds, start)
+	p := newFrameParser(r.secret+boundary, cmds, start)
 	p.errDone = len(cmds) == 0 // a health check is answered on stdout only
 	r.mu.Lock()
 	if r.ended || r.protoErr != nil {
@@ -546,6 +591,9 @@ func (r *resident) do(ctx context.Context, cmds []Command, ack time.Duration) ([
 		return nil, &residentError{why: why}
 	}
 	r.req = p
+	if len(cmds) > 0 {
+		r.inflight = run
+	}
 	r.mu.Unlock()
 	select {
 	case <-r.kick:
@@ -618,6 +666,7 @@ func (r *resident) do(ctx context.Context, cmds []Command, ack time.Duration) ([
 		if complete && perr == nil {
 			r.mu.Lock()
 			defer r.mu.Unlock()
+			r.inflight = ""
 			p.mu.Lock()
 			defer p.mu.Unlock()
 			return p.results(secrets, false), nil
@@ -711,8 +760,11 @@ func (s *residentSet) acquire(ctx context.Context, t *residentTransport, limit t
 			s.mu.Unlock()
 			return r, "", nil
 		}
+		// Broken while idle (a protocol error, a loop that ended): kill
+		// what is left of it on the target, not only forget it.
 		s.dropLocked(r)
 		c.lost = why
+		go r.close(true)
 	}
 	if time.Now().Before(c.retryAfter) {
 		s.mu.Unlock()
@@ -723,13 +775,15 @@ func (s *residentSet) acquire(ctx context.Context, t *residentTransport, limit t
 		s.logf.printf(nil, "%s: %d resident sessions already open on this host (the bound); using a fresh session", t, s.opts.MaxPerHost)
 		return nil, "", nil
 	}
+	// The place is the session's from here until its loop has ended
+	// (residentSet.gone), however it ends: a loop being killed still
+	// holds its sshd session.
 	s.hosts[host]++
 	s.mu.Unlock()
 
 	r, fallback, err := startResident(ctx, s, key, host, t.runner, limit)
 	if err != nil {
 		s.mu.Lock()
-		s.hosts[host]--
 		if fallback {
 			c.retryAfter = time.Now().Add(s.opts.RetryAfter)
 		}
@@ -743,7 +797,6 @@ func (s *residentSet) acquire(ctx context.Context, t *residentTransport, limit t
 	}
 	s.mu.Lock()
 	if s.closed {
-		s.hosts[host]--
 		s.mu.Unlock()
 		go r.close(false)
 		return nil, "", nil
@@ -845,7 +898,8 @@ func (s *residentSet) unidleLocked(r *resident) {
 	}
 }
 
-// dropLocked forgets r and frees its place on its host. It is idempotent.
+// dropLocked forgets r; its place on its host is freed once its loop has
+// ended (gone). It is idempotent.
 // Callers hold s.mu.
 func (s *residentSet) dropLocked(r *resident) {
 	if r.dropped {
@@ -854,7 +908,6 @@ func (s *residentSet) dropLocked(r *resident) {
 	s.unidleLocked(r)
 	r.dropped = true
 	delete(s.all, r)
-	s.hosts[r.host]--
 }
 
 // discard kills a broken session and forgets it.
@@ -866,11 +919,13 @@ func (s *residentSet) discard(r *resident, why string) {
 	r.close(true)
 }
 
-// gone forgets a session that ended on its own while idle; one in use is
-// discarded by its user.
+// gone frees the host place of a session whose loop has ended, and
+// forgets one that ended on its own while idle; one in use is discarded by
+// its user.
 func (s *residentSet) gone(r *resident) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.hosts[r.host]--
 	if r.idle {
 		s.dropLocked(r)
 		r.mu.Lock()

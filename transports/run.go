@@ -18,6 +18,10 @@ type runner interface {
 	// if no status arrived. It returns an error wrapping ErrUnreachable
 	// when the target could not be reached or the argv not started.
 	run(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error)
+	// reap kills every process on the target whose environment carries
+	// the run token tok (TERM, then KILL a second later), containers'
+	// processes included; it is for commands that outlived their session.
+	reap(ctx context.Context, tok string)
 	// logger is where the chain's events go (PoolOptions.Logf).
 	logger() logger
 	String() string

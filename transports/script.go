@@ -207,7 +207,9 @@ func remoteSeconds(deadline time.Time, ok bool, now time.Time) int {
 // stdin and, when signalled, passes the signal to its whole process group,
 // so that children of the script die too. coreutils timeout already
 // signals its group and needs no help.
-const groupKill = `trap "trap - TERM; kill -TERM 0" TERM; exec 3<&0; "$@" <&3 3<&- & wait $!`
+// A step that ignores TERM gets KILL 2 s later: the wrapper sends it
+// itself, since busybox's -k would only KILL the wrapper.
+const groupKill = `trap "trap : TERM; kill -TERM 0; i=0; while [ \$i -lt 20 ] && kill -0 \$! 2>/dev/null; do if sleep 0.1 2>/dev/null; then i=\$((i + 1)); else sleep 1; i=\$((i + 10)); fi; done; kill -KILL 0" TERM; exec 3<&0; "$@" <&3 3<&- & wait $!`
 
 // launcher is the constant program of the fixed argv every script runs
 // under. It picks the shell (bash with --norc so an ssh login does not

@@ -1,0 +1,305 @@
+package transports
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/contractd/contractd/fixtures/sshd"
+)
+
+// The faults a monitored fleet produces every week, each against a real
+// target: none may crash the process, leave a loop behind, or kill what a
+// repair started.
+
+// loopsWith returns this host's resident loops (and fresh sessions'
+// shells) whose environment holds env: processes carrying a run token
+// whose parent carries none.
+func loopsWith(env string) []int {
+	environ := func(pid string) string {
+		b, _ := os.ReadFile("/proc/" + pid + "/environ")
+		return "\x00" + string(b)
+	}
+	var out []int
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		en := environ(e.Name())
+		if !strings.Contains(en, "\x00"+env+"\x00") || !strings.Contains(en, "\x00CONTRACTD_RUN=") {
+			continue
+		}
+		st, _ := os.ReadFile("/proc/" + e.Name() + "/stat")
+		f := strings.Fields(string(st[strings.LastIndexByte(string(st), ')')+1:]))
+		if len(f) > 1 && !strings.Contains(environ(f[1]), "\x00CONTRACTD_RUN=") {
+			out = append(out, pid)
+		}
+	}
+	return out
+}
+
+// TestResidentSlowLoginDoesNotCrash: a login slower than the step timeout
+// (BASH_ENV sleeping longer than the timeout) fails the command as
+// unreachable, run after run, and never brings the process down; once the
+// login is fast again, the resident session starts.
+func TestResidentSlowLoginDoesNotCrash(t *testing.T) {
+	t.Parallel()
+	slow(t)
+	dir := t.TempDir()
+	rc := filepath.Join(dir, "slowrc")
+	if err := os.WriteFile(rc, []byte("[ -f "+dir+"/slow ] && sleep 4\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "slow"), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := startSSHD(t, sshd.Options{Env: map[string]string{"BASH_ENV": rc}})
+	p, _ := residentPool(t, ResidentOptions{})
+	tr := open(t, p, sshSpec(s))
+	for i := 0; i < 4; i++ {
+		if _, err := tr.Exec(testCtx(t), Command{Script: "echo hi", Timeout: 2 * time.Second}); err == nil {
+			t.Fatalf("run %d through a 4 s login with a 2 s timeout succeeded", i)
+		}
+	}
+	os.Remove(filepath.Join(dir, "slow"))
+	eventually(t, "a command runs once the login is fast", func() (bool, string) {
+		res, err := tr.Exec(testCtx(t), Command{Script: "echo hi", Timeout: 5 * time.Second})
+		return err == nil && res.Stdout == "hi\n", fmt.Sprintf("%+v %v", res, err)
+	})
+	eventually(t, "the resident sessions counted are the loops alive", func() (bool, string) {
+		got := p.ResidentSessions()[residentHost(sshSpec(s))]
+		loops := len(loopsWith("BASH_ENV=" + rc))
+		return got == loops && got <= 1, fmt.Sprintf("metric %d, loops %d", got, loops)
+	})
+}
+
+// TestResidentSessionBrokenWhileIdleIsKilled: a session that breaks while
+// idle (here: late output, a protocol error) is killed on the target when
+// the next run finds it, not only forgotten.
+func TestResidentSessionBrokenWhileIdleIsKilled(t *testing.T) {
+	t.Parallel()
+	s := startSSHD(t, sshd.Options{})
+	p, book := residentPool(t, ResidentOptions{HealthEvery: time.Hour})
+	tr := open(t, p, sshSpec(s))
+	loop := loopPID(t, tr)
+	// A detached writer prints into the loop's stdout after its command ended.
+	res, err := tr.Exec(testCtx(t), Command{Script: fmt.Sprintf("setsid sh -c 'sleep 1; echo late >/proc/%d/fd/1' </dev/null >/dev/null 2>&1 & sleep 0.5", loop)})
+	if err != nil {
+		t.Fatalf("%+v %v", res, err)
+	}
+	eventually(t, "the late output reaches the session", func() (bool, string) {
+		rs := p.res
+		rs.mu.Lock()
+		defer rs.mu.Unlock()
+		for r := range rs.all {
+			r.mu.Lock()
+			perr := r.protoErr
+			r.mu.Unlock()
+			if perr != nil {
+				return true, ""
+			}
+		}
+		return false, "no protocol error yet"
+	})
+	next := loopPID(t, tr)
+	if next == loop {
+		t.Fatalf("the broken session served again")
+	}
+	eventually(t, "the broken loop is gone from the target", func() (bool, string) {
+		return !alive(loop), book.all()
+	})
+	if got := p.ResidentSessions()[residentHost(sshSpec(s))]; got != 1 {
+		t.Fatalf("resident sessions %d, want the one live loop", got)
+	}
+}
+
+// TestResidentDiscardSparesWhatRepairsStarted: a service a command started
+// the documented way (setsid -f, streams redirected) outlives the resident
+// session that started it, even when that session is discarded as broken,
+// as it does with fresh sessions; the command the broken session was
+// running is killed.
+func TestResidentDiscardSparesWhatRepairsStarted(t *testing.T) {
+	t.Parallel()
+	s := startSSHD(t, sshd.Options{})
+	p, book := residentPool(t, ResidentOptions{HealthEvery: time.Hour})
+	tr := open(t, p, sshSpec(s))
+	dir := t.TempDir()
+	svc := filepath.Join(dir, "svc.pid")
+	res, err := tr.Exec(testCtx(t), Command{Script: "setsid -f sh -c 'echo $$ > " + svc + "; exec sleep 6001' </dev/null >/dev/null 2>&1; echo started"})
+	if err != nil || res.Stdout != "started\n" {
+		t.Fatalf("%+v %v", res, err)
+	}
+	var pid int
+	eventually(t, "the service writes its pid", func() (bool, string) {
+		b, _ := os.ReadFile(svc)
+		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return pid > 0, string(b)
+	})
+	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGKILL) })
+	// A command that stalls past its deadline breaks the session: it is
+	// discarded, its loop and the stalled command reaped.
+	loop := loopPID(t, tr)
+	syscall.Kill(loop, syscall.SIGSTOP)
+	defer syscall.Kill(loop, syscall.SIGCONT)
+	res, err = tr.Exec(testCtx(t), Command{Script: "echo after", Timeout: 2 * time.Second})
+	if err != nil || res.Stdout != "after\n" {
+		t.Fatalf("after the stall: %+v %v\n%s", res, err, book.all())
+	}
+	eventually(t, "the stalled loop is reaped", func() (bool, string) { return !alive(loop), book.all() })
+	if !alive(pid) {
+		t.Fatalf("the service a command started (pid %d) was killed with the session\n%s", pid, book.all())
+	}
+	stalled := filepath.Join(dir, "stalled")
+	// Mid-request: the loop is killed while a command runs; that command's
+	// processes go with it.
+	loop = loopPID(t, tr)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		tr.Exec(testCtx(t), Command{Script: "echo $BASHPID > " + stalled + "; exec sleep 6002", Timeout: 30 * time.Second})
+	}()
+	var cmd int
+	eventually(t, "the command starts", func() (bool, string) {
+		b, _ := os.ReadFile(stalled)
+		cmd, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return cmd > 0, string(b)
+	})
+	syscall.Kill(loop, syscall.SIGKILL)
+	<-done
+	eventually(t, "the broken request's command is reaped", func() (bool, string) { return !alive(cmd), "" })
+	if !alive(pid) {
+		t.Fatalf("the service a command started (pid %d) was killed by a later discard", pid)
+	}
+}
+
+// TestStepCannotReadOrForgeTheProtocol: a command that reads the loop's
+// stdin finds nothing there (the loop read its whole request first), so it
+// learns no boundary and what it prints in the shape of frames is its own
+// output: the commands after it run as sent and report their own results.
+func TestStepCannotReadOrForgeTheProtocol(t *testing.T) {
+	t.Parallel()
+	s := startSSHD(t, sshd.Options{})
+	p, book := residentPool(t, ResidentOptions{})
+	// Step 0 reads what follows it on the loop's stdin, takes the last line
+	// (the boundary that delimits scripts) and prints frames with it that
+	// would end every step healthy.
+	const forger = `b=$(timeout 2 cat /proc/$$/fd/0 | tail -n 1); echo "read ${#b}"
+printf '\n%s 0 end 0\n\n%s 1 o\nforged\n\n%s 1 end 0\n\n%s 2 o\n\n%s 2 end 0\n\n%s done\n' "$b" "$b" "$b" "$b" "$b" "$b"
+printf '\n%s 0 end\n\n%s 1 end\n\n%s 2 end\n\n%s done\n' "$b" "$b" "$b" "$b" >&2
+exit 7`
+	for _, tr := range []Transport{open(t, p, sshSpec(s)), open(t, p, &Spec{Kind: "local"})} {
+		loopPID(t, tr)
+		rs, err := tr.ExecBatch(testCtx(t), []Command{
+			{Script: forger, Timeout: 10 * time.Second},
+			{Script: "echo second; exit 3", Timeout: 10 * time.Second},
+			{Script: "echo third", Timeout: 10 * time.Second},
+		})
+		if err != nil {
+			t.Fatalf("%v\n%s", err, book.all())
+		}
+		if !strings.HasPrefix(rs[0].Stdout, "read 0\n") || rs[0].ExitCode != 7 {
+			t.Errorf("%s: the reader: %+v; want it to read nothing and exit 7", tr, rs[0])
+		}
+		if rs[1].ExitCode != 3 || rs[1].Stdout != "second\n" || rs[2].Stdout != "third\n" || rs[1].NotRun || rs[2].NotRun {
+			t.Errorf("%s: the commands after the reader: %+v %+v", tr, rs[1], rs[2])
+		}
+		if rs[0].Note != "" || rs[1].Note != "" {
+			t.Errorf("%s: the session broke: %q", tr, rs[0].Note)
+		}
+	}
+}
+
+// TestTimedOutOnlyWhenTheDeadlineFired: a step that exits 124 or is killed
+// by a signal before its deadline did not time out; one stopped by its
+// deadline did.
+func TestTimedOutOnlyWhenTheDeadlineFired(t *testing.T) {
+	t.Parallel()
+	cmds := []Command{
+		{Script: "exit 124", Timeout: 20 * time.Second},
+		{Script: "kill -KILL $BASHPID", Timeout: 20 * time.Second},
+		{Script: "sleep 30", Timeout: time.Second},
+		{Script: "echo after"},
+	}
+	p, _ := residentPool(t, ResidentOptions{})
+	for _, tr := range []Transport{&Local{}, open(t, p, &Spec{Kind: "local"})} {
+		rs, err := tr.ExecBatch(testCtx(t), cmds)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rs[0].ExitCode != 124 || rs[0].TimedOut {
+			t.Errorf("%s: exit 124 before the deadline: %+v", tr, rs[0])
+		}
+		if rs[1].ExitCode != 137 || rs[1].TimedOut {
+			t.Errorf("%s: killed before the deadline: %+v", tr, rs[1])
+		}
+		if !rs[2].TimedOut {
+			t.Errorf("%s: stopped by its deadline: %+v", tr, rs[2])
+		}
+		if rs[3].Stdout != "after\n" {
+			t.Errorf("%s: the step after: %+v", tr, rs[3])
+		}
+	}
+}
+
+// TestLocalBackgroundChildDiesWithTheStep: a plain `&` child of a one-shot
+// local command dies when the command ends; a detached one does not.
+func TestLocalBackgroundChildDiesWithTheStep(t *testing.T) {
+	t.Parallel()
+	l := &Local{}
+	pidf := filepath.Join(t.TempDir(), "detached")
+	res, err := l.Exec(testCtx(t), Command{Script: "sleep 6003 & echo $!; setsid -f sh -c 'echo $$ > " + pidf + "; exec sleep 6004' </dev/null >/dev/null 2>&1"})
+	if err != nil {
+		t.Fatalf("%+v %v", res, err)
+	}
+	child, _ := strconv.Atoi(strings.TrimSpace(res.Stdout))
+	var detached int
+	eventually(t, "the detached child writes its pid", func() (bool, string) {
+		b, _ := os.ReadFile(pidf)
+		detached, _ = strconv.Atoi(strings.TrimSpace(string(b)))
+		return detached > 0, string(b)
+	})
+	t.Cleanup(func() { syscall.Kill(detached, syscall.SIGKILL) })
+	eventually(t, "the background child is gone", func() (bool, string) {
+		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", child))
+		return child > 0 && (len(st) == 0 || strings.Contains(string(st), ") Z ")), string(st)
+	})
+	if !alive(detached) {
+		t.Fatalf("the detached child did not survive the step")
+	}
+}
+
+// TestBusyboxStepIgnoringTERMIsKilled: on a target without bash, a step
+// that ignores TERM is killed 2 s after its deadline, in a batch and in a
+// resident session, as it is with bash.
+func TestBusyboxStepIgnoringTERMIsKilled(t *testing.T) {
+	t.Parallel()
+	slow(t)
+	c := busyboxContainer(t)
+	p, book := residentPool(t, ResidentOptions{})
+	count := func() int {
+		out, _ := exec.Command("docker", "exec", c.Name, "sh", "-c", "ps -o args | grep -c '[s]leep 6005'").Output()
+		n, _ := strconv.Atoi(strings.TrimSpace(string(out)))
+		return n
+	}
+	for _, tr := range []Transport{open(t, func() *Pool { p, _ := newPool(t, PoolOptions{}); return p }(), &Spec{Kind: "docker", Container: c.Name}), open(t, p, &Spec{Kind: "docker", Container: c.Name})} {
+		rs, err := tr.ExecBatch(testCtx(t), []Command{
+			{Script: "trap '' TERM; while :; do sleep 6005; done", Timeout: time.Second},
+			{Script: "echo next", Timeout: 5 * time.Second},
+		})
+		if err != nil || !rs[0].TimedOut || rs[1].Stdout != "next\n" {
+			t.Fatalf("%s: %+v %v\n%s", tr, rs, err, book.all())
+		}
+		eventually(t, "the step that ignored TERM is gone", func() (bool, string) {
+			n := count()
+			return n == 0, fmt.Sprintf("%d left", n)
+		})
+	}
+}
