@@ -161,6 +161,13 @@ func (r *run) execBatch(ctx context.Context, sr *stageRun, tgt string, batch []*
 		if res.Duration == 0 && len(batch) == 1 {
 			res.Duration = time.Since(start)
 		}
+		if res.NotRun && !res.TimedOut {
+			// The session ended before this step did, or before it
+			// started: nothing was observed of it, so it is unreachable,
+			// never a failed step with exit -1.
+			out[k] = steps.FromResult(st, transports.Result{Note: res.Note}, fmt.Errorf("%w: %s: the session ended before the step finished", transports.ErrUnreachable, tgt))
+			continue
+		}
 		out[k] = steps.FromResult(st, res, nil)
 	}
 	return out
