@@ -101,7 +101,9 @@ $__s
 					if [ "$__x" = "$__p" ]; then __c=124 __t=t; fi
 				done
 			fi
-			kill -KILL -- "-$__p" 2>/dev/null
+			# A child that is detaching (setsid -f forks, then leaves the
+			# group) gets a moment to leave before the group is killed.
+			if kill -0 -- "-$__p" 2>/dev/null; then sleep 0.1; kill -KILL -- "-$__p" 2>/dev/null; fi
 		fi
 		__p=
 		# The fourth field says whether the step's own deadline stopped it.
@@ -117,7 +119,7 @@ else
 	# before exiting 124 like coreutils timeout; the group is also killed
 	# once the step has exited.
 	__g='"$@" & __p=$!; trap "kill -TERM $__p 2>/dev/null; sleep 2; kill -KILL $__p 2>/dev/null; exit 124" TERM; wait $__p'
-	if command -v setsid >/dev/null 2>&1; then __g='setsid "$@" & __p=$!; trap "kill -TERM -$__p 2>/dev/null; __i=0; while [ \$__i -lt 20 ] && kill -0 -$__p 2>/dev/null; do if sleep 0.1 2>/dev/null; then __i=\$((__i + 1)); else sleep 1; __i=\$((__i + 10)); fi; done; kill -KILL -$__p 2>/dev/null; exit 124" TERM; wait $__p; __c=$?; kill -KILL -$__p 2>/dev/null; exit $__c'; fi
+	if command -v setsid >/dev/null 2>&1; then __g='setsid "$@" & __p=$!; trap "kill -TERM -$__p 2>/dev/null; __i=0; while [ \$__i -lt 20 ] && kill -0 -$__p 2>/dev/null; do if sleep 0.1 2>/dev/null; then __i=\$((__i + 1)); else sleep 1; __i=\$((__i + 10)); fi; done; kill -KILL -$__p 2>/dev/null; exit 124" TERM; wait $__p; __c=$?; if kill -0 -$__p 2>/dev/null; then sleep 0.1 2>/dev/null || sleep 1; kill -KILL -$__p 2>/dev/null; fi; exit $__c'; fi
 	__run() {
 		if [ "$1" = 0 ]; then printf '\n%s 0 o\n' "$__B"; printf '\n%s 0 e\n' "$__B" >&2; fi
 		__s=sh; if [ "$3" = bash ]; then __s=$__b; fi

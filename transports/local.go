@@ -91,7 +91,12 @@ func (l *Local) run(ctx context.Context, argv []string, stdin io.Reader, stdout,
 	// group wrote; a descendant that left the group and kept our pipes
 	// gets killAfter, then the pipes are closed under it.
 	drain := func() {
-		syscall.Kill(-pgid, syscall.SIGKILL)
+		if syscall.Kill(-pgid, 0) == nil {
+			// A child that is detaching (setsid -f forks, then leaves
+			// the group) gets a moment to leave first.
+			time.Sleep(detachGrace)
+			syscall.Kill(-pgid, syscall.SIGKILL)
+		}
 		done := make(chan struct{})
 		go func() { copies.Wait(); close(done) }()
 		select {
@@ -130,6 +135,10 @@ func (l *Local) run(ctx context.Context, argv []string, stdin io.Reader, stdout,
 }
 
 func (l *Local) reap(_ context.Context, tok string) { reapLocal(tok) }
+
+// detachGrace is how long what a finished command left in its process
+// group has to leave it (setsid) before the group is killed.
+const detachGrace = 100 * time.Millisecond
 
 // reapLocal kills every process on this host whose environment carries the
 // run token (TERM, then KILL after a second), containers' processes
