@@ -303,3 +303,46 @@ func TestBusyboxStepIgnoringTERMIsKilled(t *testing.T) {
 		})
 	}
 }
+
+// TestResidentLocalChainsAreNotBounded: the per-host bound is sshd's
+// MaxSessions; chains on the engine's own host (local, local docker and
+// pct) have no such limit, and a chain over an ssh host's bound says so
+// once, not on every run.
+func TestResidentLocalChainsAreNotBounded(t *testing.T) {
+	t.Parallel()
+	p, book := residentPool(t, ResidentOptions{MaxPerHost: 1})
+	tr := open(t, p, &Spec{Kind: "local"})
+	loopPID(t, tr)
+	busy := make(chan struct{})
+	go func() {
+		defer close(busy)
+		tr.Exec(testCtx(t), Command{Script: "sleep 3", Timeout: 10 * time.Second})
+	}()
+	eventually(t, "the first session is busy", func() (bool, string) {
+		p.res.mu.Lock()
+		defer p.res.mu.Unlock()
+		c := p.res.chains["local"]
+		return c != nil && len(c.idle) == 0, ""
+	})
+	if _, err := tr.Exec(testCtx(t), Command{Script: "true"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := p.ResidentSessions()["local"]; got != 2 {
+		t.Fatalf("%d resident sessions on this host with the bound at 1, want 2 (no bound locally)\n%s", got, book.all())
+	}
+	<-busy
+	if strings.Contains(book.all(), "already open") {
+		t.Fatalf("the bound was applied to this host:\n%s", book.all())
+	}
+
+	s := startSSHD(t, sshd.Options{})
+	ssh := open(t, p, sshSpec(s))
+	loopPID(t, ssh)
+	other := open(t, p, &Spec{Kind: "docker", Container: "none-such", Via: sshSpec(s)})
+	for i := 0; i < 3; i++ {
+		other.Exec(testCtx(t), Command{Script: "true"})
+	}
+	if n := strings.Count(book.all(), "already open on this host"); n != 1 {
+		t.Fatalf("the bound was logged %d times over 3 runs, want once:\n%s", n, book.all())
+	}
+}

@@ -81,11 +81,12 @@ const exitProtocol = 98
 
 // ResidentOptions turn on resident sessions in a Pool.
 type ResidentOptions struct {
-	// MaxPerHost bounds the resident sessions alive at once per host: per
-	// pooled ssh connection (every chain through it counts, the host
-	// itself and its pct and docker containers), and on the engine's own
-	// host. Each holds one of the connection's MaxSessions slots. A command
-	// that finds the bound reached runs in a fresh session. 0 means
+	// MaxPerHost bounds the resident sessions alive at once per pooled
+	// ssh connection (every chain through it counts, the host itself and
+	// its pct and docker containers): each holds one of the connection's
+	// MaxSessions slots. A command that finds the bound reached runs in a
+	// fresh session. The engine's own host (local, and local pct and
+	// docker chains) has no such slots and no bound. 0 means
 	// DefaultResidentPerHost.
 	MaxPerHost int
 	// IdleTTL closes a resident session unused for this long, for specs
@@ -714,6 +715,8 @@ type residentChain struct {
 	// lost says why an idle session of the chain ended since the last
 	// run; the next run reports it with the session that replaces it.
 	lost string
+	// bounded says the chain's last run found its host's bound reached.
+	bounded bool
 }
 
 func newResidentSet(opts ResidentOptions, logf logger) *residentSet {
@@ -770,11 +773,17 @@ func (s *residentSet) acquire(ctx context.Context, t *residentTransport, limit t
 		s.mu.Unlock()
 		return nil, "", nil
 	}
-	if s.hosts[host] >= s.opts.MaxPerHost {
+	if host != "local" && s.hosts[host] >= s.opts.MaxPerHost {
+		// Said once while the chain stays over the bound, not every run.
+		say := !c.bounded
+		c.bounded = true
 		s.mu.Unlock()
-		s.logf.printf(nil, "%s: %d resident sessions already open on this host (the bound); using a fresh session", t, s.opts.MaxPerHost)
+		if say {
+			s.logf.printf(nil, "%s: %d resident sessions already open on this host (the bound); using fresh sessions until one closes", t, s.opts.MaxPerHost)
+		}
 		return nil, "", nil
 	}
+	c.bounded = false
 	// The place is the session's from here until its loop has ended
 	// (residentSet.gone), however it ends: a loop being killed still
 	// holds its sshd session.
