@@ -6,7 +6,7 @@ BIN      ?= bin
 # coordinator, go.dev/issue/75804).
 FUZZTIME ?= 10000x
 
-.PHONY: all build test bench demo lint fuzz clean
+.PHONY: all build test bench demo lint fuzz soak clean
 
 all: build
 
@@ -25,6 +25,17 @@ test:
 
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=2000000x ./contracts
+
+# The chaos soak of `contractd serve` (fixtures/chaos, docs/operations.md
+# "Chaos soak"): SOAK_MINUTES of random faults against resident sessions to
+# two real sshds and a Docker container, then the counts: daemon exits,
+# leftover processes on the targets, duplicate repairs, and the daemon's
+# goroutines, fds and RSS. A missing sshd or Docker engine fails it.
+# CONTRACTD_CHAOS_SEED=N replays a run's faults.
+SOAK_MINUTES ?= 10
+soak:
+	CONTRACTD_CHAOS=$(SOAK_MINUTES)m CONTRACTD_REQUIRE_REAL=1 $(GO) test -count=1 -v -run 'Chaos' \
+		-timeout $$(( $(SOAK_MINUTES) * 2 + 15 ))m ./fixtures/chaos
 
 # Every performance figure, measured side by side in one run; writes
 # docs/benchmarks.md.
