@@ -276,6 +276,8 @@ func (r *run) repairText(u *unit) string {
 			text = fmt.Sprintf("repaired %s: %s → `%s`, verified healthy after %s", u.name(), j.seen, j.command, j.grace)
 		case j.report.Verify == guard.Remediated:
 			text = fmt.Sprintf("repaired %s: %s → `%s`, cleared after %s; still %s", u.name(), j.seen, j.command, j.grace, u.final)
+		case j.report.Verify == guard.Undecided:
+			text = fmt.Sprintf("repair of %s undecided: %s → `%s`; after %s the condition is gone but the unit is not yet healthy (%s); the next run decides", u.name(), j.seen, j.command, j.grace, u.final)
 		default:
 			text = fmt.Sprintf("repair of %s did not help: %s → `%s`, still failing after %s", u.name(), j.seen, j.command, j.grace)
 		}

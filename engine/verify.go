@@ -55,16 +55,27 @@ func (r *run) verify(ctx context.Context, jobs []*verifyJob) {
 				again := j.sr.verified
 				known := again.report.Status != StatusUnreachable && again.report.Severity != contracts.SeverityUnknown
 				remediated := known && !j.sr.holds(j.row)
+				// Cleared but not healthy (a service still starting) is
+				// undecided: a later run decides (slow_retry counts it then).
+				undecided := remediated && again.report.Severity != contracts.SeverityHealthy
 				r.mu.Lock()
-				r.chain.RecordVerify(j.u.state, j.key, remediated)
+				if undecided {
+					r.chain.RecordUndecided(j.u.state, j.key)
+				} else {
+					r.chain.RecordVerify(j.u.state, j.key, remediated)
+				}
 				if r.chain.RecordSlowRetry(j.u.state, j.key, j.row.Guard, remediated, again.report.Severity == contracts.SeverityHealthy) {
 					r.logf("%s: %s: repairs slowed: %s", r.c.Name, j.u.name(), r.chain.SlowRetry(j.row.Guard).Check(j.u.state).Reason)
 				}
 				r.mu.Unlock()
-				if remediated {
+				switch {
+				case undecided:
+					j.report.Verify = guard.Undecided
+					r.logf("%s: %s after repair and %s grace: %s cleared but not yet healthy (now %s): undecided", r.c.Name, j.u.name(), grace, j.row.Condition, again.report.Severity)
+				case remediated:
 					j.report.Verify = guard.Remediated
 					r.logf("%s: verified %s after %s: %s cleared (now %s)", r.c.Name, j.u.name(), grace, j.row.Condition, again.report.Severity)
-				} else {
+				default:
 					j.report.Verify = guard.RemediationFailed
 					r.logf("%s: %s still failing after repair and %s grace: %s (now %s)", r.c.Name, j.u.name(), grace, j.row.Condition, again.report.Severity)
 				}

@@ -362,10 +362,24 @@ func (c *Chain) RecordVerify(u *Unit, cond string, remediated bool) {
 	if remediated {
 		k.LastVerify = Remediated
 		k.FailedRepairs = 0
+		// A verified repair starts the condition's count afresh: under
+		// `after: N` the next repair waits for N failing runs again.
+		k.Held, k.PendingSince = 0, time.Time{}
 		return
 	}
 	k.LastVerify = RemediationFailed
 	k.FailedRepairs++
+}
+
+// RecordUndecided records a verification that found cond gone but the
+// unit not yet healthy (a pending state): neither a success nor a failure,
+// so FailedRepairs stays as it was; the condition's count starts afresh,
+// since it was seen not holding.
+func (c *Chain) RecordUndecided(u *Unit, cond string) {
+	k := u.ensure(cond, c.Clock.Now())
+	u.GraceUntil = time.Time{}
+	k.LastVerify = Undecided
+	k.Held, k.PendingSince = 0, time.Time{}
 }
 
 // SettleHealthy records that a repair was verified to leave the unit

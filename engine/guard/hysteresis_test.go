@@ -152,3 +152,38 @@ func TestConditionsClear(t *testing.T) {
 		t.Errorf("cleared = %v, want [retry_count>=3]", s.Cleared)
 	}
 }
+
+// TestAfterStartsAfreshAfterAVerifiedRepair: with `after: 2`, a repair
+// verified (or undecided: its condition seen gone) starts the count again:
+// the next failing run is pending, the one after it repairs.
+func TestAfterStartsAfreshAfterAVerifiedRepair(t *testing.T) {
+	for _, undecided := range []bool{false, true} {
+		clock := NewFakeClock(t0)
+		c := NewChain(contracts.Guards{After: 2}, clock)
+		u := &Unit{}
+		cand := Candidate{Condition: "stuck", Action: "x"}
+		decide := func() Verdict {
+			cand.Severity = c.Observe(u, Observation{Severity: contracts.SeverityCritical, Conditions: []string{"stuck"}}).Severity
+			clock.Advance(time.Hour)
+			return c.Decide(u, cand)
+		}
+		if v := decide(); v.Run {
+			t.Fatalf("first failing run repaired with after: 2: %s", v)
+		}
+		if v := decide(); !v.Run {
+			t.Fatalf("second failing run: %s", v)
+		}
+		c.RecordRepair(u, "stuck", 0)
+		if undecided {
+			c.RecordUndecided(u, "stuck")
+		} else {
+			c.RecordVerify(u, "stuck", true)
+		}
+		if v := decide(); v.Run || v.Status != StatusPending {
+			t.Fatalf("undecided %v: the first failing run after a verified repair repaired at once: %s", undecided, v)
+		}
+		if v := decide(); !v.Run {
+			t.Fatalf("undecided %v: the second failing run after it: %s", undecided, v)
+		}
+	}
+}

@@ -17,6 +17,9 @@ const (
 const (
 	Remediated        = "remediated"
 	RemediationFailed = "remediation failed"
+	// Undecided: the repair's condition cleared but the unit was not yet
+	// healthy (a service still starting); a later run decides.
+	Undecided = "undecided"
 )
 
 // Unit is the persisted guard state of one unit: an agent, or one item of a
@@ -76,7 +79,8 @@ type Condition struct {
 	Escalated bool `json:"escalated,omitempty"`
 	// LastRepair is when a repair for this condition last ran.
 	LastRepair time.Time `json:"last_repair,omitzero"`
-	// LastVerify is Remediated or RemediationFailed after a verification.
+	// LastVerify is Remediated, RemediationFailed or Undecided after a
+	// verification.
 	LastVerify string `json:"last_verify,omitempty"`
 }
 

@@ -57,7 +57,7 @@ func (c *Condition) Validate() error {
 		return err
 	}
 	switch c.LastVerify {
-	case "", Remediated, RemediationFailed:
+	case "", Remediated, RemediationFailed, Undecided:
 	default:
 		return fmt.Errorf("last_verify: unknown outcome %q", c.LastVerify)
 	}

@@ -85,7 +85,7 @@ func newMetrics(tickAge func() float64, resident func() int, build BuildInfo) *m
 		}, []string{"contract", "result"}),
 		verified: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "contractd_repair_verifications_total",
-			Help: "Repairs probed again after their grace, by result: remediated or remediation_failed.",
+			Help: "Repairs probed again after their grace, by result: remediated, undecided or remediation_failed.",
 		}, []string{"contract", "result"}),
 		alerts: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "contractd_alerts_sent_total",
@@ -245,6 +245,8 @@ func (m *metrics) record(name, result string, seconds float64, rep *engine.Repor
 		switch a.Verify {
 		case guard.Remediated:
 			m.verified.WithLabelValues(name, "remediated").Inc()
+		case guard.Undecided:
+			m.verified.WithLabelValues(name, "undecided").Inc()
 		case guard.RemediationFailed:
 			m.verified.WithLabelValues(name, "remediation_failed").Inc()
 		}
