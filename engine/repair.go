@@ -341,7 +341,11 @@ func (r *run) act(ctx context.Context, u *unit, sr *stageRun, row *contracts.Act
 	case err != nil:
 		ar.Status, ar.Reason = ActionFailed, "target unreachable: "+err.Error()
 		r.logf("%s: could not repair %s (%s): %v", r.c.Name, u.name(), seen, err)
-	case code != 0 || res.TimedOut:
+	case res.TimedOut:
+		timeout, _ := r.e.actionTimeouts()
+		ar.Status, ar.Reason = ActionFailed, strings.TrimSuffix(fmt.Sprintf("timed out after %s (the repair timeout) and was killed: %s", contracts.FormatDuration(timeout), truncate(strings.TrimSpace(transports.Redact(res.Stderr, r.redact)), 200)), ": ")
+		r.logf("%s: repair of %s failed (%s): `%s` timed out after %s and was killed", r.c.Name, u.name(), seen, cmd, contracts.FormatDuration(timeout))
+	case code != 0:
 		ar.Status, ar.Reason = ActionFailed, fmt.Sprintf("exit code %d: %s", code, truncate(strings.TrimSpace(transports.Redact(res.Stderr, r.redact)), 200))
 		r.logf("%s: repair of %s failed (%s): `%s` exit %d", r.c.Name, u.name(), seen, cmd, code)
 	default:
