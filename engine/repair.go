@@ -286,7 +286,9 @@ func (r *run) act(ctx context.Context, u *unit, sr *stageRun, row *contracts.Act
 		if k := u.state.Conditions[key]; k != nil {
 			ar.PendingSince = k.PendingSince
 		}
-		r.logf("%s: %s: pending %s (%s): %s", r.c.Name, u.name(), cmd, row.Condition, ar.Reason)
+		if r.changed(u, key, v) {
+			r.logf("%s: %s: pending %s (%s): %s", r.c.Name, u.name(), cmd, row.Condition, ar.Reason)
+		}
 		return nil
 	case guard.StatusEscalate:
 		r.chain.RecordEscalated(u.state, key)
@@ -300,7 +302,9 @@ func (r *run) act(ctx context.Context, u *unit, sr *stageRun, row *contracts.Act
 		}
 		return nil
 	default:
-		r.logf("%s: %s: %s %s (%s): %s", r.c.Name, u.name(), v.Status, cmd, row.Condition, v.Reason)
+		if r.changed(u, key, v) {
+			r.logf("%s: %s: %s %s (%s): %s", r.c.Name, u.name(), v.Status, cmd, row.Condition, v.Reason)
+		}
 		return nil
 	}
 
@@ -359,6 +363,26 @@ func (r *run) act(ctx context.Context, u *unit, sr *stageRun, row *contracts.Act
 		r.logf("%s: %s", r.c.Name, r.shape(row, repairData(job, fmt.Sprintf("repaired %s (%s): `%s`", u.name(), seen, cmd))))
 	}
 	return job
+}
+
+// changed records the guard's answer for a repair it held back and reports
+// whether it differs from the last one logged for the condition: a repair
+// held run after run for the same reason (slowed, pending, report-only) is
+// logged once, and again when the answer changes. The report and `why`
+// keep every run's answer.
+func (r *run) changed(u *unit, key string, v guard.Verdict) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := u.state.Conditions[key]
+	if k == nil {
+		return true
+	}
+	said := string(v.Status) + "/" + v.Guard
+	if k.Said == said {
+		return false
+	}
+	k.Said = said
+	return true
 }
 
 // guardAlert handles a repair the chain turned into an alert: the circuit

@@ -339,6 +339,7 @@ func (c *Chain) RecordRepair(u *Unit, cond string, grace time.Duration) {
 	}
 	k := u.ensure(cond, now)
 	k.PendingSince = time.Time{}
+	k.Said = ""
 	k.Attempts++
 	k.LastRepair = now
 }

@@ -79,6 +79,10 @@ type Condition struct {
 	Escalated bool `json:"escalated,omitempty"`
 	// LastRepair is when a repair for this condition last ran.
 	LastRepair time.Time `json:"last_repair,omitzero"`
+	// Said is the last guard answer logged for the condition while it was
+	// not repaired ("pending/slow-retry", "report-only/report-only"): the
+	// log says a held repair when the answer changes, not every run.
+	Said string `json:"said,omitempty"`
 	// LastVerify is Remediated, RemediationFailed or Undecided after a
 	// verification.
 	LastVerify string `json:"last_verify,omitempty"`
