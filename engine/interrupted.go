@@ -137,9 +137,9 @@ func (r *run) recordAborted(p *PanicError) (err error) {
 // context's cause (the signal, the daemon's shutdown) or its error.
 func interruptedBy(ctx context.Context) string {
 	if c := context.Cause(ctx); c != nil {
-		return "interrupted: " + c.Error()
+		return c.Error()
 	}
-	return "interrupted: " + ctx.Err().Error()
+	return ctx.Err().Error()
 }
 
 // historyLookback is how many of the newest history records are searched

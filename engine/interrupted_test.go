@@ -263,7 +263,7 @@ func TestACancelledRunRecordsWhatItDid(t *testing.T) {
 		t.Fatalf("run error %v; want an engine failure naming the signal", err)
 	}
 	hist := history(t, h.dir)
-	if len(hist) != 1 || hist[0].RunID != rep.RunID || hist[0].Interrupted != "interrupted: "+sigterm.Error() {
+	if len(hist) != 1 || hist[0].RunID != rep.RunID || hist[0].Interrupted != sigterm.Error() {
 		t.Fatalf("history %+v; want the run, interrupted by the signal", hist)
 	}
 	if len(actionsWith(rep, ActionRan)) != 1 || len(hist[0].Actions) == 0 {

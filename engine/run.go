@@ -159,8 +159,8 @@ func (r *run) do(ctx context.Context) (*Report, error) {
 	}
 	if ctx.Err() != nil {
 		r.interrupted = interruptedBy(ctx)
-		rep.Errors = append(rep.Errors, r.interrupted)
-		r.logf("%s: %s; recording what the run did", r.c.Name, r.interrupted)
+		rep.Errors = append(rep.Errors, "interrupted: "+r.interrupted)
+		r.logf("%s: interrupted: %s; recording what the run did", r.c.Name, r.interrupted)
 	}
 	if e.opts.DryRun {
 		return rep, nil

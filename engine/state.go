@@ -76,9 +76,10 @@ type HistoryRecord struct {
 	Alerts          []*AlertReport      `json:"alerts,omitempty"`
 	Errors          []string            `json:"errors,omitempty"`
 	// Interrupted says why the run stopped before its end, when it did: a
-	// signal or a daemon's shutdown ("interrupted: …"), an engine panic,
-	// or a process that died during it (the record is then rebuilt from
-	// the ledger by the next holder of the run lock, severity unknown).
+	// signal or a daemon's shutdown (the run then recorded what it did),
+	// an engine panic, or a process that died during it (the record is
+	// then rebuilt from the ledger by the next holder of the run lock,
+	// severity unknown).
 	Interrupted string `json:"interrupted,omitempty"`
 }
 
