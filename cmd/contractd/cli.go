@@ -182,7 +182,7 @@ func (m *Main) usage(w io.Writer) {
 	}
 	fmt.Fprintf(tw, "  NAME\tany command a contract declares (e.g. zulip-status), also as a symlink named NAME\n")
 	tw.Flush()
-	fmt.Fprint(w, "\n`contractd COMMAND --help` describes a command and its flags. Exit codes: 0 done (sick agents included),\n1 the engine failed or lint found errors, 2 bad usage or a contract that does not load;\nwith --nagios 0/1/2/3 for OK/WARNING/CRITICAL/UNKNOWN.\n")
+	fmt.Fprint(w, "\n`contractd COMMAND --help` describes a command and its flags. Exit codes: 0 done (sick agents included),\n1 the engine failed or lint found errors, 2 bad usage or a contract that does not load;\n130/143 a run SIGINT/SIGTERM interrupted (it recorded what it did); with --nagios 0/1/2/3 for OK/WARNING/CRITICAL/UNKNOWN.\n")
 }
 
 func (m *Main) errorf(format string, args ...any) {

@@ -369,8 +369,18 @@ func (m *Main) runContracts(ctx context.Context, files []string, rf runFlags) in
 	}
 	var t tally
 	for _, c := range cs {
+		if ctx.Err() != nil {
+			m.errorf("%s: not run: %v", c.Name, context.Cause(ctx))
+			t.failed = true
+			continue
+		}
+		// The run records what it did before anything is printed, so a
+		// reader that goes away early (| head) never costs the record.
 		rep, runErr := eng.Run(ctx, c)
 		m.show(&t, c.Name, rep, runErr, rf)
+	}
+	if code, ok := interruptedExit(ctx); ok {
+		return code
 	}
 	return t.exit(rf)
 }

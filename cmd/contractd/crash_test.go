@@ -73,7 +73,8 @@ notify:
 
 // kill -9 at a random point of a run whose repair is slow, then a full run
 // inside the debounce: never a second repair, and when the first never ran,
-// its incident is not lost (the second run pages). At least 20 kills.
+// its incident is not lost (the second run pages). Between the two, history
+// and status agree with the ledger. At least 20 kills.
 func TestKillNineNeverRepairsTwiceNorLosesTheIncident(t *testing.T) {
 	bin := binary(t)
 	dir := t.TempDir()
@@ -101,6 +102,9 @@ func TestKillNineNeverRepairsTwiceNorLosesTheIncident(t *testing.T) {
 		time.Sleep(at)
 		_ = cmd.Process.Signal(syscall.SIGKILL)
 		_ = cmd.Wait()
+		// Wherever the kill landed, the next `history` and `status` show
+		// what the ledger holds.
+		(&interruptCase{bin: bin, state: state}).agree(t)
 
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()

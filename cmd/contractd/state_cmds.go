@@ -55,22 +55,36 @@ func (m *Main) cmdStatus(ctx context.Context, args []string) int {
 	case len(names) == 0 && ef.on():
 		return m.statusSummaryOf(ctx, ef, *asJSON)
 	case len(names) == 0:
-		return m.statusSummary(sf, *asJSON)
+		return m.statusSummary(ctx, sf, *asJSON)
 	case len(names) == 1:
 	default:
 		m.errorf("usage: contractd status %s", commands["status"].args)
 		return exitUsage
 	}
 	name := names[0]
+	if !ef.on() {
+		m.settle(ctx, "status", sf.stateDir, name)
+	}
 	states, done, err := m.stateStore(ctx, sf, ef)
 	if err != nil {
 		m.fail("status", err)
 		return exitFailed
 	}
 	defer done()
+	// The last run, when it was interrupted, is said beside the snapshot:
+	// the snapshot is then an older run's, or there is none.
+	var last *engine.HistoryRecord
+	if hist, _ := engine.ReadHistoryIn(states, name, 1); len(hist) > 0 {
+		last = &hist[len(hist)-1]
+	}
 	st, err := engine.ReadStatusIn(states, name, time.Now())
 	if err != nil {
 		if errors.Is(err, engine.ErrNeverRan) {
+			if last != nil {
+				m.errorf("status: %s has no snapshot: its last run, %s at %s, wrote none (interrupted: %s); `contractd history %s` shows what it did",
+					name, last.RunID, last.StartedAt.Format(time.RFC3339), nonEmpty(last.Interrupted, "no reason recorded"), name)
+				return exitFailed
+			}
 			if _, code := m.checkName("status", sf, name); code != exitOK {
 				return code
 			}
@@ -84,14 +98,41 @@ func (m *Main) cmdStatus(ctx context.Context, args []string) int {
 		return m.writeJSON(st)
 	}
 	say(m.Stdout, "%s: snapshot written %s (%s ago)\n", st.Contract, st.WrittenAt.Format(time.RFC3339), time.Duration(st.AgeSec*float64(time.Second)).Round(time.Second))
+	if last != nil && last.Interrupted != "" {
+		say(m.Stdout, "  (last run %s at %s was interrupted: %s)\n", last.RunID, last.StartedAt.Format(time.RFC3339), last.Interrupted)
+	}
 	writeTree(m.Stdout, st.Snapshot, "  ")
 	return exitOK
+}
+
+// settle writes the history record of a run of name that was stopped
+// before its end (engine.RecordStopped), so what the command reads next
+// agrees with the ledger, and says on stderr what it did, or that a run is
+// in progress. Only the state dir: with --etcd the contract's owner does it.
+func (m *Main) settle(ctx context.Context, cmd, stateDir, name string) {
+	h, err := engine.RecordStopped(ctx, stateDir, name, time.Now())
+	switch {
+	case errors.Is(err, engine.ErrRunning):
+		m.errorf("%s: %v; it records its end when it finishes", cmd, err)
+	case err != nil:
+		m.errorf("%s: %s: the record of a run stopped before its end could not be written: %v", cmd, name, err)
+	case h != nil:
+		m.errorf("%s: %s: run %s (started %s) was stopped before it recorded its end; its record, rebuilt from the ledger, is now in the history",
+			cmd, name, h.RunID, h.StartedAt.Format(time.RFC3339))
+	}
+}
+
+func nonEmpty(s, otherwise string) string {
+	if s == "" {
+		return otherwise
+	}
+	return s
 }
 
 // statusSummary prints one line per contract with state in the state dir,
 // like `monit summary`: severity, agents healthy of all, the last run's
 // age, open incidents and maintenance.
-func (m *Main) statusSummary(sf stateFlags, asJSON bool) int {
+func (m *Main) statusSummary(ctx context.Context, sf stateFlags, asJSON bool) int {
 	names, err := engine.StateContracts(sf.stateDir)
 	if err != nil {
 		m.fail("status", err)
@@ -100,6 +141,7 @@ func (m *Main) statusSummary(sf stateFlags, asJSON bool) int {
 	now := time.Now()
 	sums := make([]*engine.Summary, 0, len(names))
 	for _, n := range names {
+		m.settle(ctx, "status", sf.stateDir, n)
 		s, err := engine.Summarize(sf.stateDir, n, now)
 		if err != nil {
 			m.errorf("status: %s: %v", n, err)
@@ -145,6 +187,9 @@ func (m *Main) printSummaries(sums []*engine.Summary, asJSON bool, none string) 
 			last = ago(now.Sub(s.LastRun)) + " ago"
 		}
 		var notes []string
+		if s.Interrupted != "" {
+			notes = append(notes, "last run interrupted")
+		}
 		if len(s.Maintenance) > 0 {
 			notes = append(notes, "maintenance")
 		}
@@ -199,6 +244,7 @@ func (m *Main) cmdHistory(ctx context.Context, args []string) int {
 		m.errorf("usage: contractd history %s", commands["history"].args)
 		return exitUsage
 	}
+	m.settle(ctx, "history", sf.stateDir, names[0])
 	hist, err := engine.ReadHistory(sf.stateDir, names[0], *n)
 	if err != nil {
 		m.errorf("history: %s: %v", names[0], err)
@@ -222,6 +268,9 @@ func (m *Main) cmdHistory(ctx context.Context, args []string) int {
 	tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
 	for _, h := range hist {
 		say(tw, "%s\t%s\t%d ms\t%s\n", h.StartedAt.Format(time.RFC3339), h.OverallSeverity, h.DurationMS, summarizeAgents(h.Agents))
+		if h.Interrupted != "" {
+			say(tw, "\t  interrupted: %s\n", h.Interrupted)
+		}
 		for _, a := range h.Actions {
 			if a.Status == "logged" || a.Status == "monitor" {
 				continue
@@ -253,6 +302,7 @@ func (m *Main) cmdWhy(ctx context.Context, args []string) int {
 		return exitUsage
 	}
 	name := names[0]
+	m.settle(ctx, "why", sf.stateDir, name)
 	hist, err := engine.ReadHistory(sf.stateDir, name, 1)
 	switch {
 	case err != nil && errors.Is(err, store.ErrCorrupt) && len(hist) > 0:
@@ -269,6 +319,9 @@ func (m *Main) cmdWhy(ctx context.Context, args []string) int {
 	}
 	h := hist[len(hist)-1]
 	say(m.Stdout, "%s run %s at %s: %s\n", name, h.RunID, h.StartedAt.Format(time.RFC3339), h.OverallSeverity)
+	if h.Interrupted != "" {
+		say(m.Stdout, "  interrupted: %s\n", h.Interrupted)
+	}
 	steps := make([]string, 0, len(h.Findings))
 	for step := range h.Findings {
 		steps = append(steps, step)
