@@ -3,8 +3,11 @@ package contracts
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/url"
 	"reflect"
+	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -21,9 +24,11 @@ import (
 //
 // Tags: `opt` is the option's name; `type` is url, env, path or enum (a
 // plain string when absent; time.Duration fields are durations and int
-// fields counts); `enum` lists the allowed values, `default` the value
-// used when the option is absent, `required:"true"` marks a required one,
-// and `doc` says what it does.
+// fields counts), or, for the two options written as YAML collections,
+// urls (a []string: a list of http(s) URLs) and labels (a
+// map[string]string: label names to values); `enum` lists the allowed
+// values, `default` the value used when the option is absent,
+// `required:"true"` marks a required one, and `doc` says what it does.
 
 // LogOptions configure the log notifier: one line per message, to the
 // engine's log (stderr, or the journal under systemd), or appended to a
@@ -71,8 +76,47 @@ func (o *ZulipOptions) check(report func(option, msg string)) {
 	}
 }
 
+// AlertmanagerOptions configure the alertmanager notifier: each incident
+// is an alert posted to Alertmanager's API (POST URL/api/v2/alerts), kept
+// firing while it is open and ended when it resolves.
+type AlertmanagerOptions struct {
+	URL       string            `opt:"url" type:"url" doc:"Alertmanager's base URL; alerts go to URL/api/v2/alerts (exactly one of url and urls)"`
+	URLs      []string          `opt:"urls" type:"urls" doc:"the Alertmanagers of an HA cluster: each gets every alert, and a message is delivered when one of them accepts it (exactly one of url and urls)"`
+	Labels    map[string]string `opt:"labels" type:"labels" doc:"labels added to every alert, e.g. {team: ops}; alertname may be set (default ContractdIncident), contract, agent, condition and severity may not"`
+	Resend    time.Duration     `opt:"resend" default:"1m" doc:"open incidents are posted again this often; a firing alert ends 4 × resend after it was last posted, so it never expires while contractd runs"`
+	PageURL   string            `opt:"page_url" type:"url" doc:"the status page as Alertmanager's users reach it; generatorURL is PAGE_URL/c/CONTRACT (default: the daemon's --listen address)"`
+	Timeout   time.Duration     `opt:"timeout" default:"10s" doc:"per attempt"`
+	Retries   int               `opt:"retries" default:"2" doc:"further attempts within the run on a transport error, 429 or 5xx; a 4xx is a configuration error, never retried"`
+	Backoff   time.Duration     `opt:"backoff" default:"1s" doc:"wait before the first retry; doubles each time"`
+	BearerEnv string            `opt:"bearer_env" type:"env" doc:"environment variable holding a bearer token (for an authenticating proxy), read at send time"`
+}
+
+// AlertmanagerReserved are the labels the alertmanager notifier sets from
+// each message; a route's labels may not set them.
+var AlertmanagerReserved = []string{"contract", "agent", "condition", "severity"}
+
+func (o *AlertmanagerOptions) check(report func(option, msg string)) {
+	if (o.URL == "") == (len(o.URLs) == 0) {
+		report("", "needs exactly one of url (one Alertmanager) or urls (the Alertmanagers of an HA cluster)")
+	}
+	for _, name := range AlertmanagerReserved {
+		if _, set := o.Labels[name]; set {
+			report("labels", fmt.Sprintf("%s is set from each message (reserved: %s)", name, strings.Join(AlertmanagerReserved, ", ")))
+		}
+	}
+}
+
+// Alerts returns the Alertmanager base URLs the route posts to: url, or
+// every one of urls.
+func (o *AlertmanagerOptions) Alerts() []string {
+	if o.URL != "" {
+		return []string{o.URL}
+	}
+	return o.URLs
+}
+
 // NotifierOptions is the decoded option struct of one route: *LogOptions,
-// *CommandOptions, *WebhookOptions or *ZulipOptions.
+// *CommandOptions, *WebhookOptions, *ZulipOptions or *AlertmanagerOptions.
 type NotifierOptions interface {
 	// NotifierKind returns the kind the options belong to, e.g. "webhook".
 	NotifierKind() string
@@ -90,9 +134,12 @@ func (*WebhookOptions) NotifierKind() string { return "webhook" }
 // NotifierKind returns "zulip".
 func (*ZulipOptions) NotifierKind() string { return "zulip" }
 
+// NotifierKind returns "alertmanager".
+func (*AlertmanagerOptions) NotifierKind() string { return "alertmanager" }
+
 // notifierKinds is every notifier kind's schema, by kind. It is built once
 // from the option structs and never modified.
-var notifierKinds = schemas(&LogOptions{}, &CommandOptions{}, &WebhookOptions{}, &ZulipOptions{})
+var notifierKinds = schemas(&LogOptions{}, &CommandOptions{}, &WebhookOptions{}, &ZulipOptions{}, &AlertmanagerOptions{})
 
 // nameOption is the option every kind takes: the route's name.
 var nameOption = NotifierOption{Name: "name", Type: "string",
@@ -108,7 +155,7 @@ type NotifierKind struct {
 // NotifierOption is one option of a notifier kind.
 type NotifierOption struct {
 	Name     string
-	Type     string   // string, url, env, path, enum, duration or count
+	Type     string   // string, url, env, path, enum, duration, count, urls or labels
 	Required bool     // the route is invalid without it
 	Default  string   // used when the option is absent; "" for none
 	Enum     []string // the allowed values of an enum
@@ -157,6 +204,9 @@ func schemas(structs ...NotifierOptions) map[string]*NotifierKind {
 			case o.Type == "":
 				o.Type = "string"
 			}
+			if want := compoundTypes[o.Type]; (want != nil || f.Type.Kind() != reflect.String && o.Type != "duration" && o.Type != "count") && f.Type != want {
+				panic(fmt.Sprintf("contracts: %s option %s: type %s does not fit a %s field", k.Kind, f.Name, o.Type, f.Type))
+			}
 			if o.Type == "enum" {
 				o.Enum = strings.Split(f.Tag.Get("enum"), "|")
 			}
@@ -179,6 +229,17 @@ func schemas(structs ...NotifierOptions) map[string]*NotifierKind {
 	return out
 }
 
+// compoundTypes are the option types written as YAML collections, with
+// the Go type of their field.
+var compoundTypes = map[string]reflect.Type{
+	"urls":   reflect.TypeOf([]string(nil)),
+	"labels": reflect.TypeOf(map[string]string(nil)),
+}
+
+// Compound reports whether the option is written as a YAML collection (a
+// list of URLs, or a mapping of labels) rather than a scalar.
+func (o NotifierOption) Compound() bool { return compoundTypes[o.Type] != nil }
+
 func (k *NotifierKind) option(name string) (NotifierOption, bool) {
 	for _, o := range k.Options {
 		if o.Name == name {
@@ -197,42 +258,116 @@ func (k *NotifierKind) optionNames() []string {
 }
 
 // optionProblem is one problem with a route's options; option "" is the
-// route as a whole.
+// route as a whole, item (from 1) the entry of a list or mapping option it
+// is about, 0 for the option as a whole.
 type optionProblem struct {
 	option, msg string
+	item        int
 }
 
-// decode fills a new option struct from values (option name → text, ${var}
-// already expanded; "name" is not among them) and the defaults. It returns
-// the struct and every problem found.
-func (k *NotifierKind) decode(values map[string]string) (NotifierOptions, []optionProblem) {
+// optionValue is one option as written, ${var} already expanded: a
+// scalar's text, or the items of a list (urls) or of a mapping (labels),
+// in the order written.
+type optionValue struct {
+	text  string
+	items []optionItem
+	shape string // "" for a scalar, else "list" or "mapping"
+}
+
+// optionItem is one entry of a list or mapping option; key is a label's
+// name, "" in a list.
+type optionItem struct {
+	key, value string
+}
+
+// reLabelName is a Prometheus label name (Alertmanager's v2 API checks
+// the same).
+var reLabelName = regexp.MustCompile(`^[a-zA-Z_][a-zA-Z0-9_]*$`)
+
+// decode fills a new option struct from values (option name → value,
+// ${var} already expanded; "name" is not among them) and the defaults. It
+// returns the struct and every problem found.
+func (k *NotifierKind) decode(values map[string]optionValue) (NotifierOptions, []optionProblem) {
 	v := reflect.New(k.typ)
 	var problems []optionProblem
 	for _, o := range k.Options {
 		if o.Name == nameOption.Name {
 			continue
 		}
-		text, set := values[o.Name]
+		val, set := values[o.Name]
 		if !set {
 			if o.Required {
-				problems = append(problems, optionProblem{"", "needs " + o.Name + " (" + o.Doc + ")"})
+				problems = append(problems, optionProblem{option: "", msg: "needs " + o.Name + " (" + o.Doc + ")"})
 				continue
 			}
 			if o.Default == "" {
 				continue
 			}
-			text = o.Default
+			val = optionValue{text: o.Default}
 		}
 		f := v.Elem().Field(o.field)
-		if err := o.parse(text, f); err != nil {
-			problems = append(problems, optionProblem{o.Name, err.Error()})
+		if o.Compound() {
+			problems = append(problems, o.parseItems(val, f)...)
+			continue
+		}
+		if val.shape != "" {
+			problems = append(problems, optionProblem{option: o.Name, msg: "expected a scalar, got a " + val.shape})
+			continue
+		}
+		if err := o.parse(val.text, f); err != nil {
+			problems = append(problems, optionProblem{option: o.Name, msg: err.Error()})
 		}
 	}
 	opts := v.Interface().(NotifierOptions)
 	if c, ok := opts.(interface{ check(func(string, string)) }); ok && len(problems) == 0 {
-		c.check(func(option, msg string) { problems = append(problems, optionProblem{option, msg}) })
+		c.check(func(option, msg string) { problems = append(problems, optionProblem{option: option, msg: msg}) })
 	}
 	return opts, problems
+}
+
+// parseItems checks the items of a list or mapping option and stores them
+// in f, returning a problem per bad item.
+func (o NotifierOption) parseItems(val optionValue, f reflect.Value) []optionProblem {
+	var problems []optionProblem
+	bad := func(i int, format string, args ...any) {
+		problems = append(problems, optionProblem{option: o.Name, item: i + 1, msg: fmt.Sprintf(format, args...)})
+	}
+	if val.shape == shapeReported {
+		return []optionProblem{{option: o.Name, msg: shapeReported}}
+	}
+	switch o.Type {
+	case "urls":
+		if val.shape != "list" {
+			return []optionProblem{{option: o.Name, msg: "expected a list of http(s) URLs like [http://am1:9093, http://am2:9093]"}}
+		}
+		if len(val.items) == 0 {
+			return []optionProblem{{option: o.Name, msg: "must list at least one URL"}}
+		}
+		list := make([]string, 0, len(val.items))
+		for i, it := range val.items {
+			if err := CheckHTTPURL(it.value); err != nil {
+				bad(i, "expected an http or https URL, got %q", redactURL(it.value))
+			}
+			list = append(list, it.value)
+		}
+		f.Set(reflect.ValueOf(list))
+	case "labels":
+		if val.shape != "mapping" {
+			return []optionProblem{{option: o.Name, msg: "expected a mapping of label names to values like {team: ops}"}}
+		}
+		m := make(map[string]string, len(val.items))
+		for i, it := range val.items {
+			switch {
+			case !reLabelName.MatchString(it.key) || strings.HasPrefix(it.key, "__"):
+				bad(i, "%q is not a label name (letters, digits and _, not starting with a digit or __)", it.key)
+			case it.value == "":
+				bad(i, "label %s: the value must not be empty", it.key)
+			}
+			m[it.key] = it.value
+		}
+		f.Set(reflect.ValueOf(m))
+	}
+	return problems
 }
 
 // parse checks text against the option's type and stores it in f.
@@ -308,43 +443,88 @@ func redactURL(s string) string {
 // NotifyRoute is one configured notifier: its kind, its name and its
 // options decoded against the kind's schema.
 type NotifyRoute struct {
-	Kind string // "log", "command", "webhook" or "zulip"
+	Kind string // "log", "command", "webhook", "zulip" or "alertmanager"
 	// Name tells routes apart in reports, metrics and the outbox: the
 	// `name` option, else the kind, with #2, #3 … for a repeated kind.
 	Name string
-	// Options is *LogOptions, *CommandOptions, *WebhookOptions or
-	// *ZulipOptions, defaults filled in.
+	// Options is *LogOptions, *CommandOptions, *WebhookOptions,
+	// *ZulipOptions or *AlertmanagerOptions, defaults filled in.
 	Options NotifierOptions
 	Pos     Pos
 	what    string      // notify[N].KIND, for diagnostics
 	raw     []rawOption // as written, before ${var} expansion
 }
 
+// rawOption is one option as written: a scalar's value, or the items of a
+// list or mapping option (shape says which).
 type rawOption struct {
 	key, value string
 	pos        Pos // the value's position
+	shape      string
+	items      []rawItem
+}
+
+type rawItem struct {
+	key, value string // key: a mapping entry's key; "" in a list
+	pos        Pos    // the item's value
 }
 
 // NewNotifyRoute decodes a route from option texts, as Load decodes a
 // contract's notify list; name is the route's name ("" for the kind). It
 // returns an error naming every problem: an unknown kind, an unknown,
-// missing or malformed option.
+// missing or malformed option. Options written as YAML collections (an
+// alertmanager route's urls and labels) need NewNotifyRouteOptions.
 func NewNotifyRoute(kind, name string, opts map[string]string) (NotifyRoute, error) {
+	all := make(map[string]any, len(opts))
+	for k, v := range opts {
+		all[k] = v
+	}
+	return NewNotifyRouteOptions(kind, name, all)
+}
+
+// NewNotifyRouteOptions is NewNotifyRoute with each option's value a
+// string, a []string (a list option: urls) or a map[string]string (a
+// mapping option: labels). It returns an error naming every problem, a
+// value of another Go type included.
+func NewNotifyRouteOptions(kind, name string, opts map[string]any) (NotifyRoute, error) {
 	k, ok := notifierKinds[kind]
 	if !ok {
 		return NotifyRoute{}, fmt.Errorf("unknown notifier kind %q (want one of %s)", kind, strings.Join(notifierKindNames(), ", "))
 	}
 	var msgs []string
-	for key := range opts {
+	values := make(map[string]optionValue, len(opts))
+	for key, v := range opts {
 		if _, known := k.option(key); !known || key == nameOption.Name {
 			msgs = append(msgs, fmt.Sprintf("unknown option %q (want one of %s)", key, strings.Join(k.optionNames(), ", ")))
+			continue
+		}
+		switch v := v.(type) {
+		case string:
+			values[key] = optionValue{text: v}
+		case []string:
+			val := optionValue{shape: "list"}
+			for _, item := range v {
+				val.items = append(val.items, optionItem{value: item})
+			}
+			values[key] = val
+		case map[string]string:
+			val := optionValue{shape: "mapping"}
+			for _, name := range slices.Sorted(maps.Keys(v)) {
+				val.items = append(val.items, optionItem{key: name, value: v[name]})
+			}
+			values[key] = val
+		default:
+			msgs = append(msgs, fmt.Sprintf("%s: a %T is not an option value (want a string, []string or map[string]string)", key, v))
 		}
 	}
-	decoded, problems := k.decode(opts)
+	decoded, problems := k.decode(values)
 	for _, p := range problems {
-		if p.option != "" {
+		switch {
+		case p.option != "" && p.item > 0:
+			msgs = append(msgs, fmt.Sprintf("%s[%d]: %s", p.option, p.item-1, p.msg))
+		case p.option != "":
 			msgs = append(msgs, p.option+": "+p.msg)
-		} else {
+		default:
 			msgs = append(msgs, p.msg)
 		}
 	}
@@ -360,8 +540,9 @@ func NewNotifyRoute(kind, name string, opts map[string]string) (NotifyRoute, err
 
 // decodeNotify reads the notify list as written: each route's kind and
 // option texts with their positions. Unknown kinds and options and values
-// that are not scalars are reported here; the options are checked against
-// their types once ${var} is expanded (checkNotify).
+// of the wrong shape (a list where a scalar belongs) are reported here;
+// the options are checked against their types once ${var} is expanded
+// (checkNotify).
 func (y *yamlDec) decodeNotify(n ast.Node) []NotifyRoute {
 	seq, ok := unwrap(n).(*ast.SequenceNode)
 	if !ok {
@@ -393,7 +574,8 @@ func (y *yamlDec) decodeNotify(n ast.Node) []NotifyRoute {
 		r := NotifyRoute{Kind: e.key, Pos: y.pos(e.keyN), what: what}
 		opts, _ := y.mapping(e.value, what)
 		for _, o := range opts {
-			if _, known := k.option(o.key); !known {
+			opt, known := k.option(o.key)
+			if !known {
 				msg := fmt.Sprintf("unknown option %q in %s", o.key, what)
 				if s := closest(o.key, k.optionNames()); s != "" {
 					msg += fmt.Sprintf(" (did you mean %q?)", s)
@@ -401,6 +583,12 @@ func (y *yamlDec) decodeNotify(n ast.Node) []NotifyRoute {
 					msg += " (options: " + strings.Join(k.optionNames(), ", ") + ")"
 				}
 				y.d.errorf(y.pos(o.keyN), "%s", msg)
+				continue
+			}
+			if opt.Compound() {
+				if raw, ok := y.compoundOption(o, opt, what+"."+o.key); ok {
+					r.raw = append(r.raw, raw)
+				}
 				continue
 			}
 			if v, ok := y.scalarText(o.value, what+"."+o.key); ok {
@@ -412,35 +600,98 @@ func (y *yamlDec) decodeNotify(n ast.Node) []NotifyRoute {
 	return out
 }
 
+// shapeReported marks an option whose value had the wrong shape, already
+// reported: it counts as given, and nothing more is said about it.
+const shapeReported = "reported"
+
+// compoundOption reads a list option (urls: a list of scalars) or a
+// mapping option (labels: names to scalars) as written.
+func (y *yamlDec) compoundOption(o entry, opt NotifierOption, what string) (rawOption, bool) {
+	raw := rawOption{key: o.key, pos: y.pos(o.value)}
+	switch opt.Type {
+	case "urls":
+		seq, ok := unwrap(o.value).(*ast.SequenceNode)
+		if !ok {
+			y.d.errorf(y.pos(o.value), "%s: expected a list of http(s) URLs like [http://am1:9093, http://am2:9093], got %s", what, kindName(o.value))
+			raw.shape = shapeReported
+			return raw, true
+		}
+		raw.shape = "list"
+		good := true
+		for i, v := range seq.Values {
+			text, ok := y.scalarText(v, fmt.Sprintf("%s[%d]", what, i))
+			good = good && ok
+			raw.items = append(raw.items, rawItem{value: text, pos: y.pos(v)})
+		}
+		return raw, good
+	default: // labels
+		entries, ok := y.mapping(o.value, what)
+		if !ok {
+			raw.shape = shapeReported
+			return raw, true
+		}
+		raw.shape = "mapping"
+		good := true
+		for _, e := range entries {
+			text, ok := y.scalarText(e.value, what+"."+e.key)
+			good = good && ok
+			pos := y.pos(e.keyN)
+			if e.value != nil {
+				pos = y.pos(e.value)
+			}
+			raw.items = append(raw.items, rawItem{key: e.key, value: text, pos: pos})
+		}
+		return raw, good
+	}
+}
+
 // checkNotify expands ${var} in every route's option texts, decodes them
 // against the kind's schema, reporting each problem at the option's value
-// (or at the route), and names the routes.
+// (or the item's, in a list or mapping; or at the route), and names the
+// routes.
 func (b *bodyParser) checkNotify() {
 	for i := range b.c.Notify {
 		r := &b.c.Notify[i]
 		k := notifierKinds[r.Kind]
-		values := make(map[string]string, len(r.raw))
+		values := make(map[string]optionValue, len(r.raw))
 		at := make(map[string]Pos, len(r.raw))
+		itemAt := map[string][]Pos{}
+		// unexpanded holds the options (option) and items (option[i])
+		// whose ${var} could not be filled in, already reported.
 		unexpanded := map[string]bool{}
+		// expand fills ${var} into one value, reporting what cannot be.
+		expand := func(o rawOption, item, text string, pos Pos) string {
+			before := len(b.d.list)
+			v := b.expandAt(text, func(int) Pos { return pos })
+			if strings.Contains(v, "${") {
+				// An undefined var was reported by expandAt; a secret is
+				// never expanded into a notifier option.
+				unexpanded[o.key+item] = true
+				if len(b.d.list) == before {
+					b.d.errorf(pos, "%s.%s: secrets are not expanded in notifier options; name the environment variable in an *_env option instead", r.what, o.key)
+				}
+			}
+			return v
+		}
 		for _, o := range r.raw {
+			at[o.key] = o.pos
+			if o.shape != "" {
+				val := optionValue{shape: o.shape}
+				for j, it := range o.items {
+					val.items = append(val.items, optionItem{key: it.key, value: expand(o, fmt.Sprintf("[%d]", j), it.value, it.pos)})
+					itemAt[o.key] = append(itemAt[o.key], it.pos)
+				}
+				values[o.key] = val
+				continue
+			}
 			if r.Kind == "command" && o.key == "run" && reDollarVar.MatchString(o.value) {
 				// A command line is shell text: a value spliced into it
 				// could run anything.
 				b.d.errorf(o.pos, "%s.run: ${…} is not filled into a command line (the command reads the message on stdin and in CONTRACTD_* variables)", r.what)
-				at[o.key], unexpanded[o.key], values[o.key] = o.pos, true, o.value
+				unexpanded[o.key], values[o.key] = true, optionValue{text: o.value}
 				continue
 			}
-			before := len(b.d.list)
-			v := b.expandAt(o.value, func(int) Pos { return o.pos })
-			at[o.key] = o.pos
-			if strings.Contains(v, "${") {
-				// An undefined var was reported by expandAt; a secret is
-				// never expanded into a notifier option.
-				unexpanded[o.key] = true
-				if len(b.d.list) == before {
-					b.d.errorf(o.pos, "%s.%s: secrets are not expanded in notifier options; name the environment variable in an *_env option instead", r.what, o.key)
-				}
-			}
+			v := expand(o, "", o.value, o.pos)
 			if o.key == nameOption.Name {
 				if v == "" {
 					b.d.errorf(o.pos, "%s.name: must not be empty", r.what)
@@ -448,16 +699,19 @@ func (b *bodyParser) checkNotify() {
 				r.Name = v
 				continue
 			}
-			values[o.key] = v
+			values[o.key] = optionValue{text: v}
 		}
 		opts, problems := k.decode(values)
 		for _, p := range problems {
-			if unexpanded[p.option] {
+			if unexpanded[p.option] || p.item > 0 && unexpanded[fmt.Sprintf("%s[%d]", p.option, p.item-1)] || p.msg == shapeReported {
 				continue
 			}
-			if pos, ok := at[p.option]; ok {
+			switch pos, ok := at[p.option]; {
+			case ok && p.item > 0 && p.item <= len(itemAt[p.option]):
+				b.d.errorf(itemAt[p.option][p.item-1], "%s.%s[%d]: %s", r.what, p.option, p.item-1, p.msg)
+			case ok:
 				b.d.errorf(pos, "%s.%s: %s", r.what, p.option, p.msg)
-			} else {
+			default:
 				b.d.errorf(r.Pos, "%s: %s", r.what, p.msg)
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine/guard"
 	"github.com/contractd/contractd/engine/notify"
+	"github.com/contractd/contractd/transports"
 )
 
 // intent is an incident the run raises: a unit's relay, an alert or
@@ -233,8 +234,13 @@ func (r *run) announce(act guard.Action, in *intent, sev contracts.Severity) {
 		}
 		text = r.shape(in.row, d)
 	}
-	m := notify.Message{Contract: r.c.Name, Agent: in.agent, Condition: in.condition, Kind: act.Send, Severity: sev.String(), Text: text}
+	m := notify.Message{Contract: r.c.Name, Agent: in.agent, Condition: in.condition, Kind: act.Send, Severity: sev.String(), Text: text,
+		IncidentSeverity: act.Incident.Severity, OpenedAt: act.Incident.OpenedAt}
 	ar := &AlertReport{Key: act.Key, Agent: in.agent, Condition: in.condition, Kind: act.Send, Severity: sev.String()}
+	if i := r.ledger.Incidents[act.Key]; i != nil && !r.e.opts.DryRun {
+		// What a resend of the open incident says (alertmanager).
+		i.Text, i.Unsent = transports.Printable(transports.Redact(text, r.redact)), !send
+	}
 	if !send {
 		r.record(m, ar, "alert_on: "+r.c.AlertOn+": recorded, not sent")
 		return

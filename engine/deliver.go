@@ -80,10 +80,24 @@ func (r *run) buildNotifiers() []notify.Notifier {
 // a state dir that cannot record a page does not repeat it every run; each
 // message goes to the log (stderr, the journal) instead, and the returned
 // error fails the run.
+//
+// Then the routes that keep alerts as state (alertmanager) are sent every
+// open incident again (resendOpen), so none expires there while it is open.
 func (r *run) deliver(ctx context.Context) error {
-	if r.e.opts.DryRun || (len(r.outgoing) == 0 && len(r.ledger.Outbox.Queue) == 0) {
+	if r.e.opts.DryRun {
 		return nil
 	}
+	if len(r.outgoing) > 0 || len(r.ledger.Outbox.Queue) > 0 {
+		if err := r.send(ctx); err != nil {
+			return err
+		}
+	}
+	r.resendOpen(ctx)
+	return nil
+}
+
+// send delivers the run's messages and the outbox's, as deliver says.
+func (r *run) send(ctx context.Context) error {
 	msgs := make([]notify.Message, len(r.outgoing))
 	for i, o := range r.outgoing {
 		msgs[i] = o.msg

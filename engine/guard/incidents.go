@@ -43,6 +43,13 @@ type Incident struct {
 	Reminders  int       `json:"reminders,omitempty"`
 	Resolved   bool      `json:"resolved,omitempty"`
 	ResolvedAt time.Time `json:"resolved_at,omitzero"`
+	// Text is the text of the last message about the incident, which a
+	// destination that keeps alerts as state is sent again while it is
+	// open (the alertmanager route's resend).
+	Text string `json:"text,omitempty"`
+	// Unsent says the contract's alert_on keeps the incident's messages
+	// from the routes: it is recorded, and never sent again either.
+	Unsent bool `json:"unsent,omitempty"`
 }
 
 // Action is what Observe decided for one incident key.

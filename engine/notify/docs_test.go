@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -82,8 +83,8 @@ type destinations struct {
 }
 
 type hookPost struct {
-	auth, ctype string
-	body        []byte
+	auth, ctype, path string
+	body              []byte
 }
 
 const (
@@ -99,7 +100,7 @@ func newDestinations(t *testing.T) *destinations {
 	d.hook = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b, _ := io.ReadAll(r.Body)
 		d.mu.Lock()
-		d.posts = append(d.posts, hookPost{r.Header.Get("Authorization"), r.Header.Get("Content-Type"), b})
+		d.posts = append(d.posts, hookPost{r.Header.Get("Authorization"), r.Header.Get("Content-Type"), r.URL.Path, b})
 		d.mu.Unlock()
 	}))
 	t.Cleanup(d.hook.Close)
@@ -157,11 +158,12 @@ func TestDocsNotifyExamplesDeliver(t *testing.T) {
 			d := newDestinations(t)
 			src := strings.ReplaceAll(asContract(ex), "/var/log/contractd/", d.logDir+"/")
 			c, ds := contracts.Parse("contract-format.md", []byte(src), contracts.Options{Vars: map[string]string{
-				"hook_url": d.hook.URL + "/services/T000/B000/XXXX", "zulip_site": "http://" + d.zulip}})
+				"hook_url": d.hook.URL + "/services/T000/B000/XXXX", "zulip_site": "http://" + d.zulip,
+				"am_url": d.hook.URL + "/am", "am1": d.hook.URL + "/am1", "am2": d.hook.URL + "/am2"}})
 			if c == nil {
 				t.Fatalf("example does not load:\n%s\n%s", ds, src)
 			}
-			ns, errs := notify.NewAll(c.Notify, notify.Deps{Log: &d.engine, Getenv: func(k string) string { return d.env[k] }})
+			ns, errs := notify.NewAll(c.Notify, notify.Deps{Log: &d.engine, Getenv: func(k string) string { return d.env[k] }, PageURL: "http://127.0.0.1:9464"})
 			if len(errs) > 0 {
 				t.Fatalf("routes that lint accepted do not build: %v", errs)
 			}
@@ -235,6 +237,27 @@ func TestDocsNotifyExamplesDeliver(t *testing.T) {
 					if i < 0 || msgs[i].Content != line || msgs[i].Sender != botEmail {
 						t.Errorf("route %s: the Zulip stand-in holds %+v", r.Name, msgs)
 					}
+				case *contracts.AlertmanagerOptions:
+					want := map[string]string{"alertname": "ContractdIncident", "contract": c.Name, "agent": "abiba", "condition": "critical", "severity": "critical"}
+					for k, v := range o.Labels {
+						want[k] = v
+					}
+					for _, base := range o.Alerts() {
+						path := strings.TrimPrefix(base, d.hook.URL) + "/api/v2/alerts"
+						i := slices.IndexFunc(posts, func(p hookPost) bool {
+							var alerts []notify.PostableAlert
+							return p.path == path && json.Unmarshal(p.body, &alerts) == nil && len(alerts) == 1 && reflect.DeepEqual(alerts[0].Labels, want)
+						})
+						if i < 0 {
+							t.Fatalf("route %s: no alert with labels %v was posted to %s: %d posts", r.Name, want, path, len(posts))
+						}
+						var alerts []notify.PostableAlert
+						_ = json.Unmarshal(posts[i].body, &alerts)
+						if al := alerts[0]; al.Annotations["summary"] != msg.Text || !al.StartsAt.Equal(msg.Time) || !al.EndsAt.After(time.Now()) ||
+							al.GeneratorURL != "http://127.0.0.1:9464/c/"+c.Name || posts[i].ctype != "application/json" {
+							t.Errorf("route %s: posted %+v (%s), want the text as summary, firing since %s, linking the status page", r.Name, al, posts[i].ctype, msg.Time)
+						}
+					}
 				default:
 					t.Errorf("route %s: no check for kind %s", r.Name, r.Kind)
 				}
@@ -267,7 +290,8 @@ func TestDocsNotifierTablesMatchTheSchema(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := string(b)
-	types := map[string]string{"path": "path", "duration": "duration", "count": "count", "url": "URL", "env": "env var name", "string": "string"}
+	types := map[string]string{"path": "path", "duration": "duration", "count": "count", "url": "URL", "env": "env var name", "string": "string",
+		"urls": "list of URLs", "labels": "labels"}
 	for _, k := range contracts.NotifierKinds() {
 		t.Run(k.Kind, func(t *testing.T) {
 			_, rest, ok := strings.Cut(doc, "\n#### `"+k.Kind+"`\n")
@@ -314,5 +338,39 @@ func TestDocsNotifierTablesMatchTheSchema(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// The alertmanager section's JSON is exactly what the route posts when an
+// incident opens (at the docs' time, with the default resend and the
+// daemon's default --listen), summary aside.
+func TestDocsAlertmanagerBodyIsWhatTheRouteSends(t *testing.T) {
+	b, err := os.ReadFile(formatDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, _ := strings.Cut(string(b), "\n#### `alertmanager`\n")
+	_, rest, ok := strings.Cut(section, "```json\n")
+	if !ok {
+		t.Fatal("no ```json block in the alertmanager section")
+	}
+	doc, _, _ := strings.Cut(rest, "```")
+	var want []notify.PostableAlert
+	if err := json.Unmarshal([]byte(doc), &want); err != nil {
+		t.Fatalf("the docs' JSON: %v", err)
+	}
+	at := time.Date(2026, 11, 29, 19, 30, 0, 0, time.UTC)
+	r, err := contracts.NewNotifyRoute("alertmanager", "", map[string]string{"url": "http://127.0.0.1:9093"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := notify.New(r, notify.Deps{PageURL: "http://127.0.0.1:9464", Now: func() time.Time { return at }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := n.(*notify.Alertmanager).Alert(notify.Message{Contract: "zulip-health", Agent: "abiba", Condition: "critical", Kind: notify.KindOpen,
+		Severity: "critical", IncidentSeverity: "critical", OpenedAt: at, Text: "abiba is critical: …", Time: at}, at)
+	if gb, _ := json.Marshal([]notify.PostableAlert{got}); strings.TrimSpace(doc) != string(gb) {
+		t.Errorf("the route posts\n%s\nthe docs say\n%s", gb, strings.TrimSpace(doc))
 	}
 }

@@ -124,7 +124,7 @@ func (p poster) once(ctx context.Context, build func(context.Context) (*http.Req
 		}
 		return nil
 	}
-	err = fmt.Errorf("%s: %s", resp.Status, excerpt(body))
+	err = &StatusError{Code: resp.StatusCode, Text: fmt.Sprintf("%s: %s", resp.Status, excerpt(body))}
 	if resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode >= 500 {
 		r := errRetry{err: err}
 		if s, e := strconv.Atoi(resp.Header.Get("Retry-After")); e == nil && s > 0 {
@@ -133,6 +133,21 @@ func (p poster) once(ctx context.Context, build func(context.Context) (*http.Req
 		return r
 	}
 	return err
+}
+
+// StatusError is a non-2xx answer: its code, and the status line with the
+// start of the body, which is its text.
+type StatusError struct {
+	Code int
+	Text string
+}
+
+func (e *StatusError) Error() string { return e.Text }
+
+// Refused reports whether the answer refuses the request itself (a 4xx
+// other than 429 Too Many Requests): sending it again cannot help.
+func (e *StatusError) Refused() bool {
+	return e.Code >= 400 && e.Code < 500 && e.Code != http.StatusTooManyRequests
 }
 
 // scrub replaces every known secret in err's text.

@@ -1,5 +1,5 @@
 // Package notify delivers alert and repair messages: to a log or a file, to
-// a local command, to a webhook, and to Zulip. Each kind lives in its own
+// a local command, to a webhook, to Zulip, and to Alertmanager. Each kind lives in its own
 // file, is listed in one map, and is built from the options the contracts
 // package decoded against the kind's schema (contracts.NotifierKinds), so a
 // route that passes lint is a route the run can build.
@@ -42,13 +42,22 @@ const (
 // Message is one notification. Text is composed by the engine, e.g.
 // "restarted abiba (response_pipeline=blocked)".
 type Message struct {
-	Contract  string    `json:"contract"`
-	Agent     string    `json:"agent,omitempty"`
-	Condition string    `json:"condition,omitempty"`
-	Kind      string    `json:"kind"`
-	Severity  string    `json:"severity,omitempty"`
-	Text      string    `json:"text"`
-	Time      time.Time `json:"time"`
+	Contract  string `json:"contract"`
+	Agent     string `json:"agent,omitempty"`
+	Condition string `json:"condition,omitempty"`
+	Kind      string `json:"kind"`
+	// Severity is the severity the message carries: the incident's on an
+	// open or reminder, the unit's now on a resolve (healthy, say).
+	Severity string    `json:"severity,omitempty"`
+	Text     string    `json:"text"`
+	Time     time.Time `json:"time"`
+	// IncidentSeverity and OpenedAt are the message's incident's: the
+	// severity it was raised at and when it opened. Only open, reminder
+	// and resolved messages have an incident; on a resolve they still say
+	// what it was, so a destination that keeps alerts as state (the
+	// alertmanager route) ends the very alert it started.
+	IncidentSeverity string    `json:"incident_severity,omitempty"`
+	OpenedAt         time.Time `json:"opened_at,omitzero"`
 }
 
 // Line renders the message as one human line: "CONTRACT: TEXT", with the
@@ -108,6 +117,13 @@ type Deps struct {
 	// Client sends HTTP requests; nil means a default client. Per-attempt
 	// timeouts come from the notifier's options, not the client.
 	Client *http.Client
+	// Now is the time a message is sent at (an alert's endsAt is reckoned
+	// from it); nil means time.Now.
+	Now func() time.Time
+	// PageURL is the base URL of the daemon's status page (its --listen
+	// address), which alerts link to; "" when there is none (a one-shot
+	// run), unless a route names one.
+	PageURL string
 }
 
 // Constructor builds a notifier from a route whose options the contracts
@@ -117,14 +133,36 @@ type Constructor func(r contracts.NotifyRoute, deps Deps) (Notifier, error)
 // kinds lists every notifier kind, one file each; contracts.NotifierKinds
 // declares their options. It is never modified.
 var kinds = map[string]Constructor{
-	"log":     newLog,
-	"command": newCommand,
-	"webhook": newWebhook,
-	"zulip":   newZulip,
+	"log":          newLog,
+	"command":      newCommand,
+	"webhook":      newWebhook,
+	"zulip":        newZulip,
+	"alertmanager": newAlertmanager,
 }
 
 // ErrConfig is wrapped by every error about a route that cannot be built.
 var ErrConfig = errors.New("notifier configuration")
+
+// ErrRejected is wrapped by a delivery error when the destination refused
+// the message itself (Alertmanager's 400 for an alert it cannot take, 401,
+// 404 for a wrong URL): a configuration error that sending again cannot
+// mend. Sender drops the message at once, reporting it, instead of
+// retrying it on every run.
+var ErrRejected = errors.New("refused by the destination (a configuration error; not retried)")
+
+// Refresher is a notifier whose destination forgets an alert unless it is
+// sent again: Alertmanager ends an alert at the endsAt it was given. The
+// engine (at the end of each run) and the daemon (every Resend between
+// runs) send it the contract's open incidents.
+type Refresher interface {
+	Notifier
+	// Resend is how often the open incidents must be sent again.
+	Resend() time.Duration
+	// Refresh sends the open incidents (messages of kind reminder) again,
+	// all at once. It returns an error naming each destination that did
+	// not take them, even when another did; the context bounds it.
+	Refresh(ctx context.Context, open []Message) error
+}
 
 // New builds the notifier of one route. It returns an error wrapping
 // ErrConfig for an unknown kind, options of another kind, or what the

@@ -2,6 +2,7 @@ package notify
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -38,8 +39,8 @@ const (
 	// OutcomeQueued: not delivered; kept in the outbox and retried on a
 	// later run.
 	OutcomeQueued Outcome = "queued"
-	// OutcomeDropped: not delivered and given up on (too old, or its route
-	// is no longer configured).
+	// OutcomeDropped: not delivered and given up on (too old, its route is
+	// no longer configured, or the destination refused it: ErrRejected).
 	OutcomeDropped Outcome = "dropped"
 )
 
@@ -172,7 +173,13 @@ func (s Sender) Send(ctx context.Context, out *Outbox, msgs ...Message) []Delive
 				if blocked == nil {
 					q.Attempts++
 					d.Tried = true
-					if err := Deliver(ctx, n, q.Message); err != nil {
+					if err := Deliver(ctx, n, q.Message); errors.Is(err, ErrRejected) {
+						// Refused as it is: dropped and reported now, never
+						// retried; the route's next message is tried as usual.
+						d.Err, d.Outcome, d.Attempts = err, OutcomeDropped, q.Attempts
+						per[i] = append(per[i], d)
+						continue
+					} else if err != nil {
 						d.Err = err
 						since := work[i][0].q.Since // the route's oldest undelivered message
 						if since.IsZero() {

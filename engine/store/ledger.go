@@ -41,6 +41,11 @@ type Ledger struct {
 	// decided until the routes have them (delivered or queued): a crash in
 	// between leaves them here, and the next run queues them for every route.
 	Sending []notify.Message `json:"sending,omitempty"`
+	// ResendErrors holds, by route, why the route's last resend of the open
+	// incidents failed (the alertmanager route posts them again every
+	// resend), so a failure is reported once, when it first happens or
+	// changes, not at every resend. A route whose resend works is absent.
+	ResendErrors map[string]string `json:"resend_errors,omitempty"`
 	// Run is the run that has written this ledger ahead of its end: set by
 	// its first write-ahead write (a repair's intent, messages being sent),
 	// cleared by its last write, which comes after its history record. A
