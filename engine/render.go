@@ -194,12 +194,22 @@ func heldNote(rep *Report) string {
 }
 
 // guardSays is an action's reason, prefixed by the guard that decided it
-// when one did ("budget: over budget: …").
+// when one did ("budget: over budget: …"), once.
 func guardSays(a *ActionReport) string {
 	if a.Guard == "" {
 		return a.Reason
 	}
-	return a.Guard + ": " + a.Reason
+	return a.Guard + ": " + a.Why()
+}
+
+// Why is an action's reason without the name of the guard that decided
+// it, for outputs that show that name beside it: a reason that begins with
+// its guard's name ("report-only: would run …") does not say it twice.
+func (a *ActionReport) Why() string {
+	if a.Guard != "" {
+		return strings.TrimPrefix(a.Reason, a.Guard+": ")
+	}
+	return a.Reason
 }
 
 // WriteTrace renders every candidate action with each guard's answer, for
@@ -210,7 +220,7 @@ func WriteTrace(w io.Writer, rep *Report) error {
 		ew.printf("no action table row held in run %s\n", rep.RunID)
 	}
 	for _, a := range rep.Actions {
-		ew.printf("%s/%s: %s `%s` when %s\n  → %s: %s\n", a.Agent, a.Stage, a.Status, a.Action, a.Condition, nonEmpty(a.Guard, "decided"), a.Reason)
+		ew.printf("%s/%s: %s `%s` when %s\n  → %s: %s\n", a.Agent, a.Stage, a.Status, a.Action, a.Condition, nonEmpty(a.Guard, "decided"), a.Why())
 		for _, t := range a.Trace {
 			ew.printf("    %s\n", t)
 		}

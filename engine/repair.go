@@ -303,7 +303,7 @@ func (r *run) act(ctx context.Context, u *unit, sr *stageRun, row *contracts.Act
 		return nil
 	default:
 		if r.changed(u, key, v) {
-			r.logf("%s: %s: %s %s (%s): %s", r.c.Name, u.name(), v.Status, cmd, row.Condition, v.Reason)
+			r.logf("%s: %s: %s %s (%s): %s", r.c.Name, u.name(), v.Status, cmd, row.Condition, strings.TrimPrefix(v.Reason, string(v.Status)+": "))
 		}
 		return nil
 	}

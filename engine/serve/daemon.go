@@ -117,7 +117,8 @@ type Config struct {
 	// ResidentSessions reports how many resident sessions the transport
 	// pool holds, for /metrics; nil leaves the gauge out.
 	ResidentSessions func() int
-	// PageAuth makes the status page (GET / and /c/NAME) ask for the
+	// PageAuth makes the status page (GET /, /c/NAME, and GET /contracts
+	// and /contracts/NAME, which carry the same findings) ask for the
 	// bearer token of TokenFile, as the on-demand endpoints do; by default
 	// it is read-only and open to whoever reaches Listen.
 	PageAuth bool

@@ -107,8 +107,10 @@ func (d *Daemon) Handler() http.Handler {
 	mux.HandleFunc("GET /{$}", d.page(d.handlePage))
 	mux.HandleFunc("GET /c/{name}", d.page(d.handleContractPage))
 	mux.HandleFunc("GET /healthz", d.handleHealth)
-	mux.HandleFunc("GET /contracts", d.handleList)
-	mux.HandleFunc("GET /contracts/{name}", d.handleDetail)
+	// The list and a contract's detail carry what the page shows (the
+	// last findings, probe output among them): they follow its rule.
+	mux.HandleFunc("GET /contracts", d.page(d.handleList))
+	mux.HandleFunc("GET /contracts/{name}", d.page(d.handleDetail))
 	mux.HandleFunc("POST /contracts/{name}/run", d.authorized(d.handleRun))
 	mux.HandleFunc("POST /commands/{command}/run", d.authorized(d.handleCommand))
 	mux.HandleFunc("POST /contracts/{name}/reset", d.authorized(d.handleReset))
@@ -324,8 +326,10 @@ func (d *Daemon) handleMaintenance(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]any{"contract": name, "maintenance": windows})
 }
 
-// page serves a status page: to anyone who reaches the address, or, with
-// Config.PageAuth, like the on-demand endpoints (the token, or the socket).
+// page serves a status page, or the JSON that holds what it shows (GET
+// /contracts and /contracts/NAME): to anyone who reaches the address, or,
+// with Config.PageAuth, like the on-demand endpoints (the token, or the
+// socket).
 func (d *Daemon) page(next http.HandlerFunc) http.HandlerFunc {
 	if d.cfg.PageAuth {
 		return d.authorized(next)

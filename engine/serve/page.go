@@ -9,10 +9,13 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine"
 	"github.com/contractd/contractd/engine/guard"
+	"github.com/contractd/contractd/transports"
 )
 
 // The status page: server-rendered HTML and inline SVG from html/template,
@@ -212,5 +215,29 @@ func (d *Daemon) render(w http.ResponseWriter, name string, data any) {
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; img-src 'self' data:")
-	_, _ = w.Write([]byte(b.String()))
+	_, _ = w.Write([]byte(visible(b.String())))
+}
+
+// visible writes every control or format character in the page (ESC, BEL,
+// a bidi override such as U+202E, invalid UTF-8) as a Go-style escape
+// (\x1b, \u202e), as the text outputs do: the templates hold none, so any
+// there came from a target's output or an operator's text, and none may
+// reorder or hide what the page shows. Newlines, tabs and carriage
+// returns are HTML whitespace and stay.
+func visible(s string) string {
+	var b strings.Builder
+	b.Grow(len(s))
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size <= 1:
+			fmt.Fprintf(&b, `\x%02x`, s[i])
+		case r == '\n' || r == '\t' || r == '\r' || r == ' ' || unicode.IsPrint(r):
+			b.WriteString(s[i : i+size])
+		default:
+			b.WriteString(transports.Printable(s[i : i+size]))
+		}
+		i += size
+	}
+	return b.String()
 }
