@@ -22,7 +22,7 @@ type MessageData struct {
 	Findings  string         // what the unit's steps found, "; "-separated
 	Values    map[string]any // the unit's step fields, by name and by step id
 	Command   string         // the repair command, for repair messages
-	Verify    string         // "remediated", "remediation failed" or ""
+	Verify    string         // "remediated", "undecided", "remediation failed" or ""
 	Grace     string         // how long the engine waited before verifying, e.g. "30s"
 	Text      string         // the engine's own text for this message
 }

@@ -52,6 +52,9 @@ func messageData(kind string, u *unit, condition, text string) contracts.Message
 // repairData is what a template sees about one repair.
 func repairData(j *verifyJob, text string) contracts.MessageData {
 	d := messageData("repair", j.u, j.row.Condition, text)
+	// What the repair was for: the findings seen before it, not those of
+	// the probe after it (.Severity and .Values are as verified).
+	d.Findings = j.before
 	d.Seen, d.Command, d.Verify = j.seen, j.command, j.report.Verify
 	if j.grace > 0 || j.report.Verify != "" {
 		d.Grace = j.grace.String()

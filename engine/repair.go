@@ -60,6 +60,9 @@ type verifyJob struct {
 	seen    string
 	grace   time.Duration
 	report  *ActionReport
+	// before is the unit's findings as the repair found them, for its
+	// message.
+	before string
 }
 
 // repair is the third phase: every action table's rows that hold pass
@@ -356,6 +359,7 @@ func (r *run) act(ctx context.Context, u *unit, sr *stageRun, row *contracts.Act
 		ar.Status = ActionRan
 	}
 	job := &verifyJob{u: u, sr: sr, row: row, key: key, command: cmd, seen: seen, grace: grace, report: ar}
+	job.before = unitSummary(u)
 	first.job = job
 	if ar.Status == ActionRan {
 		// One log line per repair, in the author's words when the row or

@@ -91,11 +91,15 @@ func (r *run) agentSnapshots(prev map[string]any) map[string]any {
 		m := map[string]any{}
 		for _, k := range keys {
 			var v any
+			seen := false
 			if k.Name == "severity" || ar.Severity != contracts.SeveritySkipped {
 				// A skipped agent was not seen: only its severity is new.
-				v, _ = k.Fill(env)
+				v, seen = k.Fill(env)
 			}
-			if v == nil && old != nil {
+			// A field the probe reported as null is null now; only a
+			// field the run could not see (unreachable, skipped, absent,
+			// or an expression over what is missing) keeps its last value.
+			if v == nil && old != nil && !(seen && k.Program == nil) {
 				v = old[k.Name]
 			}
 			m[k.Name] = coerce(v, k)

@@ -1,0 +1,107 @@
+package engine
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/transports"
+)
+
+// TestRepairMessageSaysWhatItWasForAndWhetherItHelped: a row's Message
+// template sees the findings that prompted the repair (not the state after
+// it); a repair that did not help is told in the engine's words, since a
+// template written for the repair that works would say it worked.
+func TestRepairMessageSaysWhatItWasForAndWhetherItHelped(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	src := "---\n" + `kind: responsibility
+name: msg
+version: 1.0.0
+runtime_contract: 2
+agent: svc
+guards: {grace: 0s}
+targets:
+  box: {local: true}
+` + "---\n" + `
+# Msg
+
+## Execution
+
+### Svc {#svc agent=svc on=box}
+
+` + "```sh {id=st}\ncat " + state + "\n```" + `
+
+| Field | Healthy | Critical |
+|-------|---------|----------|
+| ` + "`stdout`" + ` | ` + "`running`" + ` | ` + "`stopped`" + ` |
+
+| Condition | Action | Message |
+|-----------|--------|---------|
+| ` + "`st.stdout == \"stopped\"`" + ` | ` + "`cat " + filepath.Join(dir, "next") + " > " + state + "`" + ` | restarted {{.Unit}} (was: {{.Findings}}) |
+`
+	c, diags := contracts.Parse("msg.md", []byte(src), contracts.Options{})
+	if diags.HasErrors() {
+		t.Fatal(diags.Err())
+	}
+	pool := transports.NewPool(transports.PoolOptions{})
+	defer pool.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, tc := range []struct{ next, want, not string }{
+		{"running", "restarted svc (was: ", "did not help"},
+		{"stopped", "did not help", "restarted svc"},
+	} {
+		eng, err := New(Options{StateDir: t.TempDir(), Opener: PoolOpener{Pool: pool}, Sleep: func(context.Context, time.Duration) error { return nil }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(state, []byte("stopped\n"), 0o644)
+		os.WriteFile(filepath.Join(dir, "next"), []byte(tc.next+"\n"), 0o644)
+		rep, err := eng.Run(ctx, c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var texts []string
+		for _, a := range rep.Alerts {
+			texts = append(texts, a.Text)
+		}
+		all := strings.Join(texts, "\n")
+		if !strings.Contains(all, tc.want) || strings.Contains(all, tc.not) {
+			t.Errorf("repair leaving %q: messages %q; want %q and not %q", tc.next, all, tc.want, tc.not)
+		}
+		if tc.next == "running" && !strings.Contains(all, "stopped") {
+			t.Errorf("the repair message's findings are the state after the repair: %q", all)
+		}
+	}
+}
+
+// TestSnapshotFieldReportedNullIsNull: a field the probe now reports as
+// null is null in the snapshot; only a field the run could not see keeps
+// its last value.
+func TestSnapshotFieldReportedNullIsNull(t *testing.T) {
+	h := newHarness(t)
+	h.run()
+	h.w.set(func(w *world) { w.pi = map[string]any{"connected": nil, "response_pipeline": "healthy"} })
+	h.clock.Advance(time.Minute)
+	h.run()
+	st, err := ReadStatus(h.dir, "mesh", h.clock.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	abiba := st.Snapshot["agents"].(map[string]any)["abiba"].(map[string]any)
+	if v, ok := abiba["connected"]; !ok || v != nil {
+		t.Fatalf("abiba.connected = %v (present %v) after the probe reported null; want null", v, ok)
+	}
+	h.w.set(func(w *world) { w.piDown = true })
+	h.clock.Advance(time.Minute)
+	h.run()
+	st, _ = ReadStatus(h.dir, "mesh", h.clock.Now())
+	if abiba := st.Snapshot["agents"].(map[string]any)["abiba"].(map[string]any); abiba["response_pipeline"] != "healthy" {
+		t.Fatalf("an unreachable run lost the last seen value: %v", abiba)
+	}
+}
