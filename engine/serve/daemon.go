@@ -269,6 +269,7 @@ func New(cfg Config) (*Daemon, error) {
 		hb:        heartbeat{stuckAfter: cfg.StuckAfter},
 	}
 	d.metrics = newMetrics(d.tickAgeSeconds, cfg.ResidentSessions, cfg.Build)
+	d.metrics.reg.MustRegister(newScheduleSeries(d))
 	if cfg.HA != nil {
 		d.metrics.enableHA(cfg.HA)
 		cfg.HA.mu.Lock()

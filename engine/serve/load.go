@@ -197,6 +197,7 @@ func (d *Daemon) swap(e *entry, c *contracts.Contract) {
 	oldEvery := every(e.c)
 	e.c = c
 	e.rejected = nil
+	d.planResend(e, d.clock.Now())
 	if iv := every(c); iv != oldEvery {
 		e.phase = Stagger{Max: d.cfg.Stagger}.Phase(iv)
 		if n := d.afterStartDelay(c, d.clock.Now().Add(iv), e.phase); n.Before(e.next) || !e.running {
@@ -204,6 +205,7 @@ func (d *Daemon) swap(e *entry, c *contracts.Contract) {
 		}
 	}
 	e.mu.Unlock()
+	d.metrics.routes(e.name, c)
 	e.poke()
 	d.logf("serve: %s: reloaded %s (version %s, every %s)", e.name, e.path, c.Version, shortDuration(every(c)))
 }
@@ -223,6 +225,7 @@ func (d *Daemon) addEntry(e *entry) {
 	}
 	e.mu.Unlock()
 	d.metrics.add(e.name, lastRun)
+	d.metrics.routes(e.name, e.c)
 	d.metrics.setHeld(e.name, e.state.HeldDown)
 	e.mu.Lock()
 	next, held := e.next, e.state.HeldDown

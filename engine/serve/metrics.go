@@ -97,7 +97,7 @@ func newMetrics(tickAge func() float64, resident func() int, build BuildInfo) *m
 		}, []string{"contract", "notifier"}),
 		failures: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "contractd_notify_failures_total",
-			Help: "Delivery attempts a notify route failed; the message stays in the outbox and is retried with backoff.",
+			Help: "Delivery attempts a notify route failed (the message stays in the outbox and is retried with backoff), and its failed resends of the open incidents (alertmanager).",
 		}, []string{"contract", "notifier"}),
 		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "contractd_notify_dropped_total",
@@ -178,8 +178,11 @@ func (m *metrics) add(name string, lastRun time.Time) {
 	m.runs.WithLabelValues(name, ResultFailed)
 	m.runs.WithLabelValues(name, ResultSkippedOverlap)
 	m.runs.WithLabelValues(name, ResultCancelled)
+	m.duration.WithLabelValues(name)
 	m.repairs.WithLabelValues(name, engine.ActionRan)
 	m.repairs.WithLabelValues(name, engine.ActionFailed)
+	m.verified.WithLabelValues(name, "remediated")
+	m.verified.WithLabelValues(name, "remediation_failed")
 	m.alerts.WithLabelValues(name)
 	m.overlap.WithLabelValues(name)
 	m.panics.WithLabelValues(name)
@@ -189,6 +192,19 @@ func (m *metrics) add(name string, lastRun time.Time) {
 	}
 	if m.owned != nil {
 		m.owned.WithLabelValues(name)
+		m.runs.WithLabelValues(name, ResultFenced)
+	}
+}
+
+// routes makes the per-route counters of a contract's notify routes exist
+// at zero, so that increase() sees a route's first failure; a route added
+// by an edit gets them when the edit loads. The hold-down alert goes
+// through the same routes.
+func (m *metrics) routes(name string, c *contracts.Contract) {
+	for _, r := range c.Notify {
+		m.delivered.WithLabelValues(name, r.Name)
+		m.failures.WithLabelValues(name, r.Name)
+		m.dropped.WithLabelValues(name, r.Name)
 	}
 }
 

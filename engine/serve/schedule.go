@@ -35,6 +35,13 @@ type entry struct {
 	next     time.Time
 	phase    time.Duration
 
+	// resendEvery is how often the contract's open incidents are posted
+	// again between runs (its alertmanager routes' resend; 0 for none),
+	// resendAt when next, resending while a resend is going.
+	resendEvery time.Duration
+	resendAt    time.Time
+	resending   bool
+
 	// busySince is when the loop started its current tick (UnixNano), 0
 	// while it waits; /healthz and the watchdog read it without locks.
 	busySince atomic.Int64
@@ -92,6 +99,7 @@ func (d *Daemon) newEntry(c *contracts.Contract, path, name string) *entry {
 		e.next = now.Add(e.phase + iv)
 	}
 	e.next = d.afterStartDelay(c, e.next, e.phase)
+	d.planResend(e, now)
 	return e
 }
 
@@ -116,13 +124,16 @@ func (d *Daemon) loop(ctx context.Context, e *entry) {
 	defer close(e.done)
 	for {
 		e.mu.Lock()
-		held, next := e.state.HeldDown, e.next
+		held, next, resendAt := e.state.HeldDown, e.next, e.resendAt
 		e.mu.Unlock()
 		var wait time.Duration
 		if held {
 			wait = d.cfg.HeldPoll
 		} else {
 			wait = max(0, next.Sub(d.clock.Now()))
+		}
+		if !resendAt.IsZero() {
+			wait = min(wait, max(0, resendAt.Sub(d.clock.Now())))
 		}
 		select {
 		case <-ctx.Done():
@@ -135,6 +146,7 @@ func (d *Daemon) loop(ctx context.Context, e *entry) {
 		}
 		e.busySince.Store(d.clock.Now().UnixNano())
 		ok := d.protect(e.name, "the scheduler", func() {
+			d.resendDue(e)
 			if held {
 				d.syncReset(e)
 			} else {

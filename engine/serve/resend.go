@@ -1,0 +1,109 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine"
+	"github.com/contractd/contractd/engine/store"
+)
+
+// Resender is a Runner that can post a contract's open incidents again
+// between runs, to the routes that keep alerts as state (alertmanager),
+// so none expires there while the contract is not running. *engine.Engine
+// is one; the daemon resends only when its Runner is.
+type Resender interface {
+	// ResendEvery returns how often c's open incidents must be posted
+	// again; 0 when c has no such route.
+	ResendEvery(c *contracts.Contract) time.Duration
+	// Resend posts them again under c's run lock, failing with an error
+	// wrapping store.ErrLocked when a run holds it (see engine.Resend).
+	Resend(ctx context.Context, c *contracts.Contract) ([]engine.Resend, error)
+}
+
+// maxResendTime bounds one resend of a contract's open incidents.
+const maxResendTime = 30 * time.Second
+
+// planResend sets when the entry next resends: one interval after now,
+// since a run resends at its end; never when its routes need none. The
+// caller holds e.mu or owns e.
+func (d *Daemon) planResend(e *entry, now time.Time) {
+	rs, ok := d.cfg.Runner.(Resender)
+	if !ok {
+		return
+	}
+	e.resendEvery = rs.ResendEvery(e.c)
+	e.resendAt = time.Time{}
+	if e.resendEvery > 0 {
+		e.resendAt = now.Add(e.resendEvery)
+	}
+}
+
+// resendDue starts a resend of the entry's open incidents when one is due:
+// in its own goroutine, so a slow Alertmanager never stalls the schedule,
+// and never beside a run of the contract (which resends at its end) or
+// another resend, nor on an instance that does not own the contract.
+func (d *Daemon) resendDue(e *entry) {
+	rs, ok := d.cfg.Runner.(Resender)
+	if !ok {
+		return
+	}
+	now := d.clock.Now()
+	e.mu.Lock()
+	if e.resendAt.IsZero() || now.Before(e.resendAt) {
+		e.mu.Unlock()
+		return
+	}
+	e.resendAt = now.Add(e.resendEvery)
+	busy, c, every := e.running || e.resending, e.c, e.resendEvery
+	e.resending = e.resending || !busy
+	e.mu.Unlock()
+	if busy {
+		return
+	}
+	if d.mode(e.name) == Standby {
+		e.mu.Lock()
+		e.resending = false
+		e.mu.Unlock()
+		return
+	}
+	d.runs.Add(1)
+	go func() {
+		defer d.runs.Done()
+		defer func() {
+			e.mu.Lock()
+			e.resending = false
+			e.mu.Unlock()
+		}()
+		d.protect(e.name, "a resend", func() { d.resend(e.name, rs, c, min(every, maxResendTime)) })
+	}()
+}
+
+// resend posts contract c's open incidents again and reports what
+// happened: a route's failure is counted in
+// contractd_notify_failures_total each time and logged when it is new; a
+// run holding the lock is no failure (the run resends).
+func (d *Daemon) resend(name string, rs Resender, c *contracts.Contract, limit time.Duration) {
+	ctx, cancel := context.WithTimeout(d.runCtx, limit)
+	defer cancel()
+	out, err := rs.Resend(ctx, c)
+	switch {
+	case errors.Is(err, store.ErrLocked), errors.Is(err, store.ErrUnavailable):
+		return // a run resends at its end; etcd_up says etcd is away
+	case err != nil:
+		d.logf("serve: %s: resend of the open incidents: %v", name, err)
+	}
+	for _, r := range out {
+		switch {
+		case r.Err != nil:
+			d.metrics.failures.WithLabelValues(name, r.Route).Inc()
+			if r.New {
+				d.logf("serve: %s: notify %s: resend of %d open incident(s) failed: %v", name, r.Route, r.Incidents, r.Err)
+			}
+		case r.Recovered:
+			d.logf("serve: %s: notify %s: resend works again (%d open incident(s))", name, r.Route, r.Incidents)
+		}
+	}
+}

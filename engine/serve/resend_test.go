@@ -1,0 +1,207 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine"
+	"github.com/contractd/contractd/engine/store"
+)
+
+// The series a rule needs without hard-coding a schedule: the interval,
+// the next run (absent while held down), a maintenance series per agent
+// that follows windows opened from outside the daemon, and every counter
+// at zero from the load, per route too, so increase() sees the first
+// event.
+func TestScheduleSeriesAndZeroCounters(t *testing.T) {
+	t.Parallel()
+	dir, state := t.TempDir(), t.TempDir()
+	writeContract(t, dir, "sched", "1", "1h", false,
+		"notify:\n  - {log: {path: /dev/null}}\n  - {webhook: {url: \"http://127.0.0.1:9/x\", name: hook}}\n")
+	writeContract(t, dir, "held", "1", "2m", false)
+	held := SchedulerState{Contract: "held"}
+	held.ConsecutiveFailed, held.HeldDown, held.Alerted = 3, true, true
+	if err := writeState(state, held); err != nil {
+		t.Fatal(err)
+	}
+	h := startDaemon(t, Config{Dir: dir, StateDir: state,
+		Runner: &fakeRunner{run: func(ctx context.Context, c *contracts.Contract) (*engine.Report, error) { return report(c), nil }}})
+	h.waitFor(5*time.Second, "both contracts loaded", func() bool { return len(h.list().Contracts) == 2 })
+
+	next := h.status("sched").NextRunAt
+	if next == nil {
+		t.Fatal("sched has no next_run_at")
+	}
+	want := map[string]float64{
+		`contractd_contract_interval_seconds{contract="sched"}`:                              3600,
+		`contractd_contract_interval_seconds{contract="held"}`:                               120,
+		`contractd_next_run_timestamp_seconds{contract="sched"}`:                             float64(next.UnixNano()) / 1e9,
+		`contractd_maintenance{agent="ops",contract="sched"}`:                                0,
+		`contractd_maintenance{agent="*",contract="sched"}`:                                  0,
+		`contractd_repair_verifications_total{contract="sched",result="remediated"}`:         0,
+		`contractd_repair_verifications_total{contract="sched",result="remediation_failed"}`: 0,
+		`contractd_notify_delivered_total{contract="sched",notifier="log"}`:                  0,
+		`contractd_notify_failures_total{contract="sched",notifier="hook"}`:                  0,
+		`contractd_notify_dropped_total{contract="sched",notifier="hook"}`:                   0,
+		`contractd_run_duration_seconds_count{contract="sched"}`:                             0,
+		`contractd_held_down{contract="held"}`:                                               1,
+		`contractd_repair_verifications_total{contract="held",result="remediation_failed"}`:  0,
+		`contractd_runs_total{contract="held",result="failed"}`:                              0,
+		`contractd_skipped_overlap_total{contract="held"}`:                                   0,
+		`contractd_run_panics_total{contract="held"}`:                                        0,
+		`contractd_alerts_sent_total{contract="held"}`:                                       0,
+		`contractd_repairs_total{contract="held",result="failed"}`:                           0,
+		`contractd_maintenance{agent="ops",contract="held"}`:                                 0,
+		`contractd_notify_failures_total{contract="sched",notifier="log"}`:                   0,
+		`contractd_notify_delivered_total{contract="sched",notifier="hook"}`:                 0,
+		`contractd_repair_verifications_total{contract="held",result="remediated"}`:          0,
+		`contractd_runs_total{contract="sched",result="cancelled"}`:                          0,
+		`contractd_runs_total{contract="sched",result="skipped_overlap"}`:                    0,
+		`contractd_runs_total{contract="sched",result="ok"}`:                                 0,
+		`contractd_repairs_total{contract="sched",result="ran"}`:                             0,
+		`contractd_notify_dropped_total{contract="sched",notifier="log"}`:                    0,
+		`contractd_maintenance{agent="*",contract="held"}`:                                   0,
+		`contractd_contracts{state="loaded"}`:                                                2,
+		`contractd_held_down{contract="sched"}`:                                              0,
+		`contractd_run_panics_total{contract="sched"}`:                                       0,
+		`contractd_alerts_sent_total{contract="sched"}`:                                      0,
+		`contractd_skipped_overlap_total{contract="sched"}`:                                  0,
+		`contractd_repairs_total{contract="sched",result="failed"}`:                          0,
+		`contractd_runs_total{contract="sched",result="failed"}`:                             0,
+		`contractd_runs_total{contract="held",result="ok"}`:                                  0,
+	}
+	for series, v := range want {
+		got, ok := h.metric(series)
+		if !ok {
+			t.Errorf("series %s missing from /metrics", series)
+		} else if math.Abs(got-v) > 0.001 {
+			t.Errorf("%s = %v, want %v", series, got, v)
+		}
+	}
+	if v, ok := h.metric(`contractd_next_run_timestamp_seconds{contract="held"}`); ok {
+		t.Errorf("a held-down contract has a next run: %v", v)
+	}
+
+	// A window opened from outside the daemon (`contractd maintenance`
+	// writes the ledger) shows at the next scrape: the agent's own, then
+	// the whole contract's over every agent.
+	st, err := store.Open(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	if _, err := engine.SetMaintenanceIn(t.Context(), st, "sched", "ops", time.Hour, "upgrade", now); err != nil {
+		t.Fatal(err)
+	}
+	for series, v := range map[string]float64{`contractd_maintenance{agent="ops",contract="sched"}`: 1, `contractd_maintenance{agent="*",contract="sched"}`: 0} {
+		if got, ok := h.metric(series); !ok || got != v {
+			t.Errorf("with the agent's window: %s = %v (present %v), want %v", series, got, ok, v)
+		}
+	}
+	if _, err := engine.SetMaintenanceIn(t.Context(), st, "sched", "ops", 0, "", now); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := engine.SetMaintenanceIn(t.Context(), st, "sched", "", time.Hour, "network", now); err != nil {
+		t.Fatal(err)
+	}
+	for series, v := range map[string]float64{`contractd_maintenance{agent="ops",contract="sched"}`: 1, `contractd_maintenance{agent="*",contract="sched"}`: 1,
+		`contractd_maintenance{agent="ops",contract="held"}`: 0} {
+		if got, ok := h.metric(series); !ok || got != v {
+			t.Errorf("with the contract's window: %s = %v (present %v), want %v", series, got, ok, v)
+		}
+	}
+}
+
+// resender is a Runner that also resends, recording each resend and
+// whether a run of the contract was going at the time.
+type resender struct {
+	fakeRunner
+	every time.Duration
+	mu    sync.Mutex
+	calls int
+	clash int // resends made while a run was going
+	runs  int
+	going bool
+	reply func(n int) ([]engine.Resend, error)
+}
+
+func (r *resender) ResendEvery(*contracts.Contract) time.Duration { return r.every }
+
+func (r *resender) Resend(ctx context.Context, c *contracts.Contract) ([]engine.Resend, error) {
+	r.mu.Lock()
+	r.calls++
+	if r.going {
+		r.clash++
+	}
+	n := r.calls
+	r.mu.Unlock()
+	return r.reply(n)
+}
+
+func (r *resender) count() (calls, clash, runs int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.calls, r.clash, r.runs
+}
+
+// Between runs the daemon resends every resend interval, never beside a
+// run of the contract; each failed resend counts in
+// contractd_notify_failures_total, is logged only when new, and a run
+// holding the lock (ErrLocked) is no failure.
+func TestDaemonResendsBetweenRunsAndNeverBesideOne(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeContract(t, dir, "am", "1", "200ms", true, "notify:\n  - {alertmanager: {url: \"http://127.0.0.1:9\", name: am}}\n")
+	refused := errors.New("post http://127.0.0.1:9: 400 Bad Request: bad label")
+	r := &resender{every: 30 * time.Millisecond}
+	r.reply = func(n int) ([]engine.Resend, error) {
+		switch {
+		case n%5 == 0:
+			return nil, fmt.Errorf("resend am: lock am: %w", store.ErrLocked)
+		case n <= 6:
+			return []engine.Resend{{Route: "am", Incidents: 1, Err: refused, New: n == 1}}, nil
+		case n == 7:
+			return []engine.Resend{{Route: "am", Incidents: 1, Recovered: true}}, nil
+		}
+		return []engine.Resend{{Route: "am", Incidents: 1}}, nil
+	}
+	r.run = func(ctx context.Context, c *contracts.Contract) (*engine.Report, error) {
+		r.mu.Lock()
+		r.going, r.runs = true, r.runs+1
+		r.mu.Unlock()
+		time.Sleep(100 * time.Millisecond) // a run long enough for resends to fall due during it
+		r.mu.Lock()
+		r.going = false
+		r.mu.Unlock()
+		return report(c), nil
+	}
+	h := startDaemon(t, Config{Dir: dir, StateDir: t.TempDir(), Runner: r})
+	h.waitFor(10*time.Second, "12 resends and 3 runs", func() bool {
+		calls, _, runs := r.count()
+		return calls >= 12 && runs >= 3
+	})
+	if _, clash, _ := r.count(); clash != 0 {
+		t.Errorf("%d resends ran beside a run of the contract", clash)
+	}
+	// Calls 1–4 and 6 failed (5 was locked out by a run).
+	if got, _ := h.metric(`contractd_notify_failures_total{contract="am",notifier="am"}`); got != 5 {
+		t.Errorf("contractd_notify_failures_total = %v, want 5 (each failed resend, not the locked one)", got)
+	}
+	h.logs.mu.Lock()
+	failed, back := 0, 0
+	for _, l := range h.logs.lines {
+		failed += strings.Count(l, "resend of 1 open incident(s) failed: "+refused.Error())
+		back += strings.Count(l, "notify am: resend works again")
+	}
+	h.logs.mu.Unlock()
+	if failed != 1 || back != 1 {
+		t.Errorf("logged the failure %d times and the recovery %d times, want once each", failed, back)
+	}
+}
