@@ -100,7 +100,7 @@ func (m *Main) cmdServe(ctx context.Context, args []string) int {
 	}
 	eng, err := engine.New(engine.Options{
 		StateDir: *stateDir, Store: shared, Parallel: *parallel, Opener: engine.PoolOpener{Pool: pool},
-		Getenv: m.Getenv, Logf: logf, NotifyDeps: notify.Deps{Log: m.Stderr, Getenv: m.Getenv},
+		Getenv: m.Getenv, Logf: logf, NotifyDeps: notify.Deps{Log: m.Stderr, Getenv: m.Getenv, PageURL: serve.PageURL(*listen)},
 	})
 	if err != nil {
 		m.errorf("%v", err)
@@ -112,7 +112,7 @@ func (m *Main) cmdServe(ctx context.Context, args []string) int {
 	err = serve.Serve(ctx, serve.Config{
 		Dir: *dir, StateDir: *stateDir, Listen: *listen, TokenFile: *tokenFile,
 		Runner: eng, Load: serve.ContractLoader(opts),
-		NotifyDeps: notify.Deps{Log: m.Stderr, Getenv: m.Getenv},
+		NotifyDeps: notify.Deps{Log: m.Stderr, Getenv: m.Getenv, PageURL: serve.PageURL(*listen)},
 		Snapshot: func(name string) (json.RawMessage, error) {
 			st, err := engine.ReadStatus(*stateDir, name, time.Now())
 			if errors.Is(err, engine.ErrNeverRan) {

@@ -3,6 +3,8 @@ package serve
 import (
 	"context"
 	"errors"
+	"net"
+	"os"
 	"time"
 
 	"github.com/contractd/contractd/contracts"
@@ -106,4 +108,22 @@ func (d *Daemon) resend(name string, rs Resender, c *contracts.Contract, limit t
 			d.logf("serve: %s: notify %s: resend works again (%d open incident(s))", name, r.Route, r.Incidents)
 		}
 	}
+}
+
+// PageURL returns the status page's base URL for a daemon listening on
+// listen, which the alertmanager route's alerts link to (generatorURL):
+// http://HOST:PORT, with the host's name for an address that listens on
+// every interface (":9464", "0.0.0.0:9464"). It returns "" for an address
+// it cannot read.
+func PageURL(listen string) string {
+	host, port, err := net.SplitHostPort(listen)
+	if err != nil || port == "" {
+		return ""
+	}
+	if ip := net.ParseIP(host); host == "" || ip != nil && ip.IsUnspecified() {
+		if host, err = os.Hostname(); err != nil {
+			return ""
+		}
+	}
+	return "http://" + net.JoinHostPort(host, port)
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -203,5 +205,25 @@ func TestDaemonResendsBetweenRunsAndNeverBesideOne(t *testing.T) {
 	h.logs.mu.Unlock()
 	if failed != 1 || back != 1 {
 		t.Errorf("logged the failure %d times and the recovery %d times, want once each", failed, back)
+	}
+}
+
+func TestPageURL(t *testing.T) {
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cases := map[string]string{
+		"127.0.0.1:9464": "http://127.0.0.1:9464",
+		"[::1]:9464":     "http://[::1]:9464",
+		"ops.example:80": "http://ops.example:80",
+		":9464":          "http://" + net.JoinHostPort(host, "9464"),
+		"0.0.0.0:9464":   "http://" + net.JoinHostPort(host, "9464"),
+		"not an address": "",
+	}
+	for listen, want := range cases {
+		if got := PageURL(listen); got != want {
+			t.Errorf("PageURL(%q) = %q, want %q", listen, got, want)
+		}
 	}
 }
