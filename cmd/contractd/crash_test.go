@@ -104,7 +104,7 @@ func TestKillNineNeverRepairsTwiceNorLosesTheIncident(t *testing.T) {
 		_ = cmd.Wait()
 		// Wherever the kill landed, the next `history` and `status` show
 		// what the ledger holds.
-		(&interruptCase{bin: bin, state: state}).agree(t)
+		(&interruptCase{bin: bin, dir: dir, state: state}).agree(t)
 
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()

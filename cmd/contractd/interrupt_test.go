@@ -67,7 +67,9 @@ func (c *interruptCase) read(t *testing.T, args ...string) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, c.bin, append(args, "--state-dir", c.state)...)
+	// --dir names the contract even before it has state: a run killed
+	// before it wrote anything leaves none.
+	cmd := exec.CommandContext(ctx, c.bin, append(args, "--state-dir", c.state, "--dir", c.dir)...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
