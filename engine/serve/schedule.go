@@ -389,6 +389,10 @@ func (d *Daemon) finish(e *entry, start time.Time, rep *engine.Report, runErr er
 	if e.state.HeldDown {
 		e.state.NextRunAt = time.Time{}
 	}
+	if !e.resendAt.IsZero() && result == ResultOK {
+		// The run resent the open incidents at its end.
+		e.resendAt = now.Add(e.resendEvery)
+	}
 	st := e.state
 	e.mu.Unlock()
 
