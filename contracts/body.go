@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"regexp"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -60,7 +61,10 @@ type bodyParser struct {
 	stepIDs   map[string]Pos
 	stageIDs  map[string]Pos
 	uses      []exprUse
-	fields    map[string]bool // every health-row field in the contract
+	exprs     exprBudget           // what the contract's expressions cost so far
+	keysOf    map[string]*itemKeys // by for_each list (itemKeys)
+	secrets   map[string]bool      // the contract's secrets, once a reference asks
+	fields    map[string]bool      // every health-row field in the contract
 	stageMeta map[*Stage]*stageMeta
 	stepMeta  map[*Step]*stepMeta
 	schemaOK  bool
@@ -270,13 +274,12 @@ func blockText(n ast.Node, src []byte) textMap {
 }
 
 func (tm textMap) fileOff(off int) int {
-	i := len(tm.starts) - 1
-	for i > 0 && tm.starts[i] > off {
-		i--
-	}
-	if i < 0 {
+	if len(tm.starts) == 0 {
 		return 0
 	}
+	// The last line that starts at or before off (the first, if none
+	// does): a search, as a block may have as many lines as the file.
+	i := max(sort.Search(len(tm.starts), func(j int) bool { return tm.starts[j] > off })-1, 0)
 	return tm.files[i] + off - tm.starts[i]
 }
 
@@ -496,7 +499,10 @@ func (b *bodyParser) defined(name string) bool {
 	if _, ok := b.c.Vars[name]; ok {
 		return true
 	}
-	return contains(b.c.Secrets, name) || b.stage != nil && b.forEachKey(b.stage, strings.TrimPrefix(name, "item."))
+	if b.secrets == nil {
+		b.secrets = nameSet(b.c.Secrets) // every reference may ask
+	}
+	return b.secrets[name] || b.stage != nil && b.forEachKey(b.stage, strings.TrimPrefix(name, "item."))
 }
 
 // expandAt substitutes ${name} from the contract's vars in notifier
@@ -532,15 +538,7 @@ func replaceAllIndex(re *regexp.Regexp, s string, f func(m []int) string) string
 }
 
 func (b *bodyParser) forEachKey(st *Stage, name string) bool {
-	if st.ForEach == "" {
-		return false
-	}
-	for _, item := range b.c.ForEach[st.ForEach] {
-		if _, ok := item[name]; ok {
-			return true
-		}
-	}
-	return false
+	return st.ForEach != "" && b.itemKeys(st.ForEach).has[name]
 }
 
 // cell is one table cell's raw text and position.
@@ -694,7 +692,18 @@ func (b *bodyParser) healthTable(header []cell, rows [][]cell) {
 // compile compiles exprText through the cache and reports an expr error at
 // the offending token: when the expression is the cell's own backticked
 // text, the column is the cell's column plus expr's; otherwise the cell's.
+// Past the contract's expression budget (MaxExprs, MaxExprBytes) it
+// compiles nothing more, and says so once, at the first expression over.
 func (b *bodyParser) compile(exprText string, value bool, src string, at Pos) *compiled {
+	// One over MaxExprSize costs nothing: Compile refuses it unread.
+	if len(exprText) <= MaxExprSize {
+		if msg, over := b.exprs.take(len(exprText)); over {
+			if msg != "" {
+				b.d.errorf(at, "%s", msg)
+			}
+			return nil
+		}
+	}
 	comp := b.cache.get(exprText, value)
 	if comp.err == nil {
 		return comp
@@ -711,7 +720,7 @@ func (b *bodyParser) compile(exprText string, value bool, src string, at Pos) *c
 			p.Col += col
 		}
 	}
-	b.d.errorf(p, "expression %q: %s", exprText, msg)
+	b.d.errorf(p, "expression %s: %s", quoteExpr(exprText), msg)
 	return nil
 }
 

@@ -9,14 +9,20 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/expr-lang/expr/file"
+	"github.com/expr-lang/expr/parser/lexer"
 )
 
 // Input limits. A contract or inventory is text an operator (or an agent)
 // writes; these bound what one file can cost to load, so a hostile or broken
 // file is refused in milliseconds instead of taking the process's memory.
-// Each is checked before the YAML or Markdown library sees the text, because
-// both spend time and memory superlinear in nesting and in the size of one
-// collection, table or paragraph.
+// Each shape limit is checked before the YAML, Markdown or expression
+// parser sees the text, because they spend time and memory superlinear in
+// nesting and in the size of one collection, table or paragraph, and expr's
+// parser recurses once per level of nesting. The budgets of a whole
+// contract (MaxExprs, MaxForEachRuns) are checked as the body is read,
+// before what is over them is compiled or checked.
 const (
 	// DefaultMaxFileSize is the largest contract or inventory file read
 	// (Options.MaxFileSize, --max-file-size).
@@ -27,7 +33,9 @@ const (
 	MaxYAMLDepth = 32
 	// MaxYAMLEntries is the most keys or items in one mapping or list.
 	MaxYAMLEntries = 2000
-	// MaxYAMLTotal is the most keys and items in one YAML text.
+	// MaxYAMLTotal is the most keys, items and comments in one YAML
+	// text, each flow collection ([…], {…}) and document marker counting
+	// as one more: the parser spends hundreds of bytes on each.
 	MaxYAMLTotal = 20000
 
 	// MaxMarkdownNesting is the deepest nesting of block quotes and lists
@@ -40,11 +48,36 @@ const (
 	// MaxTableCells is the most cells of all tables of one contract
 	// together: each cell is parsed, and a health cell compiled.
 	MaxTableCells = 50000
+	// MaxMarkdownBlocks is the most lines, list items and block quotes of
+	// the body together, blank lines outside code blocks left out:
+	// goldmark spends a few hundred bytes on each.
+	MaxMarkdownBlocks = 50000
 	// MaxBlockLines is the most lines of one paragraph (or other block
 	// without a blank line) outside code blocks.
 	MaxBlockLines = 2000
 	// MaxHeadingAttrs is the most items in a heading's {…} block.
 	MaxHeadingAttrs = 32
+
+	// MaxExprSize is the longest expression, in bytes: a health cell, an
+	// action or escalation condition, a guard or a maintained value, as
+	// written and as the shorthand it uses expands.
+	MaxExprSize = 4 << 10
+	// MaxExprDepth is the deepest nesting in one expression, counted the
+	// way expr's parser recurses: brackets ( [ {, unary operators (!, not,
+	// -, +) and the operators whose right side nests (?:, **, ^, let, if).
+	MaxExprDepth = 64
+	// MaxExprs is the most expressions one contract compiles (cells,
+	// conditions, guards, Expected: lines, maintained values), and
+	// MaxExprBytes the most bytes they come to together. Each costs
+	// about 25 µs to compile whatever its size, and each byte of one
+	// about 100 bytes of memory while it is kept compiled.
+	MaxExprs     = 10000
+	MaxExprBytes = 256 << 10
+
+	// MaxForEachRuns is the most runs of for_each stages and of their
+	// steps together, one per item each: lint checks each, and the engine
+	// makes each on every tick.
+	MaxForEachRuns = 20000
 )
 
 // tooLargeHint ends the message of a file refused by the size limit.
@@ -234,13 +267,16 @@ func (y *yamlShape) line(t []byte) *shapeError {
 	if y.quote != 0 || len(y.flow) > 0 {
 		return y.scan(t, 0, false)
 	}
-	if blank || t[indent] == '#' {
+	if blank {
 		return nil
+	}
+	if t[indent] == '#' {
+		return y.count(indent) // the parser keeps each comment
 	}
 	if indent == 0 && (bytes.HasPrefix(t, []byte("---")) || bytes.HasPrefix(t, []byte("..."))) &&
 		(len(t) == 3 || t[3] == ' ' || t[3] == '\t') {
 		y.block = y.block[:0] // a new document
-		return nil
+		return y.count(0)
 	}
 	if err := y.entry(indent); err != nil {
 		return err
@@ -289,7 +325,7 @@ func (y *yamlShape) entry(col int) *shapeError {
 func (y *yamlShape) count(col int) *shapeError {
 	y.total++
 	if y.total > MaxYAMLTotal {
-		return y.ls.errAt(col, "more than %d keys and items in all (a limit of contracts and inventories)", MaxYAMLTotal)
+		return y.ls.errAt(col, "more than %d keys, items and comments in all (a limit of contracts and inventories)", MaxYAMLTotal)
 	}
 	return nil
 }
@@ -327,7 +363,7 @@ func (y *yamlShape) scan(t []byte, i int, node bool) *shapeError {
 			i++
 			continue
 		case c == '#' && (i == 0 || t[i-1] == ' ' || t[i-1] == '\t'):
-			return nil
+			return y.count(i)
 		case (c == '&' || c == '!') && (node || inFlow):
 			// An anchor or a tag: the node it belongs to follows.
 			for i < len(t) && t[i] != ' ' && t[i] != '\t' && !(inFlow && (t[i] == ',' || t[i] == '[' || t[i] == ']' || t[i] == '{' || t[i] == '}')) {
@@ -343,6 +379,12 @@ func (y *yamlShape) scan(t []byte, i int, node bool) *shapeError {
 			depth := len(y.block) + len(y.flow) + 1
 			if depth > MaxYAMLDepth {
 				return y.ls.errAt(i, "nested deeper than %d levels (a limit of contracts and inventories)", MaxYAMLDepth)
+			}
+			// The collection is one more item: commas alone would let
+			// [[[…]]], [[[…]]] through with a tenth of its brackets
+			// counted.
+			if err := y.count(i); err != nil {
+				return err
 			}
 			y.flow = append(y.flow, 0)
 			i++
@@ -403,10 +445,10 @@ func (y *yamlShape) innerIndent() int {
 }
 
 // mdShape checks a Markdown body against MaxMarkdownNesting,
-// MaxTableRows, MaxTableColumns, MaxTableCells, MaxBlockLines and
-// MaxHeadingAttrs without
-// parsing it. Fenced code blocks are skipped: scripts may be as long and as
-// indented as they need.
+// MaxMarkdownBlocks, MaxTableRows, MaxTableColumns, MaxTableCells,
+// MaxBlockLines and MaxHeadingAttrs without parsing it. Fenced code blocks
+// only count their lines: scripts may be as indented as they need, and
+// without a blank line.
 type mdShape struct {
 	ls       lineScanner
 	fence    byte  // the open fence's character, 0 when none
@@ -416,6 +458,7 @@ type mdShape struct {
 	table    int   // rows of the current table; -1 outside a table
 	cols     int   // columns of the current table
 	cells    int   // cells of all tables so far
+	blocks   int   // lines, list items and block quotes so far (addBlocks)
 	prev     []byte
 }
 
@@ -436,7 +479,7 @@ func (m *mdShape) line(t []byte) *shapeError {
 		if closesFence(t[rest:], m.fence, m.fenceLen) {
 			m.fence = 0
 		}
-		return nil
+		return m.addBlocks(nil, 0)
 	}
 	if isBlankLine(t) {
 		m.block, m.table = 0, -1
@@ -452,6 +495,9 @@ func (m *mdShape) line(t []byte) *shapeError {
 			at = marks[k] // the marker one level too deep
 		}
 		return m.ls.errAt(at, "block quotes and lists nested deeper than %d levels (a limit of contracts)", MaxMarkdownNesting)
+	}
+	if err := m.addBlocks(marks, rest); err != nil {
+		return err
 	}
 	m.lists = append(m.lists, listCols...)
 	m.block++
@@ -487,6 +533,24 @@ func (m *mdShape) line(t []byte) *shapeError {
 		return m.attrs(m.prev, m.ls.line-1)
 	}
 	return nil
+}
+
+// addBlocks counts a line and the containers it opens (at marks; its text
+// starts at rest) against MaxMarkdownBlocks. Each may be a node of
+// goldmark's tree, and each line of a code block a segment of its own, a
+// few hundred bytes apiece with the garbage of growing them: a 1 MiB body
+// of one-line list items took 200 MB, one script of one-byte lines 130 MB.
+func (m *mdShape) addBlocks(marks []int, rest int) *shapeError {
+	m.blocks += 1 + len(marks)
+	over := m.blocks - MaxMarkdownBlocks
+	if over <= 0 {
+		return nil
+	}
+	at := rest
+	if k := len(marks) + 1 - over; k >= 0 && k < len(marks) {
+		at = marks[k] // the container that is one too many
+	}
+	return m.ls.errAt(at, "more than %d lines, list items and block quotes (a limit of contracts)", MaxMarkdownBlocks)
 }
 
 // attrs checks the {…} block at the end of a heading line.
@@ -598,4 +662,96 @@ func isATXHeading(t []byte) bool {
 		n++
 	}
 	return n >= 1 && n <= 6 && (n == len(t) || t[n] == ' ' || t[n] == '\t')
+}
+
+// exprSizeMsg says an expression of n bytes is over MaxExprSize.
+func exprSizeMsg(n int) string {
+	size := FormatSize(int64(n))
+	if n < 2*MaxExprSize {
+		size = fmt.Sprintf("%d bytes", n) // not "4 KiB, longer than 4 KiB"
+	}
+	return fmt.Sprintf("%s, longer than %s (a limit of contracts)", size, FormatSize(MaxExprSize))
+}
+
+// checkExprShape checks an expression against MaxExprSize and MaxExprDepth
+// before expr's parser sees it: the parser recurses once per level of
+// nesting, and parentheses build no AST node, so expr's own node limit
+// does not bound them (500,000 of them overflowed the stack). It reads
+// the text with expr's lexer, so strings and comments are skipped exactly
+// as the parser skips them, and counts depth at least as deep as the
+// parser recurses. A failure is a *file.Error at the first token over the
+// limit, like any compile error; a text the lexer cannot read is left to
+// expr to report.
+func checkExprShape(text string) error {
+	if len(text) > MaxExprSize {
+		// At the expression's start, as an oversized file is refused at 1:1.
+		return &file.Error{Line: 1, Message: exprSizeMsg(len(text))}
+	}
+	lx := lexer.New()
+	lx.Reset(file.NewSource(text))
+	var (
+		open    []int // base of each enclosing bracket level, innermost last
+		base    int   // depth of the current level: its brackets, and ?: ** ^ let if seen in it
+		unary   int   // unary operators waiting for their operand
+		operand = true
+	)
+	for {
+		t, err := lx.Next()
+		if err != nil || t.Kind == lexer.EOF {
+			return nil // the end, or a lexing error expr reports itself
+		}
+		depth := base
+		switch {
+		case t.Is(lexer.Bracket, "(", "[", "{"):
+			open = append(open, base)
+			base, depth = base+unary+1, base+unary+1
+			unary, operand = 0, true
+		case t.Kind == lexer.Bracket:
+			if n := len(open); n > 0 {
+				base, open = open[n-1], open[:n-1]
+			}
+			unary, operand = 0, false
+		case t.Kind == lexer.Operator && operand && (t.Value == "!" || t.Value == "not" || t.Value == "-" || t.Value == "+"):
+			unary++
+			depth = base + unary
+		case t.Is(lexer.Operator, "?", "**", "^", "let", "if"):
+			// The right side is parsed by a nested call that lasts to the
+			// end of the level: count it so until the level closes.
+			base++
+			depth, operand = base, true
+		case t.Kind == lexer.Operator:
+			operand = true
+		default: // an identifier, a number, a string
+			unary, operand = 0, false
+		}
+		if depth > MaxExprDepth {
+			e := &file.Error{Location: t.Location, Message: fmt.Sprintf("nested deeper than %d levels (a limit of contracts)", MaxExprDepth)}
+			return e.Bind(file.NewSource(text))
+		}
+	}
+}
+
+// exprBudget holds one contract's expressions to MaxExprs and MaxExprBytes
+// together.
+type exprBudget struct {
+	n, bytes int
+}
+
+// take charges one expression of size bytes. It reports over false while
+// the contract is within the budget; over true past it, with the message
+// of the limit passed the first time and none after that (nothing more is
+// compiled, and it is said once).
+func (e *exprBudget) take(size int) (msg string, over bool) {
+	was := e.n > MaxExprs || e.bytes > MaxExprBytes
+	e.n++
+	e.bytes += size
+	switch {
+	case was:
+		return "", true
+	case e.n > MaxExprs:
+		return fmt.Sprintf("more than %d expressions in one contract (a limit of contracts)", MaxExprs), true
+	case e.bytes > MaxExprBytes:
+		return fmt.Sprintf("expressions of one contract longer than %s together (a limit of contracts)", FormatSize(MaxExprBytes)), true
+	}
+	return "", false
 }

@@ -89,17 +89,21 @@ type snapshotBinding struct {
 // the keys it names keep the values the engine gives them by default.
 func (b *bodyParser) warnStrayValues() {
 	m := &b.c.Maintains
+	keys := map[string]bool{}
+	for _, k := range append(append([]*MaintainedKey{}, m.Keys...), m.Agent...) {
+		keys[k.Name] = true
+	}
 	for _, table := range b.strayValues {
 		var named []string
+		seen := map[string]bool{}
 		var at Pos
 		for _, r := range table {
-			for _, k := range append(append([]*MaintainedKey{}, m.Keys...), m.Agent...) {
-				if k.Name == r.name && !contains(named, r.name) {
-					if len(named) == 0 {
-						at = r.keyPos
-					}
-					named = append(named, r.name)
+			if keys[r.name] && !seen[r.name] {
+				if len(named) == 0 {
+					at = r.keyPos
 				}
+				seen[r.name] = true
+				named = append(named, r.name)
 			}
 		}
 		if len(named) > 0 {
@@ -120,18 +124,23 @@ func plural(n int, one, many string) string {
 // names: a top-level bullet, or a per-agent key of the JSON example.
 func (b *bodyParser) bindSnapshotValues() {
 	m := &b.c.Maintains
+	// By name, the last of a name as a scan would find it: there may be
+	// as many keys as rows.
+	tops, agents := map[string]*MaintainedKey{}, map[string]*MaintainedKey{}
+	for _, k := range m.Keys {
+		tops[k.Name] = k
+	}
+	for _, k := range m.Agent {
+		agents[k.Name] = k
+	}
+	perAgent := map[string][]*MaintainedKey{}
+	for _, keys := range m.PerAgent {
+		for _, k := range keys {
+			perAgent[k.Name] = append(perAgent[k.Name], k)
+		}
+	}
 	for _, r := range b.snapshotRows {
-		var top, agent *MaintainedKey
-		for _, k := range m.Keys {
-			if k.Name == r.name {
-				top = k
-			}
-		}
-		for _, k := range m.Agent {
-			if k.Name == r.name {
-				agent = k
-			}
-		}
+		top, agent := tops[r.name], agents[r.name]
 		switch {
 		case top == nil && agent == nil:
 			b.d.errorf(r.keyPos, "%q is neither a Maintains key nor a key of the per-agent snapshot example", r.name)
@@ -154,12 +163,8 @@ func (b *bodyParser) bindSnapshotValues() {
 			continue
 		}
 		agent.Value, agent.Program = r.text, comp.prog
-		for _, keys := range m.PerAgent {
-			for _, k := range keys {
-				if k.Name == r.name {
-					k.Value, k.Program = r.text, comp.prog
-				}
-			}
+		for _, k := range perAgent[r.name] {
+			k.Value, k.Program = r.text, comp.prog
 		}
 	}
 }

@@ -14,6 +14,9 @@ import (
 func (b *bodyParser) validate() {
 	c := b.c
 	b.checkTargets()
+	if !b.checkForEachRuns() {
+		return // each item's checks would cost what the limit is there to stop
+	}
 	for _, st := range c.Stages {
 		meta := b.stageMeta[st]
 		if st.ForEach != "" {
@@ -48,6 +51,26 @@ func (b *bodyParser) validate() {
 	b.warnStrayValues()
 	b.lintIdents()
 	b.lintMaintains()
+}
+
+// checkForEachRuns holds the contract to MaxForEachRuns: a for_each stage
+// runs once per item, and so does each of its steps. Lint checks each of
+// those runs (on=, http and tcp steps filled with the item's values), as
+// the engine makes each on every tick. It reports false, with an error at
+// the stage that passes the limit, when the contract is over it.
+func (b *bodyParser) checkForEachRuns() bool {
+	runs := 0
+	for _, st := range b.c.Stages {
+		if st.ForEach == "" {
+			continue
+		}
+		runs += len(b.c.ForEach[st.ForEach]) * (1 + len(st.Steps))
+		if runs > MaxForEachRuns {
+			b.d.errorf(st.Pos, "for_each: more than %d runs of stages and steps, one per item each (a limit of contracts)", MaxForEachRuns)
+			return false
+		}
+	}
+	return true
 }
 
 // attrVar reads `$name` or `${name}` in an attribute value; the engine
@@ -177,18 +200,16 @@ func (b *bodyParser) lintIdents() {
 // unknown at run time. vars are the contract's vars (after the inventory
 // and --var) and, in a for_each stage, the item's keys; item is the item.
 func (b *bodyParser) lintRead(u exprUse, root, key string) {
-	var items []map[string]any
+	ks := &itemKeys{}
 	list := ""
 	switch {
 	case u.stage != nil && u.stage.ForEach != "":
 		list = u.stage.ForEach
-		items = b.c.ForEach[list]
+		ks = b.itemKeys(list)
 	case u.scope == scopeAgentSnapshot:
 		// An agent's snapshot reads the environment of its stages,
 		// whichever list they iterate.
-		for _, name := range sortedKeys(b.c.ForEach) {
-			items = append(items, b.c.ForEach[name]...)
-		}
+		ks = b.itemKeys(allLists)
 	case u.scope == scopeEscalation || u.scope == scopeSnapshot:
 		if root == "item" {
 			return // item is not a name there: reported as undefined
@@ -197,16 +218,7 @@ func (b *bodyParser) lintRead(u exprUse, root, key string) {
 		b.d.errorf(u.pos, "item.%s: this stage has no for_each, so item is never set", key)
 		return
 	}
-	var keys []string
-	seen := map[string]bool{}
-	for _, item := range items {
-		for _, k := range sortedKeys(item) {
-			if !seen[k] {
-				seen[k] = true
-				keys = append(keys, k)
-			}
-		}
-	}
+	keys, seen := ks.names, ks.has
 	at := u.pos
 	if i := strings.Index(u.src, root+"."+key); i >= 0 {
 		at = offsetPos(u.pos, u.src, i)
@@ -227,6 +239,47 @@ func (b *bodyParser) lintRead(u exprUse, root, key string) {
 	}
 	b.d.errorf(at, "vars.%s: the contract declares no var %q%s; the run would read null", key, key,
 		hint(key, append(sortedKeys(b.c.Vars), keys...), " (declare it under vars, with a default)"))
+}
+
+// itemKeys are the keys of a for_each list's items: names in the order
+// the items give them (each item's sorted), and the same as a set.
+type itemKeys struct {
+	names []string
+	has   map[string]bool
+}
+
+// allLists names every for_each list at once in bodyParser.itemKeys.
+const allLists = "\x00all"
+
+// itemKeys returns the keys of the items of list (allLists: of every list,
+// in the lists' name order), gathered once per contract: every expression
+// and every reference of a for_each stage asks.
+func (b *bodyParser) itemKeys(list string) *itemKeys {
+	if ks, ok := b.keysOf[list]; ok {
+		return ks
+	}
+	var items []map[string]any
+	if list == allLists {
+		for _, name := range sortedKeys(b.c.ForEach) {
+			items = append(items, b.c.ForEach[name]...)
+		}
+	} else {
+		items = b.c.ForEach[list]
+	}
+	ks := &itemKeys{has: map[string]bool{}}
+	for _, item := range items {
+		for _, k := range sortedKeys(item) {
+			if !ks.has[k] {
+				ks.has[k] = true
+				ks.names = append(ks.names, k)
+			}
+		}
+	}
+	if b.keysOf == nil {
+		b.keysOf = map[string]*itemKeys{}
+	}
+	b.keysOf[list] = ks
+	return ks
 }
 
 // hint is " (did you mean "x"?)" for the known name nearest to s when it
@@ -287,14 +340,19 @@ func (b *bodyParser) checkFilled(st *Stage, step *Step) {
 	if st.ForEach != "" {
 		items = b.c.ForEach[st.ForEach]
 	}
+	var names []string
+	for _, t := range texts {
+		names = append(names, stepfill.Names(t)...)
+	}
 	for i, item := range items {
-		vals := b.c.StageVars(item)
+		// The values the texts read, not a copy of every var per item.
+		vals := make(map[string]string, len(names))
 		missing := ""
-		for _, t := range texts {
-			for _, name := range stepfill.Names(t) {
-				if _, ok := vals[name]; !ok && missing == "" {
-					missing = name
-				}
+		for _, name := range names {
+			if v, ok := b.c.StageVar(item, name); ok {
+				vals[name] = v
+			} else if missing == "" {
+				missing = name
 			}
 		}
 		switch {

@@ -199,6 +199,22 @@ func (c *Contract) StageVars(item map[string]any) map[string]string {
 	return out
 }
 
+// StageVar returns what StageVars(item)[name] is, and whether it is set,
+// without building the map: lint asks for the few names a step reads, once
+// per item.
+func (c *Contract) StageVar(item map[string]any, name string) (string, bool) {
+	if v, ok := item[name]; ok {
+		return VarText(v), true
+	}
+	if k, ok := strings.CutPrefix(name, "item."); ok {
+		if v, ok := item[k]; ok {
+			return VarText(v), true
+		}
+	}
+	v, ok := c.Vars[name]
+	return v, ok
+}
+
 // StageValues is StageVars as expressions read it (`vars.NAME`): vars
 // typed as declared and an item's keys with their YAML types.
 func (c *Contract) StageValues(item map[string]any) map[string]any {
