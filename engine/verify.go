@@ -104,7 +104,7 @@ func (r *run) settleRepaired(u *unit) {
 		}
 	}
 	for _, j := range u.repairs {
-		if j.report.Verify != guard.Remediated {
+		if j.report.Verify != guard.Remediated && j.report.Verify != guard.Undecided {
 			return // still failing: the unit keeps its settled severity
 		}
 	}

@@ -217,7 +217,7 @@ func (m *Main) runFlagSet(name string, rf *runFlags) *flag.FlagSet {
 	fs.BoolVar(&rf.dryRun, "dry-run", false, "evaluate every guard; run no repair, send no alert, write no state")
 	fs.BoolVar(&rf.asJSON, "json", false, "print the report as JSON")
 	fs.BoolVar(&rf.nagios, "nagios", false, "Nagios plugin output; exit 0/1/2/3 (OK/WARNING/CRITICAL/UNKNOWN); a check repairs nothing unless --repair")
-	fs.BoolVar(&rf.repair, "repair", false, "with --nagios: let the check run repairs as `run` does")
+	fs.BoolVar(&rf.repair, "repair", false, "with --nagios: let the check run repairs as a run does")
 	fs.StringVar(&rf.stateDir, "state-dir", defaultStateDir(m.Getenv), "state `DIR` (snapshots, ledgers, history)")
 	fs.IntVar(&rf.parallel, "parallel", 8, "stages in flight at once")
 	durationVar(fs, &rf.lockWait, "lock-wait", 0, "wait this long (`DURATION`) for another run of the same contract")
@@ -238,7 +238,7 @@ func (m *Main) cmdRun(ctx context.Context, args []string) int {
 	fs := m.runFlagSet("run", &rf)
 	files, err := m.parse(fs, args)
 	if err != nil {
-		return usageExit(err)
+		return m.runUsageExit(err, args)
 	}
 	if len(files) == 0 {
 		m.errorf("usage: contractd run [flags] FILE... | NAME")
@@ -251,15 +251,39 @@ func (m *Main) cmdRun(ctx context.Context, args []string) int {
 		}
 		path, err := findContract(rf.dir, func(c *contracts.Contract) bool { return c.Name == name })
 		if err != nil {
-			if rf.nagios {
-				return m.nagiosUnknown(name, fmt.Sprintf("%s is neither a file nor a contract in %v", name, err))
+			var names []string
+			for n := range contractFiles(contractDirs(rf.dir)) {
+				names = append(names, n)
 			}
-			m.errorf("%s is neither a file nor a contract in %v", name, err)
+			why := fmt.Sprintf("%s is neither a file nor a contract in %v%s", name, err, suggest(name, names))
+			if rf.nagios {
+				return m.nagiosUnknown(name, why)
+			}
+			m.errorf("%s", why)
 			return exitUsage
 		}
 		files = []string{path}
 	}
 	return m.runContracts(ctx, files, rf)
+}
+
+// runUsageExit is the exit of a run whose flags did not parse: with
+// --nagios among them, an UNKNOWN status line and exit 3 as the plugin
+// guidelines ask (Nagios reads stdout only, and 2 is CRITICAL); otherwise
+// the usage exit.
+func (m *Main) runUsageExit(err error, args []string) int {
+	if errors.Is(err, errHelp) {
+		return exitOK
+	}
+	for _, a := range args {
+		if a == "--" {
+			break
+		}
+		if a == "--nagios" || a == "-nagios" || strings.HasPrefix(a, "--nagios=") || strings.HasPrefix(a, "-nagios=") {
+			return m.nagiosUnknown("contractd", "bad usage: "+err.Error())
+		}
+	}
+	return exitUsage
 }
 
 // isName reports whether arg names a contract rather than a file: no such
@@ -277,7 +301,7 @@ func (m *Main) cmdDeclared(ctx context.Context, name string, args []string) int 
 	var rf runFlags
 	fs := m.runFlagSet(name, &rf)
 	if _, err := m.parse(fs, args); err != nil {
-		return usageExit(err)
+		return m.runUsageExit(err, args)
 	}
 	if ans, rep, msg := m.askDaemon(ctx, fs, rf, "/commands/"+url.PathEscape(name)+"/run"); ans != daemonNone {
 		c := name

@@ -197,11 +197,14 @@ func (m *Main) printSummaries(sums []*engine.Summary, asJSON bool, none string) 
 			notes = append(notes, incidentLabel(inc))
 		}
 		notes = append(notes, s.Problems...)
-		contract := s.Contract
 		if owners {
-			contract += "\t" + s.Owner
+			// Each cell through say, never a tab inside one: say escapes
+			// what a cell holds, a tab included.
+			say(tw, "%s\t%s\t", s.Contract, s.Owner)
+		} else {
+			say(tw, "%s\t", s.Contract)
 		}
-		say(tw, "%s\t%s %s\t%d/%d\t%s\t%d\t%s\n", contract, engine.Mark(s.Severity), s.Severity, s.AgentsOK, s.AgentTotal, last, len(s.Incidents), strings.Join(notes, "; "))
+		say(tw, "%s %s\t%d/%d\t%s\t%d\t%s\n", engine.Mark(s.Severity), s.Severity, s.AgentsOK, s.AgentTotal, last, len(s.Incidents), strings.Join(notes, "; "))
 	}
 	tw.Flush()
 	return exitOK

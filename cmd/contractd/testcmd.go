@@ -38,7 +38,7 @@ func (m *Main) cmdTest(ctx context.Context, args []string) int {
 		res, err := replay.Test(ctx, f)
 		if err != nil {
 			if errors.Is(err, replay.ErrFile) {
-				say(m.Stderr, "contractd: test: %s\n", strings.TrimPrefix(err.Error(), replay.ErrFile.Error()+": "))
+				m.errorf("test: %s", strings.TrimPrefix(err.Error(), replay.ErrFile.Error()+": "))
 				code = exitUsage
 				continue
 			}

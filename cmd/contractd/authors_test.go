@@ -1,0 +1,61 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// What new authors tripped on at the command line, each as they met it.
+
+// TestNagiosBadFlagIsUnknown: under --nagios a bad flag is UNKNOWN (3)
+// with a status line on stdout, as the plugin guidelines ask; Nagios reads
+// stdout only, and 2 would be CRITICAL.
+func TestNagiosBadFlagIsUnknown(t *testing.T) {
+	code, out, _ := runMain(t, "contractd", "run", "--nagios", "--bogus", zulipHealth)
+	if code != 3 || !strings.HasPrefix(out, "CONTRACTD UNKNOWN - bad usage: ") {
+		t.Fatalf("exit %d, stdout %q; want 3 and an UNKNOWN status line", code, out)
+	}
+	if code, _, _ := runMain(t, "contractd", "run", "--bogus", zulipHealth); code != 2 {
+		t.Fatalf("without --nagios a bad flag exits %d, want 2", code)
+	}
+}
+
+// TestRunSuggestsTheNearestContractName: `run` with a mistyped contract
+// name names the nearest one, as `status` does.
+func TestRunSuggestsTheNearestContractName(t *testing.T) {
+	dir := t.TempDir()
+	src, err := os.ReadFile(zulipHealth)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "zulip-health.md"), src, 0o644)
+	code, _, errs := runMain(t, "contractd", "run", "--dir", dir, "zulip-helth")
+	if code != 2 || !strings.Contains(errs, `did you mean "zulip-health"?`) {
+		t.Fatalf("exit %d, stderr %q; want a suggestion", code, errs)
+	}
+}
+
+// TestTestCommandPrintsDiagnosticsAsLines: a test file whose contract does
+// not load prints the contract's diagnostics one per line, never a literal
+// \n.
+func TestTestCommandPrintsDiagnosticsAsLines(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "broken.md"), []byte("---\nname: broken\nbogus: 1\n---\n"), 0o644)
+	os.WriteFile(filepath.Join(dir, "broken.test.yaml"), []byte("runs:\n  - name: x\n    expect: {overall: healthy}\n"), 0o644)
+	code, _, errs := runMain(t, "contractd", "test", filepath.Join(dir, "broken.test.yaml"))
+	if code != 2 || strings.Contains(errs, `\n`) || !strings.Contains(errs, "\n  "+filepath.Join(dir, "broken.md")+":3:1: error: unknown key") {
+		t.Fatalf("exit %d, stderr:\n%s", code, errs)
+	}
+}
+
+// TestRepairFlagTakesNoValue: `run --help` shows --repair as a switch.
+func TestRepairFlagTakesNoValue(t *testing.T) {
+	_, out, _ := runMain(t, "contractd", "run", "--help")
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) > 1 && f[0] == "--repair" && f[1] == "run" {
+			t.Fatalf("run --help: %q reads as if --repair takes a value", line)
+		}
+	}
+}
