@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -190,7 +191,10 @@ func evalBool(p *vm.Program, env map[string]any) (bool, error) {
 	}
 	out, err := expr.Run(p, env)
 	if err != nil {
-		return false, err
+		// expr's message goes on with the source and a caret under the
+		// column on lines of their own; the row's position says where.
+		msg, _, _ := strings.Cut(err.Error(), "\n")
+		return false, errors.New(msg)
 	}
 	b, _ := out.(bool)
 	return b, nil
