@@ -91,24 +91,25 @@ func open(t testing.TB, p *Pool, spec *Spec) Transport {
 }
 
 func testCtx(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
 }
 
-// eventually polls cond until it holds or 20s pass; it is for state that
-// settles asynchronously (a killed process disappearing), not for timing.
+// eventually polls cond until it holds or a generous minute passes (a
+// loaded machine is slow, never wrong); it is for state that settles
+// asynchronously (a killed process disappearing), not for timing.
 func eventually(t testing.TB, what string, cond func() (bool, string)) {
 	t.Helper()
 	var last string
-	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
 		ok, detail := cond()
 		if ok {
 			return
 		}
 		last = detail
 	}
-	t.Fatalf("%s: still not true after 20s: %s", what, last)
+	t.Fatalf("%s: still not true after a minute: %s", what, last)
 }
 
 // fixturesDir is the repository's fixtures/ directory.
