@@ -9,7 +9,6 @@ import (
 	"sort"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/yuin/goldmark/ast"
 	extast "github.com/yuin/goldmark/extension/ast"
@@ -334,7 +333,7 @@ func (b *bodyParser) fenced(f *ast.FencedCodeBlock) {
 		case "id":
 			st.ID = a.Value
 		case "timeout":
-			d, err := time.ParseDuration(a.Value)
+			d, err := ParseDuration(a.Value)
 			if err != nil || d <= 0 {
 				b.d.errorf(p, "timeout: expected a duration like 10s, got %q", a.Value)
 			} else {
@@ -1009,7 +1008,7 @@ func (b *bodyParser) actionGuards(ar *ActionRow, c cell, st *Stage) {
 			}
 			ar.Guard.Budget = bud
 		case "grace":
-			d, err := time.ParseDuration(a.Value)
+			d, err := ParseDuration(a.Value)
 			if err != nil || d <= 0 {
 				b.d.errorf(p, "guards: grace must be a duration like 30s, got %q", a.Value)
 				continue

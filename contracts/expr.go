@@ -7,7 +7,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/expr-lang/expr"
 	"github.com/expr-lang/expr/ast"
@@ -258,7 +257,7 @@ func (v *identCollector) Visit(n *ast.Node) {
 			v.add(id.Value, false, true)
 			if id.Value == "restarts" && len(x.Arguments) == 2 {
 				if w, ok := x.Arguments[1].(*ast.StringNode); ok {
-					if d, err := time.ParseDuration(w.Value); err != nil || d <= 0 {
+					if d, err := ParseDuration(w.Value); err != nil || d <= 0 {
 						v.badWindows = append(v.badWindows, w.Value)
 					}
 				}

@@ -275,7 +275,7 @@ func (y *yamlDec) durationOrZero(n ast.Node, what string, zero bool) (time.Durat
 		y.d.errorf(y.pos(n), "%s: expected %s, got %s", what, want, kindName(n))
 		return 0, false
 	}
-	dur, err := time.ParseDuration(v.Value)
+	dur, err := ParseDuration(v.Value)
 	if err != nil || dur < 0 || dur == 0 && !zero {
 		y.d.errorf(y.pos(n), "%s: expected %s, got %q", what, want, v.Value)
 		return 0, false
@@ -315,9 +315,9 @@ func parseBudget(s string) (*Budget, error) {
 	if err != nil || n < 1 {
 		return nil, fmt.Errorf("budget count must be at least 1, got %q", m[1])
 	}
-	w, err := time.ParseDuration(m[2])
+	w, err := ParseDuration(m[2])
 	if err != nil || w <= 0 {
-		return nil, fmt.Errorf("budget window must be a duration like 10m, got %q", m[2])
+		return nil, fmt.Errorf("budget window must be a duration like 10m, 1h or 1d, got %q", m[2])
 	}
 	return &Budget{Count: n, Window: w}, nil
 }

@@ -374,7 +374,7 @@ func (o NotifierOption) parseItems(val optionValue, f reflect.Value) []optionPro
 func (o NotifierOption) parse(text string, f reflect.Value) error {
 	switch o.Type {
 	case "duration":
-		d, err := time.ParseDuration(text)
+		d, err := ParseDuration(text)
 		if err != nil || d <= 0 {
 			return fmt.Errorf("expected a duration like 10s, got %q", text)
 		}

@@ -279,7 +279,7 @@ func (r *run) reportOnly() (*Report, error) {
 // the ledger recorded for agent within window (e.g. "1h"); 0 for a window
 // that does not parse.
 func (r *run) restarts(agent, window string) int {
-	d, err := time.ParseDuration(window)
+	d, err := contracts.ParseDuration(window)
 	if err != nil {
 		return 0
 	}

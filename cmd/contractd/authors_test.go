@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // What new authors tripped on at the command line, each as they met it.
@@ -57,5 +58,19 @@ func TestRepairFlagTakesNoValue(t *testing.T) {
 		if f := strings.Fields(line); len(f) > 1 && f[0] == "--repair" && f[1] == "run" {
 			t.Fatalf("run --help: %q reads as if --repair takes a value", line)
 		}
+	}
+}
+
+// TestDurationFlagsReadTheContractGrammar: a flag's duration reads as the
+// contract format's (contracts.ParseDuration), weeks included, and a bare
+// number says to add a unit.
+func TestDurationFlagsReadTheContractGrammar(t *testing.T) {
+	var d time.Duration
+	v := durationValue{&d}
+	if err := v.Set("1w"); err != nil || d != 7*24*time.Hour {
+		t.Fatalf("--timeout 1w: %v, %v", d, err)
+	}
+	if err := v.Set("90"); err == nil || !strings.Contains(err.Error(), `"90" has no unit`) {
+		t.Fatalf("--timeout 90: %v", err)
 	}
 }

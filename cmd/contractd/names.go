@@ -124,9 +124,10 @@ func (k *known) checkAgent(name, agent string) error {
 // when it is near enough to be a typo, else "".
 func suggest(name string, candidates []string) string { return serve.Suggest(name, candidates) }
 
-// durationValue is a flag.Value for durations that says what a good one
-// looks like: "90" gets "needs a unit", not "parse error". Days (1d) are
-// accepted too.
+// durationValue is a flag.Value for durations in the contract format's
+// one grammar (contracts.ParseDuration: 90s, 15m, 2h, 1d, 1w), whose error
+// says what a good one looks like: "90" gets "has no unit", not "parse
+// error".
 type durationValue struct{ d *time.Duration }
 
 func (v durationValue) String() string {
@@ -137,7 +138,7 @@ func (v durationValue) String() string {
 }
 
 func (v durationValue) Set(s string) error {
-	d, err := parseDuration(s)
+	d, err := contracts.ParseDuration(s)
 	if err != nil {
 		return err
 	}
@@ -145,30 +146,7 @@ func (v durationValue) Set(s string) error {
 	return nil
 }
 
-// parseDuration parses a Go duration (90s, 15m, 1h30m) or a number of days
-// (2d). Its error says what was wrong and gives examples.
-func parseDuration(s string) (time.Duration, error) {
-	s = strings.TrimSpace(s)
-	if n, ok := strings.CutSuffix(s, "d"); ok && n != "" && !strings.ContainsAny(n, "hmsµun") {
-		var days float64
-		if _, err := fmt.Sscanf(n, "%g", &days); err == nil && days >= 0 {
-			return time.Duration(days * float64(24*time.Hour)), nil
-		}
-	}
-	d, err := time.ParseDuration(s)
-	if err == nil {
-		return d, nil
-	}
-	if s == "" {
-		return 0, fmt.Errorf("empty duration: give a number with a unit, e.g. 90s, 15m, 2h or 1d")
-	}
-	if strings.Trim(s, "0123456789.") == "" {
-		return 0, fmt.Errorf("%q has no unit: write %ss, %sm or %sh (units: s, m, h, d)", s, s, s, s)
-	}
-	return 0, fmt.Errorf("%q is not a duration: give a number with a unit, e.g. 90s, 15m, 2h or 1d", s)
-}
-
-// durationVar defines a duration flag parsed by parseDuration.
+// durationVar defines a duration flag parsed by contracts.ParseDuration.
 func durationVar(fs *flag.FlagSet, p *time.Duration, name string, def time.Duration, usage string) {
 	*p = def
 	fs.Var(durationValue{p}, name, usage)

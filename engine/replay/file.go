@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"github.com/goccy/go-yaml"
+
+	"github.com/contractd/contractd/contracts"
 )
 
 // File is a test file (NAME.test.yaml beside NAME.md), as documented in
@@ -158,7 +160,7 @@ func Load(path string) (*File, error) {
 			return nil, fmt.Errorf("%w: %s: run %d is empty", ErrFile, path, i+1)
 		}
 		if r.After != "" {
-			if d, err := time.ParseDuration(r.After); err != nil || d < 0 {
+			if d, err := contracts.ParseDuration(r.After); err != nil || d < 0 {
 				return nil, fmt.Errorf("%w: %s: run %d: after %q is not a duration such as 15m", ErrFile, path, i+1, r.After)
 			}
 		}

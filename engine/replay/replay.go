@@ -92,7 +92,7 @@ func Test(ctx context.Context, path string) (*Result, error) {
 		if i > 0 {
 			d := c.Schedule.Every
 			if run.After != "" {
-				d, _ = time.ParseDuration(run.After)
+				d, _ = contracts.ParseDuration(run.After)
 			}
 			clk.Advance(d)
 		}

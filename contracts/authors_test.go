@@ -1,0 +1,124 @@
+package contracts
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// What new authors tripped on writing contracts (#23), each as they met it.
+
+// TestBudgetInDaysIsADuration: `budget: "2 per 1d"` was refused ("must be
+// a duration like 10m") while `--timeout 1d` worked. Every duration the
+// contract format takes reads one grammar, ParseDuration: Go's units and
+// d and w.
+func TestBudgetInDaysIsADuration(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want time.Duration
+	}{
+		{"1d", 24 * time.Hour},
+		{"2w", 14 * 24 * time.Hour},
+		{"1d12h", 36 * time.Hour},
+		{"1w2d3h4m5s", (9*24+3)*time.Hour + 4*time.Minute + 5*time.Second},
+		{"1.5d", 36 * time.Hour},
+		{"90s", 90 * time.Second},
+		{"1h30m", 90 * time.Minute},
+		{"500ms", 500 * time.Millisecond},
+		{"0s", 0},
+		{"-1d", -24 * time.Hour},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			got, err := ParseDuration(tc.in)
+			if err != nil || got != tc.want {
+				t.Fatalf("ParseDuration(%q) = %v, %v; want %v", tc.in, got, err, tc.want)
+			}
+		})
+	}
+	for _, tc := range []struct{ in, want string }{
+		{"", "empty duration: give a number with a unit, e.g. 90s, 15m, 2h or 1d"},
+		{"90", `"90" has no unit: write 90s, 90m, 90h or 90d (units: s, m, h, d, w)`},
+		{"1x", `"1x" is not a duration: give a number with a unit, e.g. 90s, 15m, 2h, 1d or 1w`},
+		{"d", `"d" is not a duration`},
+		{"1d2", `"1d2" is not a duration`},
+		{"1..2d", `"1..2d" is not a duration`},
+		{"99999999999w", `"99999999999w" is too long a duration`},
+	} {
+		t.Run("refuses "+tc.in, func(t *testing.T) {
+			if _, err := ParseDuration(tc.in); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("ParseDuration(%q) error %v; want %q", tc.in, err, tc.want)
+			}
+		})
+	}
+
+	// Every place of a contract that takes a duration takes days.
+	src := `---
+name: days
+runtime_contract: 2
+schedule: {every: 1d, start_delay: 1h}
+guards:
+  budget: "2 per 1d"
+  debounce: 1d
+  grace: 1m
+  repeat: 1w
+  crash_loop: {max_restarts: 3, per: 2d, then: alert}
+notify:
+  - {webhook: {url: "http://127.0.0.1:1/hook", timeout: 1d}}
+---
+
+## Execution
+
+### S {#s agent=a}
+
+` + "```sh {id=p timeout=1d}\necho 1\n```" + `
+
+| Field | Healthy | Critical |
+|-------|---------|----------|
+| ` + "`stdout`" + ` | ` + "`it == \"1\" && restarts(\"a\", \"1w\") < 3`" + ` | ` + "`restarts(\"a\", \"1w\") >= 3 && it != \"\"`" + ` |
+
+| Condition | Action | Guards |
+|-----------|--------|--------|
+| ` + "`severity == \"critical\"`" + ` | ` + "`true`" + ` | budget="1 per 2d" grace=1d |
+`
+	c, ds := Parse("days.md", []byte(src), Options{})
+	if c == nil || len(ds) != 0 {
+		t.Fatalf("diagnostics:\n%s", ds)
+	}
+	day := 24 * time.Hour
+	if c.Guards.Budget.Window != day || c.Schedule.Every != day || c.Guards.Debounce != day || c.Guards.Repeat != 7*day ||
+		c.Guards.CrashLoop.Per != 2*day || c.Stages[0].Steps[0].Timeout != day ||
+		c.Stages[0].Actions[0].Guard.Budget.Window != 2*day || c.Stages[0].Actions[0].Guard.Grace != day ||
+		c.Notify[0].Options.(*WebhookOptions).Timeout != day {
+		t.Fatalf("a duration in days read wrong: %+v", c.Guards)
+	}
+	if p := Explain(c); p.Guards.Budget != "2 per 24h" {
+		t.Errorf("explain shows the budget as %q, want 2 per 24h", p.Guards.Budget)
+	}
+}
+
+// TestOneDurationParser: the contract format and the command line have
+// one duration parser, ParseDuration; a second one (time.ParseDuration
+// called directly) is how `budget: "2 per 1d"` came to be refused while
+// `--timeout 1d` worked.
+func TestOneDurationParser(t *testing.T) {
+	direct := regexp.MustCompile(`time\.ParseDuration\(`)
+	for _, dir := range []string{".", "../cmd/contractd", "../engine", "../engine/replay"} {
+		files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
+		for _, f := range files {
+			if strings.HasSuffix(f, "_test.go") || filepath.Base(f) == "duration.go" {
+				continue
+			}
+			src, err := os.ReadFile(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if loc := direct.FindIndex(src); loc != nil {
+				line := 1 + strings.Count(string(src[:loc[0]]), "\n")
+				t.Errorf("%s:%d: time.ParseDuration: use contracts.ParseDuration, the one duration grammar", f, line)
+			}
+		}
+	}
+}
