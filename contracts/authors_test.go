@@ -122,3 +122,38 @@ func TestOneDurationParser(t *testing.T) {
 		}
 	}
 }
+
+// TestLogPathFillsVars: `log: ${out}/run.log` passed lint --strict and
+// every run then failed to open "${out}/run.log". log: fills vars as every
+// other attribute does, after the inventory and --var; a var it cannot
+// fill is an error at its column, with a suggestion for a near miss.
+func TestLogPathFillsVars(t *testing.T) {
+	head := "---\nname: l\nruntime_contract: 2\nvars: {out: /srv/x, token_file: t}\nsecrets: [API_TOKEN]\n"
+	for _, tc := range []struct {
+		name, log string
+		vars      map[string]string
+		want      string // the path, or the diagnostic
+	}{
+		{"plain", "log: ${out}/run.log", nil, "/srv/x/run.log"},
+		{"quoted", `log: "${out}/${out}.log"`, nil, "/srv/x//srv/x.log"},
+		{"after --var", "log: ${out}/run.log", map[string]string{"out": "/var/log/c"}, "/var/log/c/run.log"},
+		{"no var", "log: /var/log/l.log", nil, "/var/log/l.log"},
+		{"a typo", "log: ${otu}/run.log", nil, `l.md:6:6: error: undefined var "otu" (did you mean "out"?)`},
+		{"a typo, quoted", `log: "/a/${otu}.log"`, nil, `l.md:6:10: error: undefined var "otu" (did you mean "out"?)`},
+		{"unknown", "log: ${nosuch}/run.log", nil, `l.md:6:6: error: undefined var "nosuch" (define it under vars, or pass --var nosuch=VALUE)`},
+		{"a secret", "log: /a/${API_TOKEN}.log", nil, `l.md:6:9: error: log: secret API_TOKEN is not filled into the log file's path`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, ds := Parse("l.md", []byte(head+tc.log+"\n---\n"), Options{Vars: tc.vars})
+			if strings.HasPrefix(tc.want, "/") {
+				if c == nil || len(ds) != 0 || c.Log != tc.want {
+					t.Fatalf("log %q; diagnostics:\n%s\nwant %s", c.Log, ds, tc.want)
+				}
+				return
+			}
+			if !strings.Contains(ds.String(), tc.want) {
+				t.Fatalf("diagnostics:\n%s\nwant %s", ds, tc.want)
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"regexp"
 	"sort"
@@ -483,12 +484,12 @@ func (b *bodyParser) refsAt(s string, shell bool, posOf func(off int) Pos) strin
 			case !shell:
 				b.d.errorf(posOf(m[0]), "${%s}: an http or tcp step fills only ${name}, not shell expansions; give %s its default under vars", name, e[1])
 			case !b.defined(e[1]):
-				b.d.errorf(posOf(m[0]), "undefined var %q in ${%s} (define it under vars, or pass --var %s=VALUE)", e[1], name, e[1])
+				b.d.errorf(posOf(m[0]), "undefined var %q in ${%s}%s", e[1], name, b.varHint(e[1]))
 			}
 			continue
 		}
 		if !b.defined(name) {
-			b.d.errorf(posOf(m[0]), "undefined var %q (define it under vars, or pass --var %s=VALUE)", name, name)
+			b.d.errorf(posOf(m[0]), "undefined var %q%s", name, b.varHint(name))
 		}
 	}
 	return s
@@ -502,6 +503,17 @@ func (b *bodyParser) defined(name string) bool {
 		b.secrets = nameSet(b.c.Secrets) // every reference may ask
 	}
 	return b.secrets[name] || b.stage != nil && b.forEachKey(b.stage, strings.TrimPrefix(name, "item."))
+}
+
+// varHint ends an "undefined var" error: the defined name nearest to name
+// when it is a likely typo (a var, a secret, or in a for_each stage an
+// item key), else how to define it.
+func (b *bodyParser) varHint(name string) string {
+	known := append(sortedKeys(b.c.Vars), b.c.Secrets...)
+	if b.stage != nil && b.stage.ForEach != "" {
+		known = append(known, b.itemKeys(b.stage.ForEach).names...)
+	}
+	return hint(name, known, fmt.Sprintf(" (define it under vars, or pass --var %s=VALUE)", name))
 }
 
 // expandAt substitutes ${name} from the contract's vars in notifier
@@ -518,7 +530,7 @@ func (b *bodyParser) expandAt(s string, posOf func(off int) Pos) string {
 			return v
 		}
 		if !b.defined(name) {
-			b.d.errorf(posOf(m[0]), "undefined var %q (define it under vars, or pass --var %s=VALUE)", name, name)
+			b.d.errorf(posOf(m[0]), "undefined var %q%s", name, b.varHint(name))
 		}
 		return s[m[0]:m[1]]
 	})

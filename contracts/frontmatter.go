@@ -60,6 +60,17 @@ func (y *yamlDec) pos(n ast.Node) Pos {
 	return y.s.lineCol(tok.Position.Line+y.lineOff, col)
 }
 
+// textPos is where a scalar's text starts: its position, or one column
+// after it when the scalar is quoted.
+func (y *yamlDec) textPos(n ast.Node) Pos {
+	p := y.pos(n)
+	line := []rune(y.s.lineText(p.Line))
+	if p.Col-1 < len(line) && (line[p.Col-1] == '"' || line[p.Col-1] == '\'') {
+		p.Col++
+	}
+	return p
+}
+
 // syntaxError converts a goccy parse error into a positioned diagnostic.
 func (y *yamlDec) syntaxError(err error) {
 	var ye yaml.Error
@@ -330,6 +341,7 @@ var topKeys = []string{"kind", "name", "title", "description", "version", "runti
 type frontMatter struct {
 	sawName, sawRuntime bool
 	varPos              map[string]Pos
+	logPos              Pos // where the text of log: starts (after a quote)
 }
 
 func newContract(path string) *Contract {
@@ -438,6 +450,7 @@ func (y *yamlDec) decodeFrontMatter(root ast.Node, c *Contract) frontMatter {
 			}
 		case "log":
 			c.Log, _ = y.str(e.value, e.key)
+			fm.logPos = y.textPos(e.value)
 		case "messages":
 			c.Messages = y.decodeMessages(e.value)
 		default:

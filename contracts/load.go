@@ -157,6 +157,7 @@ func (l *loader) parse(md parser.Parser, path string, src []byte, owned bool) (*
 	yamlText, yamlLine, bodyStart, closed, ok := splitFrontMatter(src)
 	top := s.lineCol(1, 1)
 	varPos := map[string]Pos{}
+	var logPos Pos
 	switch {
 	case !ok:
 		d.errorf(top, "missing front matter: a contract starts with a --- line, YAML, then another --- line")
@@ -172,7 +173,7 @@ func (l *loader) parse(md parser.Parser, path string, src []byte, owned bool) (*
 			if !fm.sawRuntime {
 				d.errorf(top, "missing runtime_contract: 2 in front matter")
 			}
-			varPos = fm.varPos
+			varPos, logPos = fm.varPos, fm.logPos
 		}
 	}
 	c.declareVars(src)
@@ -205,6 +206,7 @@ func (l *loader) parse(md parser.Parser, path string, src []byte, owned bool) (*
 	}
 	b := newBodyParser(s, d, c, l.cache)
 	b.checkNotify()
+	b.checkLog(logPos)
 	b.parse(md, body)
 	b.validate()
 	sortDiagnostics(d.list)

@@ -720,6 +720,29 @@ func (b *bodyParser) checkNotify() {
 	b.nameRoutes()
 }
 
+// checkLog fills ${var} into the front matter's log: path as into every
+// other attribute of the contract, so the run appends to the file lint
+// showed: `log: ${out}/run.log` with `vars: {out: /srv/x}` is
+// /srv/x/run.log. An undefined var is an error at its column (with a
+// suggestion for a near miss); a secret is never filled into a path, which
+// reports and `explain` print. at is where the path's text starts.
+func (b *bodyParser) checkLog(at Pos) {
+	if !strings.Contains(b.c.Log, "${") {
+		return
+	}
+	raw := b.c.Log
+	posOf := func(off int) Pos { return offsetPos(at, raw, off) }
+	before := len(b.d.list)
+	b.c.Log = b.expandAt(raw, posOf)
+	if len(b.d.list) > before {
+		return
+	}
+	if m := reDollarVar.FindStringSubmatchIndex(b.c.Log); m != nil {
+		// Left as written by expandAt: a secret.
+		b.d.errorf(posOf(strings.Index(raw, b.c.Log[m[0]:m[1]])), "log: secret %s is not filled into the log file's path (the path is shown in reports and by explain); use a var", b.c.Log[m[2]:m[3]])
+	}
+}
+
 // nameRoutes gives every route a unique name: a `name` option must be
 // unique; a route without one is named after its kind, with #2, #3 … when
 // that name is taken.

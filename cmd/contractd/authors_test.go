@@ -74,3 +74,34 @@ func TestDurationFlagsReadTheContractGrammar(t *testing.T) {
 		t.Fatalf("--timeout 90: %v", err)
 	}
 }
+
+// TestRunLogFillsVars: with `log: ${out}/run.log` every run failed to open
+// "${out}/run.log" and wrote nothing; the run appends to the file the var
+// names, the one --var gives included.
+func TestRunLogFillsVars(t *testing.T) {
+	dir := t.TempDir()
+	src := "---\nname: logvar\nruntime_contract: 2\nvars: {out: " + filepath.Join(dir, "a") + "}\nlog: ${out}/run.log\n---\n\n## Execution\n\n### S {#s}\n\n```sh {id=p}\necho ok\n```\n\nExpected: `ok`\n"
+	path := filepath.Join(dir, "logvar.md")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.Mkdir(filepath.Join(dir, "a"), 0o755)
+	os.Mkdir(filepath.Join(dir, "b"), 0o755)
+	if code, out, errs := runMain(t, "contractd", "lint", "--strict", path); code != 0 {
+		t.Fatalf("lint --strict: exit %d\n%s%s", code, out, errs)
+	}
+	for _, sub := range []string{"a", "b"} {
+		args := []string{"contractd", "run", "--quiet", "--state-dir", filepath.Join(dir, "state"), path}
+		if sub == "b" {
+			args = append(args[:2], append([]string{"--var", "out=" + filepath.Join(dir, "b")}, args[2:]...)...)
+		}
+		code, out, errs := runMain(t, args...)
+		if code != 0 || strings.Contains(out+errs, "log: open") {
+			t.Fatalf("run: exit %d\n%s%s", code, out, errs)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, sub, "run.log"))
+		if err != nil || !strings.Contains(string(b), " logvar run ") {
+			t.Fatalf("%s/run.log: %q, %v; want the run's line", sub, b, err)
+		}
+	}
+}
