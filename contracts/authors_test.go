@@ -157,3 +157,31 @@ func TestLogPathFillsVars(t *testing.T) {
 		})
 	}
 }
+
+// TestUnclosedFenceIsAnError: a code fence never closed linted clean and
+// silently turned the tables below it into script text (the run then
+// reported unknown). It is an error at the opening fence.
+func TestUnclosedFenceIsAnError(t *testing.T) {
+	head := "---\nname: f\nruntime_contract: 2\n---\n\n## Execution\n\n### S {#s}\n\n"
+	table := "\n| Field | Healthy | Critical |\n|-------|---------|----------|\n| `stdout` | ok | != ok |\n"
+	for _, tc := range []struct{ name, body, want string }{
+		{"a step", "```sh {id=p}\necho ok\n" + table,
+			"f.md:10:1: error: code fence ``` is never closed: everything to the end of the file, tables and steps included, is read as its text (close it with a ``` line)"},
+		{"a longer fence closed by a shorter one", "````sh {id=p}\necho ok\n```\n" + table,
+			"f.md:10:1: error: code fence ```` is never closed"},
+		{"tildes", "~~~sh {id=p}\necho ok\n" + table, "f.md:10:1: error: code fence ~~~ is never closed"},
+		{"a documentation block", "```sh {id=p}\necho ok\n```\n" + table + "\n  ```text\nan example\n", "f.md:18:3: error: code fence ``` is never closed"},
+		{"in a list item", "- a note:\n  ```text\n  an example\n- next\n\n```sh {id=p}\necho ok\n```\n" + table,
+			"f.md:11:3: error: code fence ``` is never closed: everything to the end of its list item or quote"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, ds := Parse("f.md", []byte(head+tc.body), Options{})
+			if c != nil || !strings.Contains(ds.String(), tc.want) {
+				t.Fatalf("diagnostics:\n%s\nwant %s", ds, tc.want)
+			}
+		})
+	}
+	if c, ds := Parse("f.md", []byte(head+"```sh {id=p}\necho ok\n```"+table+"\n```text\nclosed at the end of the file\n```"), Options{}); c == nil || len(ds) != 0 {
+		t.Fatalf("closed fences: %s", ds)
+	}
+}

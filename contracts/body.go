@@ -90,7 +90,11 @@ func newBodyParser(s *source, d *diags, c *Contract, cache *exprCache) *bodyPars
 // parse reads the body; body is the file with the front matter blanked out,
 // so every goldmark offset is an offset into the original file.
 func (b *bodyParser) parse(p parser.Parser, body []byte) {
-	doc := p.Parse(text.NewReader(body))
+	pc := parser.NewContext()
+	closed := map[ast.Node]bool{}
+	pc.Set(closedFencesKey, closed)
+	doc := p.Parse(text.NewReader(body), parser.WithContext(pc))
+	b.unclosedFences(doc, closed)
 	for n := doc.FirstChild(); n != nil; n = n.NextSibling() {
 		switch x := n.(type) {
 		case *ast.Heading:
@@ -112,6 +116,33 @@ func (b *bodyParser) parse(p parser.Parser, body []byte) {
 			b.nested(x)
 		}
 	}
+}
+
+// unclosedFences reports every fenced code block that no closing fence
+// ends (closed holds the ones that one did): it runs to the end of the
+// file, or of the list item or quote it is in, and everything there, the
+// tables and steps below it included, is its text. The error is at the
+// opening fence.
+func (b *bodyParser) unclosedFences(doc ast.Node, closed map[ast.Node]bool) {
+	_ = ast.Walk(doc, func(n ast.Node, entering bool) (ast.WalkStatus, error) {
+		f, ok := n.(*ast.FencedCodeBlock)
+		if !entering || !ok {
+			return ast.WalkContinue, nil
+		}
+		if !closed[f] {
+			at := b.s.pos(f.Pos())
+			fence := strings.TrimSpace(b.s.lineText(at.Line))
+			if i := strings.IndexFunc(fence, func(r rune) bool { return r != '`' && r != '~' }); i >= 0 {
+				fence = fence[:i]
+			}
+			where := "the end of the file"
+			if _, top := f.Parent().(*ast.Document); !top {
+				where = "the end of its list item or quote"
+			}
+			b.d.errorf(at, "code fence %s is never closed: everything to %s, tables and steps included, is read as its text (close it with a %s line)", fence, where, fence)
+		}
+		return ast.WalkSkipChildren, nil
+	})
 }
 
 // nested reports steps and engine tables inside a list item or a quote:

@@ -93,13 +93,49 @@ func isUnderline(line []byte) bool {
 	return i >= len(line)
 }
 
+// fenceParser is goldmark's fenced code block parser, noting each block
+// that its closing fence closed. CommonMark lets a fence without one run
+// to the end of its container (the document, at the top level): a
+// forgotten closing fence silently turns every table and step below it
+// into the script's text, so the body parser reports a block not noted
+// here (unclosedFence).
+type fenceParser struct{ parser.BlockParser }
+
+// closedFencesKey holds the parse's set of closed fenced blocks
+// (map[ast.Node]bool) in the parser.Context a parse passes in.
+var closedFencesKey = parser.NewContextKey()
+
+// Continue implements parser.BlockParser.
+func (p fenceParser) Continue(node ast.Node, reader text.Reader, pc parser.Context) parser.State {
+	st := p.BlockParser.Continue(node, reader, pc)
+	if st == parser.Close {
+		if closed, ok := pc.Get(closedFencesKey).(map[ast.Node]bool); ok {
+			closed[node] = true
+		}
+	}
+	return st
+}
+
+// blockParsers are goldmark's default block parsers, the fenced code one
+// wrapped in fenceParser.
+func blockParsers() []util.PrioritizedValue {
+	ps := parser.DefaultBlockParsers()
+	fenced := parser.NewFencedCodeBlockParser()
+	for i, p := range ps {
+		if p.Value == fenced {
+			ps[i].Value = fenceParser{fenced}
+		}
+	}
+	return ps
+}
+
 // newMarkdownParser builds goldmark's block parser with GFM tables and
 // heading attributes, and no inline parsers: the engine reads headings,
 // paragraphs, table cells and list items from their raw source segments, so
 // emphasis, links and code spans would be parsed only to be thrown away.
 func newMarkdownParser() parser.Parser {
 	p := parser.NewParser(
-		parser.WithBlockParsers(parser.DefaultBlockParsers()...),
+		parser.WithBlockParsers(blockParsers()...),
 		parser.WithParagraphTransformers(parser.DefaultParagraphTransformers()...),
 		parser.WithParagraphTransformers(util.Prioritized(rawParagraphs{}, 1000)),
 		parser.WithAttribute(),
