@@ -9,6 +9,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -226,4 +227,58 @@ func TestPageURL(t *testing.T) {
 			t.Errorf("PageURL(%q) = %q, want %q", listen, got, want)
 		}
 	}
+}
+
+// hangingStore is a state store whose ledger reads hang, once hang is
+// set, until released, as etcd's do without a quorum.
+type hangingStore struct {
+	*store.Store
+	hang    atomic.Bool
+	release chan struct{}
+}
+
+func (h *hangingStore) ReadLedger(name string) (*store.Ledger, error) {
+	if h.hang.Load() {
+		<-h.release
+	}
+	return h.Store.ReadLedger(name)
+}
+
+// A store that does not answer never holds a scrape up: /metrics answers
+// at once with what the store last said, and with the windows read fresh
+// once it answers again.
+func TestScrapeNeverWaitsOnTheStore(t *testing.T) {
+	t.Parallel()
+	dir, state := t.TempDir(), t.TempDir()
+	writeContract(t, dir, "slow", "1", "1h", false)
+	files, err := store.Open(state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs := &hangingStore{Store: files, release: make(chan struct{})}
+	h := startDaemon(t, Config{Dir: dir, StateDir: state, Store: hs,
+		Runner: &fakeRunner{run: func(ctx context.Context, c *contracts.Contract) (*engine.Report, error) { return report(c), nil }}})
+	var once sync.Once
+	release := func() { once.Do(func() { close(hs.release) }) }
+	defer release()
+	h.waitFor(5*time.Second, "the contract loaded and its windows read", func() bool {
+		v, ok := h.metric(`contractd_maintenance{agent="ops",contract="slow"}`)
+		return ok && v == 0
+	})
+	hs.hang.Store(true)
+	if _, err := engine.SetMaintenanceIn(t.Context(), files, "slow", "ops", time.Hour, "upgrade", time.Now().UTC()); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		start := time.Now()
+		v, ok := h.metric(`contractd_maintenance{agent="ops",contract="slow"}`)
+		if took := time.Since(start); took > 2*time.Second || !ok || v != 0 {
+			t.Fatalf("scrape %d with the store hanging: %s, maintenance %v (present %v); want at once what it last said, 0", i, took, v, ok)
+		}
+	}
+	release()
+	h.waitFor(5*time.Second, "the window once the store answers", func() bool {
+		v, ok := h.metric(`contractd_maintenance{agent="ops",contract="slow"}`)
+		return ok && v == 1
+	})
 }

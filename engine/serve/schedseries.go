@@ -2,6 +2,7 @@ package serve
 
 import (
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/contractd/contractd/engine"
@@ -12,14 +13,27 @@ import (
 
 // scheduleSeries are the series a rule needs to judge a contract without
 // hard-coding its schedule: its interval, its next planned run, and the
-// maintenance windows over its agents. They are read from the daemon at
-// each scrape, so they are never out of date: a window opened with
-// `contractd maintenance` from a shell shows at the next scrape. With
-// --etcd only the contract's owner exports them, as it does the runs'.
+// maintenance windows over its agents. They are read at each scrape, so a
+// window opened with `contractd maintenance` from a shell shows at the
+// next scrape (with a store that does not answer at once, etcd without
+// quorum, the scrape shows what it last answered). With --etcd only the
+// contract's owner exports them, as it does the runs'.
 type scheduleSeries struct {
 	d                      *Daemon
 	interval, next, window *prometheus.Desc
+
+	// The windows are read from the store off the scrape's path: a store
+	// that hangs (etcd without quorum) must never hang /metrics. A scrape
+	// starts a read (one at a time), waits for it up to windowWait, and
+	// shows what the last finished read found.
+	mu      sync.Mutex
+	windows map[string]map[string]*guard.Window // by contract
+	reading chan struct{}                       // closed when the read going ends; nil when none
 }
+
+// windowWait is how long a scrape waits for the windows it asked for; a
+// file store answers in microseconds.
+const windowWait = 250 * time.Millisecond
 
 var _ prometheus.Collector = (*scheduleSeries)(nil)
 
@@ -56,10 +70,24 @@ func (s *scheduleSeries) Collect(ch chan<- prometheus.Metric) {
 	d.mu.Unlock()
 	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
 	now := d.clock.Now()
+	owned := entries[:0]
 	for _, e := range entries {
-		if d.mode(e.name) == Standby {
-			continue
+		if d.mode(e.name) != Standby {
+			owned = append(owned, e)
 		}
+	}
+	names := make([]string, len(owned))
+	for i, e := range owned {
+		names[i] = e.name
+	}
+	select {
+	case <-s.read(names):
+	case <-time.After(windowWait):
+	}
+	s.mu.Lock()
+	read := s.windows
+	s.mu.Unlock()
+	for _, e := range owned {
 		e.mu.Lock()
 		c, next, held, last := e.c, e.next, e.state.HeldDown, e.last
 		e.mu.Unlock()
@@ -71,9 +99,9 @@ func (s *scheduleSeries) Collect(ch chan<- prometheus.Metric) {
 				ch <- m
 			}
 		}
-		windows, err := engine.MaintenanceIn(d.operatorStore(), e.name, now)
-		if err != nil {
-			continue // the ledger is reported by the run that reads it
+		windows, ok := read[e.name]
+		if !ok {
+			continue // never read yet (or unreadable: the run that reads it reports it)
 		}
 		agents := map[string]bool{store.AllAgents: true}
 		for _, a := range engine.Agents(c) {
@@ -97,6 +125,40 @@ func (s *scheduleSeries) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
+}
+
+// read starts reading the maintenance windows of the named contracts,
+// unless a read is going, and returns a channel closed when that read
+// ends. A contract whose ledger cannot be read keeps what was last read.
+func (s *scheduleSeries) read(names []string) <-chan struct{} {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.reading != nil {
+		return s.reading
+	}
+	done := make(chan struct{})
+	s.reading = done
+	st, now := s.d.operatorStore(), s.d.clock.Now()
+	go func() {
+		defer close(done)
+		got := make(map[string]map[string]*guard.Window, len(names))
+		for _, name := range names {
+			if w, err := engine.MaintenanceIn(st, name, now); err == nil {
+				got[name] = w
+			}
+		}
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		for _, name := range names {
+			if old, had := s.windows[name]; had {
+				if _, ok := got[name]; !ok {
+					got[name] = old
+				}
+			}
+		}
+		s.windows, s.reading = got, nil
+	}()
+	return done
 }
 
 // covered reports whether a window in force covers agent: its own or the
