@@ -15,9 +15,18 @@
 // lease wakes up to transactions that fail: the write does not happen and
 // the error wraps store.ErrFenced, so the repair whose intent it was does
 // not run and the message it was recording is not sent.
+//
+// Every request rides out an etcd leader change: each attempt has its own
+// deadline and requires a leader, and a transient failure (the member was
+// killed, it has no leader yet, its leader died with the request) is tried
+// again on the client's next connection until Options.Timeout has passed.
+// A retried write never lands twice: a ledger write that an earlier
+// attempt already made is recognised by its value, and the other writes
+// put the same value under the same key.
 package etcdstore
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,7 +38,10 @@ import (
 
 	"github.com/contractd/contractd/engine/guard"
 	"github.com/contractd/contractd/engine/store"
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // Fence returns the comparisons that hold while this instance owns
@@ -38,8 +50,19 @@ import (
 // store.ErrUnavailable when etcd cannot be reached.
 type Fence func(name string) ([]clientv3.Cmp, error)
 
-// DefaultTimeout bounds one etcd request of the store.
+// DefaultTimeout bounds one read or write of the store, its retries
+// included.
 const DefaultTimeout = 5 * time.Second
+
+// minAttempt and maxAttempt bound the deadline of one attempt: a write on
+// a loaded host may take a few hundred milliseconds with nothing wrong,
+// and one stuck on a follower whose leader died is better given up after
+// about an election timeout (etcd's default is 1 s) than waited for: it
+// waits the server's request timeout (7 s) otherwise.
+const (
+	minAttempt = 500 * time.Millisecond
+	maxAttempt = time.Second
+)
 
 // Options configure a Store. Zero values have defaults.
 type Options struct {
@@ -47,10 +70,22 @@ type Options struct {
 	// Nil means writes by an operator (maintenance, reset): they only
 	// compare the ledger's revision, so they never overwrite a run's
 	// write they did not see.
-	Fence        Fence
-	Timeout      time.Duration // one request (DefaultTimeout)
-	Clock        guard.Clock   // snapshot times, history keys (the wall clock)
-	HistoryLimit int           // records kept per contract (store.DefaultHistory)
+	Fence Fence
+	// Timeout bounds one read or write, retries across a leader change
+	// included (DefaultTimeout); a daemon gives its lease TTL, so a write
+	// is retried for as long as the lease that fences it can live.
+	Timeout time.Duration
+	// Attempt bounds one try of a request (a fifth of Timeout, between
+	// half a second and a second): a request stuck on a follower whose
+	// leader died is given up and tried again rather than waited for.
+	Attempt      time.Duration
+	Clock        guard.Clock // snapshot times, history keys (the wall clock)
+	HistoryLimit int         // records kept per contract (store.DefaultHistory)
+	// Serializable makes reads answer from the member the client talks
+	// to, without asking the leader: a view of the state (a status page)
+	// that must answer without quorum, at the price of lagging a member
+	// that is behind. Runs and operators read linearizably.
+	Serializable bool
 	// RecordCheck vets each history record read, as
 	// store.Store.WithRecordCheck does.
 	RecordCheck func(json.RawMessage) error
@@ -76,6 +111,9 @@ func New(ctx context.Context, cli *clientv3.Client, prefix string, opts Options)
 	if opts.Timeout <= 0 {
 		opts.Timeout = DefaultTimeout
 	}
+	if opts.Attempt <= 0 {
+		opts.Attempt = min(max(opts.Timeout/5, minAttempt), maxAttempt)
+	}
 	if opts.Clock == nil {
 		opts.Clock = guard.RealClock{}
 	}
@@ -93,7 +131,17 @@ func New(ctx context.Context, cli *clientv3.Client, prefix string, opts Options)
 // revision.
 func (s *Store) Unfenced() store.Backend {
 	o := s.opts
-	o.Fence = nil
+	o.Fence, o.Serializable = nil, false
+	return New(s.ctx, s.cli, s.prefix, o)
+}
+
+// Reader returns the store for views of the state (the status page, the
+// API, the metrics) on the same connection: unfenced, its reads
+// serializable (see Options.Serializable), its own record of the ledger's
+// revision, so a view never changes what a run's write compares.
+func (s *Store) Reader() store.Backend {
+	o := s.opts
+	o.Fence, o.Serializable = nil, true
 	return New(s.ctx, s.cli, s.prefix, o)
 }
 
@@ -101,10 +149,8 @@ func (s *Store) Unfenced() store.Backend {
 // prefix, sorted. It fails with store.ErrUnavailable when etcd cannot be
 // read.
 func (s *Store) Contracts() ([]string, error) {
-	ctx, cancel := s.request()
-	defer cancel()
 	dir := s.prefix + "contracts/"
-	resp, err := s.cli.Get(ctx, dir, clientv3.WithPrefix(), clientv3.WithKeysOnly())
+	resp, err := s.get(dir, clientv3.WithPrefix(), clientv3.WithKeysOnly())
 	if err != nil {
 		return nil, unavailable("list contracts", err)
 	}
@@ -135,9 +181,86 @@ func (s *Store) fence(name string) ([]clientv3.Cmp, error) {
 	return s.opts.Fence(name)
 }
 
-// request returns a context for one request.
-func (s *Store) request() (context.Context, context.CancelFunc) {
-	return context.WithTimeout(s.ctx, s.opts.Timeout)
+// try runs req until it succeeds, fails for good or Options.Timeout has
+// passed, and returns its last error. Each attempt has its own deadline
+// (Options.Attempt) and, unless reads are serializable, requires a leader:
+// a member without one answers at once instead of queueing the request.
+// Only a transient failure is tried again (see transient); an error req
+// makes itself (a fence that says this instance lost the contract) ends
+// it.
+func (s *Store) try(req func(ctx context.Context) error) error {
+	deadline := time.Now().Add(s.opts.Timeout)
+	pause := 25 * time.Millisecond
+	for {
+		end := time.Now().Add(s.opts.Attempt)
+		if end.After(deadline) {
+			end = deadline
+		}
+		ctx, cancel := context.WithDeadline(s.ctx, end)
+		if !s.opts.Serializable {
+			ctx = clientv3.WithRequireLeader(ctx)
+		}
+		err := req(ctx)
+		cancel()
+		if err == nil || !transient(err) || s.ctx.Err() != nil || time.Now().Add(pause).After(deadline) {
+			return err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-t.C:
+		case <-s.ctx.Done():
+			t.Stop()
+			return err
+		}
+		pause = min(2*pause, 250*time.Millisecond)
+	}
+}
+
+// transient reports whether a failed request may succeed when tried
+// again: etcd unavailable for now (no leader yet, the leader changed,
+// the member stopped, a request timed out on the server) or the
+// attempt's own deadline.
+func transient(err error) bool {
+	if errors.Is(err, context.DeadlineExceeded) {
+		return true
+	}
+	var ee rpctypes.EtcdError
+	if errors.As(err, &ee) {
+		return ee.Code() == codes.Unavailable || ee.Code() == codes.DeadlineExceeded
+	}
+	if st, ok := status.FromError(err); ok {
+		return st.Code() == codes.Unavailable || st.Code() == codes.DeadlineExceeded
+	}
+	return false
+}
+
+// get reads key with opts, serializably when Options.Serializable.
+func (s *Store) get(key string, opts ...clientv3.OpOption) (*clientv3.GetResponse, error) {
+	if s.opts.Serializable {
+		opts = append(opts, clientv3.WithSerializable())
+	}
+	var resp *clientv3.GetResponse
+	err := s.try(func(ctx context.Context) error {
+		var err error
+		resp, err = s.cli.Get(ctx, key, opts...)
+		return err
+	})
+	return resp, err
+}
+
+// txn commits the transaction build returns, rebuilt for every attempt
+// so the fence is asked again each time. An error of build ends it.
+func (s *Store) txn(build func() (cmps []clientv3.Cmp, then, els []clientv3.Op, err error)) (*clientv3.TxnResponse, error) {
+	var resp *clientv3.TxnResponse
+	err := s.try(func(ctx context.Context) error {
+		cmps, then, els, err := build()
+		if err != nil {
+			return err
+		}
+		resp, err = s.cli.Txn(ctx).If(cmps...).Then(then...).Else(els...).Commit()
+		return err
+	})
+	return resp, err
 }
 
 // unavailable wraps a failed request as store.ErrUnavailable.
@@ -194,9 +317,7 @@ func (s *Store) ReadLedger(name string) (*store.Ledger, error) {
 	if _, err := s.fence(name); errors.Is(err, store.ErrUnavailable) {
 		return nil, err
 	}
-	ctx, cancel := s.request()
-	defer cancel()
-	resp, err := s.cli.Get(ctx, key)
+	resp, err := s.get(key)
 	if err != nil {
 		return nil, unavailable("read ledger "+name, err)
 	}
@@ -231,12 +352,10 @@ func (s *Store) rev(name string) (int64, bool) {
 // report.
 func (s *Store) moveAside(name, key string, rev int64, value []byte, why error) error {
 	aside := key + ".corrupt-" + s.opts.Clock.Now().UTC().Format("20060102T150405.000Z")
-	ctx, cancel := s.request()
-	defer cancel()
-	_, err := s.cli.Txn(ctx).
-		If(clientv3.Compare(clientv3.ModRevision(key), "=", rev)).
-		Then(clientv3.OpPut(aside, string(value)), clientv3.OpDelete(key)).
-		Commit()
+	_, err := s.txn(func() ([]clientv3.Cmp, []clientv3.Op, []clientv3.Op, error) {
+		return []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", rev)},
+			[]clientv3.Op{clientv3.OpPut(aside, string(value)), clientv3.OpDelete(key)}, nil, nil
+	})
 	if err != nil {
 		return fmt.Errorf("%s: %v; and moving it aside failed: %w", key, why, err)
 	}
@@ -263,8 +382,7 @@ func (s *Store) WriteLedger(name string, l *store.Ledger) error {
 	if err != nil {
 		return err
 	}
-	cmps, err := s.fence(name)
-	if err != nil {
+	if _, err := s.fence(name); err != nil {
 		return fmt.Errorf("write ledger %s: %w", name, err)
 	}
 	rev, known := s.rev(name)
@@ -276,18 +394,32 @@ func (s *Store) WriteLedger(name string, l *store.Ledger) error {
 		}
 		rev, _ = s.rev(name)
 	}
-	cmps = append(cmps, clientv3.Compare(clientv3.ModRevision(key), "=", rev))
-	ctx, cancel := s.request()
-	defer cancel()
-	resp, err := s.cli.Txn(ctx).If(cmps...).Then(clientv3.OpPut(key, string(b))).Commit()
-	if err != nil {
+	var fence []clientv3.Cmp
+	resp, err := s.txn(func() ([]clientv3.Cmp, []clientv3.Op, []clientv3.Op, error) {
+		cmps, err := s.fence(name)
+		if err != nil {
+			return nil, nil, nil, fmt.Errorf("write ledger %s: %w", name, err)
+		}
+		fence = cmps
+		cmps = append(cmps[:len(cmps):len(cmps)], clientv3.Compare(clientv3.ModRevision(key), "=", rev))
+		// On a failed comparison the ledger comes back: an attempt whose
+		// answer was lost may have written it already.
+		return cmps, []clientv3.Op{clientv3.OpPut(key, string(b))}, []clientv3.Op{clientv3.OpGet(key)}, nil
+	})
+	switch {
+	case errors.Is(err, store.ErrFenced), errors.Is(err, store.ErrUnavailable):
+		return err
+	case err != nil:
 		return unavailable("write ledger "+name, err)
+	case resp.Succeeded:
+		s.setRev(name, resp.Header.Revision)
+		return nil
 	}
-	if !resp.Succeeded {
-		return s.refused(name, "write ledger", cmps[:len(cmps)-1])
+	if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) == 1 && bytes.Equal(kvs[0].Value, b) {
+		s.setRev(name, kvs[0].ModRevision) // this very write, made by an earlier attempt
+		return nil
 	}
-	s.setRev(name, resp.Header.Revision)
-	return nil
+	return s.refused(name, "write ledger", fence)
 }
 
 // refused says why a transaction's comparisons failed: the ownership
@@ -295,9 +427,7 @@ func (s *Store) WriteLedger(name string, l *store.Ledger) error {
 // ledger's revision (ErrConflict).
 func (s *Store) refused(name, what string, fence []clientv3.Cmp) error {
 	if len(fence) > 0 {
-		ctx, cancel := s.request()
-		defer cancel()
-		resp, err := s.cli.Txn(ctx).If(fence...).Commit()
+		resp, err := s.txn(func() ([]clientv3.Cmp, []clientv3.Op, []clientv3.Op, error) { return fence, nil, nil, nil })
 		if err != nil {
 			return unavailable(what+" "+name, err)
 		}
@@ -323,9 +453,7 @@ func (s *Store) ReadSnapshot(name string) (map[string]any, time.Time, error) {
 	if _, err := s.fence(name); errors.Is(err, store.ErrUnavailable) {
 		return nil, time.Time{}, err
 	}
-	ctx, cancel := s.request()
-	defer cancel()
-	resp, err := s.cli.Get(ctx, key)
+	resp, err := s.get(key)
 	if err != nil {
 		return nil, time.Time{}, unavailable("read snapshot "+name, err)
 	}
@@ -336,10 +464,10 @@ func (s *Store) ReadSnapshot(name string) (map[string]any, time.Time, error) {
 	data, at, why := store.DecodeSnapshot(name, kv.Value)
 	if why != nil {
 		aside := key + ".corrupt-" + s.opts.Clock.Now().UTC().Format("20060102T150405.000Z")
-		ctx, cancel := s.request()
-		defer cancel()
-		if _, err := s.cli.Txn(ctx).If(clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)).
-			Then(clientv3.OpPut(aside, string(kv.Value)), clientv3.OpDelete(key)).Commit(); err != nil {
+		if _, err := s.txn(func() ([]clientv3.Cmp, []clientv3.Op, []clientv3.Op, error) {
+			return []clientv3.Cmp{clientv3.Compare(clientv3.ModRevision(key), "=", kv.ModRevision)},
+				[]clientv3.Op{clientv3.OpPut(aside, string(kv.Value)), clientv3.OpDelete(key)}, nil, nil
+		}); err != nil {
 			return nil, time.Time{}, fmt.Errorf("%s: %v; and moving it aside failed: %w", key, why, err)
 		}
 		return nil, time.Time{}, &store.CorruptError{Path: key, MovedTo: aside, Err: why}
@@ -362,18 +490,23 @@ func (s *Store) WriteSnapshot(name string, data map[string]any) error {
 }
 
 // put runs ops in one transaction under the fence.
+// Tried again, the ops put the same values under the same keys (or
+// delete the same range): an attempt that landed unseen changes nothing.
 func (s *Store) put(name, what string, ops ...clientv3.Op) error {
-	cmps, err := s.fence(name)
-	if err != nil {
-		return fmt.Errorf("%s %s: %w", what, name, err)
-	}
-	ctx, cancel := s.request()
-	defer cancel()
-	resp, err := s.cli.Txn(ctx).If(cmps...).Then(ops...).Commit()
-	if err != nil {
+	var cmps []clientv3.Cmp
+	resp, err := s.txn(func() ([]clientv3.Cmp, []clientv3.Op, []clientv3.Op, error) {
+		var err error
+		if cmps, err = s.fence(name); err != nil {
+			return nil, nil, nil, fmt.Errorf("%s %s: %w", what, name, err)
+		}
+		return cmps, ops, nil, nil
+	})
+	switch {
+	case errors.Is(err, store.ErrFenced), errors.Is(err, store.ErrUnavailable):
+		return err
+	case err != nil:
 		return unavailable(what+" "+name, err)
-	}
-	if !resp.Succeeded {
+	case !resp.Succeeded:
 		return s.refused(name, what, cmps)
 	}
 	return nil
@@ -399,13 +532,11 @@ func (s *Store) AppendHistory(name string, record any) error {
 	if err := s.put(name, "append history", clientv3.OpPut(key, string(rec))); err != nil {
 		return err
 	}
-	ctx, cancel := s.request()
-	defer cancel()
-	resp, err := s.cli.Get(ctx, dir, clientv3.WithPrefix(), clientv3.WithCountOnly())
+	resp, err := s.get(dir, clientv3.WithPrefix(), clientv3.WithCountOnly())
 	if err != nil || resp.Count <= int64(s.opts.HistoryLimit) {
 		return nil // trimmed by a later append
 	}
-	old, err := s.cli.Get(ctx, dir, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
+	old, err := s.get(dir, clientv3.WithPrefix(), clientv3.WithKeysOnly(),
 		clientv3.WithSort(clientv3.SortByKey, clientv3.SortAscend), clientv3.WithLimit(resp.Count-int64(s.opts.HistoryLimit)))
 	if err != nil || len(old.Kvs) == 0 {
 		return nil
@@ -430,9 +561,7 @@ func (s *Store) History(name string, n int) ([]json.RawMessage, error) {
 	if n > 0 {
 		opts = append(opts, clientv3.WithLimit(int64(n)))
 	}
-	ctx, cancel := s.request()
-	defer cancel()
-	resp, err := s.cli.Get(ctx, dir, opts...)
+	resp, err := s.get(dir, opts...)
 	if err != nil {
 		return nil, unavailable("read history "+name, err)
 	}

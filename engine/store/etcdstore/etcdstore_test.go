@@ -205,3 +205,169 @@ func TestUnavailableFailsFast(t *testing.T) {
 	}
 	unlock()
 }
+
+// The etcd leader killed (no leadership handed over) while an owner
+// writes, again and again: every write lands, none is refused or fails,
+// and none waits longer than a leader election and a retry. Writes go to
+// every member in turn, so some are in flight on the member killed and
+// some on a follower waiting for the leader that dies.
+func TestWritesRideOutLeaderKills(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills the etcd leader five times")
+	}
+	c, err := etcdcluster.Start(t.TempDir(), 3, etcdcluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(c.Endpoints(), ","), DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	fence, _ := owner(t, cli, "svc")
+	const budget = 5 * time.Second // the lease: what a write may take, retries included
+	s := New(context.Background(), cli, "/t/", Options{Fence: fence, Timeout: budget})
+
+	stop := make(chan struct{})
+	type result struct {
+		writes  int
+		errs    []error
+		longest time.Duration
+	}
+	done := make(chan result)
+	go func() {
+		var r result
+		l, err := s.ReadLedger("svc")
+		if err != nil {
+			r.errs = append(r.errs, err)
+		}
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				done <- r
+				return
+			default:
+			}
+			start := time.Now()
+			if l != nil {
+				l.Unit("svc").Repairs = append(l.Unit("svc").Repairs[:0], time.Now().UTC())
+				if err := s.WriteLedger("svc", l); err != nil {
+					r.errs = append(r.errs, fmt.Errorf("write %d: ledger: %w", i, err))
+				}
+			}
+			if err := s.WriteSnapshot("svc", map[string]any{"i": i}); err != nil {
+				r.errs = append(r.errs, fmt.Errorf("write %d: snapshot: %w", i, err))
+			}
+			if err := s.AppendHistory("svc", map[string]any{"run_id": fmt.Sprint(i)}); err != nil {
+				r.errs = append(r.errs, fmt.Errorf("write %d: history: %w", i, err))
+			}
+			r.longest = max(r.longest, time.Since(start))
+			r.writes++
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+	leader := func() int {
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			if l := c.Leader(); l >= 0 {
+				return l
+			}
+			if time.Now().After(deadline) {
+				t.Fatal("no etcd leader within 30s")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	for k := 0; k < 5; k++ {
+		l := leader()
+		c.Kill(l)
+		leader()
+		time.Sleep(300 * time.Millisecond) // writes under the new leader
+		if err := c.Restart(l); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(stop)
+	r := <-done
+	t.Logf("%d writes of ledger, snapshot and history across 5 leader kills; the longest took %s", r.writes, r.longest.Round(time.Millisecond))
+	if len(r.errs) > 0 {
+		t.Fatalf("%d writes failed, the first: %v", len(r.errs), errors.Join(r.errs[:min(len(r.errs), 5)]...))
+	}
+	if r.longest > budget {
+		t.Fatalf("a write took %s, longer than the budget %s", r.longest, budget)
+	}
+}
+
+// A ledger write whose answer was lost is tried again; when the first
+// attempt landed after all, the second finds the ledger already holding
+// exactly what it writes and succeeds, instead of calling the write a
+// conflict.
+func TestRetriedLedgerWriteThatLandedIsNoConflict(t *testing.T) {
+	cli := cluster(t)
+	fence, _ := owner(t, cli, "svc")
+	s := New(context.Background(), cli, "/t/", Options{Fence: fence})
+	l, err := s.ReadLedger("svc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Unit("svc").Repairs = []time.Time{time.Date(2026, 11, 29, 19, 30, 0, 0, time.UTC)}
+	// The first attempt, landed unseen: the same bytes, put behind the
+	// store's back.
+	b, err := store.EncodeLedger("svc", l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cli.Put(context.Background(), "/t/contracts/svc/ledger", string(b)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteLedger("svc", l); err != nil {
+		t.Fatalf("the write an earlier attempt made: %v, want success", err)
+	}
+	// The revision it holds is the landed one: the next write goes through.
+	l.Unit("svc").Repairs = append(l.Unit("svc").Repairs, time.Date(2026, 11, 29, 20, 0, 0, 0, time.UTC))
+	if err := s.WriteLedger("svc", l); err != nil {
+		t.Fatalf("the next write: %v", err)
+	}
+	// Another value in its place is a conflict, as before.
+	if _, err := cli.Put(context.Background(), "/t/contracts/svc/ledger", string(b)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteLedger("svc", l); !errors.Is(err, ErrConflict) {
+		t.Fatalf("a ledger another wrote: %v, want ErrConflict", err)
+	}
+}
+
+// Without quorum a reader's view still answers, from the member it talks
+// to, while a run's read fails with ErrUnavailable within the store's
+// timeout.
+func TestReaderAnswersWithoutQuorum(t *testing.T) {
+	c, err := etcdcluster.Start(t.TempDir(), 3, etcdcluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(c.Endpoints(), ",")[2:], DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	fence, _ := owner(t, cli, "svc")
+	s := New(context.Background(), cli, "/t/", Options{Fence: fence, Timeout: 2 * time.Second})
+	if err := s.WriteSnapshot("svc", map[string]any{"up": true}); err != nil {
+		t.Fatal(err)
+	}
+	c.Stop(0)
+	c.Stop(1)
+	start := time.Now()
+	if _, _, err := s.Unfenced().ReadSnapshot("svc"); !errors.Is(err, store.ErrUnavailable) {
+		t.Fatalf("a linearizable read without quorum: %v, want ErrUnavailable", err)
+	}
+	if took := time.Since(start); took > 4*time.Second {
+		t.Fatalf("the read without quorum took %s, the store's timeout is 2s", took)
+	}
+	data, _, err := s.Reader().ReadSnapshot("svc")
+	if err != nil || data["up"] != true {
+		t.Fatalf("the view without quorum: %v, %v", data, err)
+	}
+}
