@@ -11,21 +11,28 @@ import (
 type DiagSeverity int
 
 // Diagnostic severities. An error means the contract is not loaded; a warning
-// is reported and the contract loads.
+// is reported and the contract loads (`lint --strict` fails on it); a note
+// says what a deliberate choice of the author does (a report-only agent's
+// actions never run): `lint` prints it, `--strict` passes, and no other
+// command shows it.
 const (
 	DiagError DiagSeverity = iota
 	DiagWarning
+	DiagNote
 )
 
-// String returns "error" or "warning".
+// String returns "error", "warning" or "note".
 func (s DiagSeverity) String() string {
-	if s == DiagWarning {
+	switch s {
+	case DiagWarning:
 		return "warning"
+	case DiagNote:
+		return "note"
 	}
 	return "error"
 }
 
-// MarshalText renders the severity as "error" or "warning".
+// MarshalText renders the severity as "error", "warning" or "note".
 func (s DiagSeverity) MarshalText() ([]byte, error) { return []byte(s.String()), nil }
 
 // Diagnostic is one problem found in a contract, pointing into the original
@@ -36,8 +43,8 @@ type Diagnostic struct {
 	Msg      string       `json:"message"`
 }
 
-// String renders the diagnostic as "FILE:LINE:COL: error: message" or
-// "FILE:LINE:COL: warning: message".
+// String renders the diagnostic as "FILE:LINE:COL: error: message",
+// "FILE:LINE:COL: warning: message" or "FILE:LINE:COL: note: message".
 func (d Diagnostic) String() string {
 	return fmt.Sprintf("%s: %s: %s", d.Pos, d.Severity, d.Msg)
 }
@@ -53,6 +60,18 @@ func (ds Diagnostics) HasErrors() bool {
 		}
 	}
 	return false
+}
+
+// Problems returns the errors and warnings, without the notes: what every
+// command but lint shows. It returns nil when there are none.
+func (ds Diagnostics) Problems() Diagnostics {
+	var out Diagnostics
+	for _, d := range ds {
+		if d.Severity != DiagNote {
+			out = append(out, d)
+		}
+	}
+	return out
 }
 
 // Errors returns only the error diagnostics; it returns nil when there are none.
@@ -121,4 +140,8 @@ func (d *diags) errorf(p Pos, format string, args ...any) {
 
 func (d *diags) warnf(p Pos, format string, args ...any) {
 	d.list = append(d.list, Diagnostic{Pos: p, Severity: DiagWarning, Msg: fmt.Sprintf(format, args...)})
+}
+
+func (d *diags) notef(p Pos, format string, args ...any) {
+	d.list = append(d.list, Diagnostic{Pos: p, Severity: DiagNote, Msg: fmt.Sprintf(format, args...)})
 }
