@@ -185,3 +185,95 @@ func TestUnclosedFenceIsAnError(t *testing.T) {
 		t.Fatalf("closed fences: %s", ds)
 	}
 }
+
+// backupMonitor is the contract an author wrote: a for_each over backups
+// with a `file` item key, a step reporting JSON, and per-agent snapshot
+// keys named like the item key (file) and like a JSON field (age_h, size).
+const backupMonitor = `---
+name: backups
+runtime_contract: 2
+vars: {dir: /srv/backups}
+for_each:
+  backups: [{name: db, file: db.tar}, {name: www, file: www.tar}]
+---
+
+## Maintains
+
+- agents: map of per-backup snapshots
+
+### Per-Agent Snapshot Schema
+
+` + "```json" + `
+{"db": {"file": "db.tar", "age_h": 3, "size": 1024}}
+` + "```" + `
+BINDINGS
+## Execution
+
+### Backup {#backup agent=$name for_each=backups}
+
+` + "```sh {id=stat as=json}" + `
+f="${dir}/${file}"
+echo "{\"age_h\": $(( ($(date +%s) - $(stat -c %Y "$f")) / 3600 )), \"size\": $(stat -c %s "$f")}"
+` + "```" + `
+
+| Field | Healthy | Critical |
+|-------|---------|----------|
+| ` + "`age_h`" + ` | < 26 | >= 26 |
+`
+
+// TestPerAgentKeyFilledByNothingIsTrue: lint warned "per-agent key file …
+// is filled by nothing" while the run filled it, and its advice (`| file |
+// file |`) gave "undefined variable file". Lint and the run read one rule:
+// a key named like a for_each item key is filled by it (beneath a step
+// field of that name) and a binding may read it by name; a key only a
+// JSON field lint cannot see may fill is a note, not a warning; the
+// warning's and the note's advice both lint clean when followed.
+func TestPerAgentKeyFilledByNothingIsTrue(t *testing.T) {
+	bind := func(rows ...string) string {
+		return "\n| Key | Value |\n|-----|-------|\n" + strings.Join(rows, "\n") + "\n\n"
+	}
+	for _, tc := range []struct {
+		name, bindings string
+		want           []string // every diagnostic, in order
+	}{
+		{"as written", "\n", []string{
+			"b.md:16:39: note: per-agent key size (agent db) is filled only if a step's JSON output has a field size, which lint cannot see; " +
+				"to make it checked, give the field a health row or bind the key to it in a `Key | Value` table under ## Maintains (`| size | stat.size |`)"}},
+		{"the note's advice", bind("| `size` | `stat.size` |"), nil},
+		{"an item key read by name", bind("| `file` | `file` |", "| `size` | `stat.size` |"), nil},
+		{"an item key read as item.file", bind("| `file` | `item.file` |", "| `size` | `stat.size` |"), nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := strings.Replace(backupMonitor, "BINDINGS\n", tc.bindings, 1)
+			c, ds := Parse("b.md", []byte(src), Options{})
+			var got []string
+			for _, d := range ds {
+				got = append(got, d.String())
+			}
+			if c == nil || strings.Join(got, "\n") != strings.Join(tc.want, "\n") {
+				t.Fatalf("diagnostics:\n%s\nwant:\n%s", ds, strings.Join(tc.want, "\n"))
+			}
+		})
+	}
+
+	// Where lint can know (no step reports JSON), nothing filling a key is
+	// a warning, and its advice lints clean.
+	plain := strings.Replace(strings.Replace(backupMonitor, "```sh {id=stat as=json}", "```sh {id=stat}", 1), "`age_h`", "`stdout`", 1)
+	plain = strings.Replace(plain, "BINDINGS\n", "\n", 1)
+	_, ds := Parse("b.md", []byte(plain), Options{})
+	for _, want := range []string{
+		"b.md:16:27: warning: per-agent key age_h (agent db) is filled by nothing: no health-row field, step value, <step>_<field> or for_each item key is named so; bind it in a `Key | Value` table under ## Maintains (`| age_h | stat.stdout |`)",
+		"b.md:16:39: warning: per-agent key size (agent db) is filled by nothing",
+	} {
+		if !strings.Contains(ds.String(), want) {
+			t.Errorf("diagnostics:\n%s\nwant %s", ds, want)
+		}
+	}
+	if strings.Contains(ds.String(), "key file") {
+		t.Errorf("file is the item's key, which fills it:\n%s", ds)
+	}
+	fixed := strings.Replace(plain, "## Execution", "| Key | Value |\n|-----|-------|\n| `age_h` | `stat.stdout` |\n| `size` | `stat.stdout` |\n\n## Execution", 1)
+	if _, ds := Parse("b.md", []byte(fixed), Options{}); len(ds) != 0 {
+		t.Errorf("the warning's advice, followed:\n%s", ds)
+	}
+}

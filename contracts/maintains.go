@@ -12,10 +12,12 @@ import (
 // `Key | Value` table under `## Maintains`, else by the value of the same
 // name (SnapshotNames). A per-agent key is filled from the agent's
 // environment (its steps' fields and ids as action conditions see them,
-// plus AgentSnapshotNames): by its bound expression, else by the value of
-// the same name, else by `<step>_<field>` (pm2_status is step pm2's
-// status). A key nothing fills keeps its previous value, or null; lint
-// warns about it.
+// plus AgentSnapshotNames, and beneath everything the keys of the agent's
+// for_each items): by its bound expression, else by the value of the same
+// name, else by `<step>_<field>` (pm2_status is step pm2's status). A key
+// nothing fills keeps its previous value, or null; lint warns about it
+// when it can know (lintMaintains), and says so in a note when a step's
+// JSON output, which it cannot see, may fill it.
 
 // SnapshotNames are the values a top-level Maintains key is filled from
 // when it has the same name, or that its `Key | Value` expression reads:
@@ -192,16 +194,67 @@ func (b *bodyParser) lintMaintains() {
 	}
 	sort.Strings(agents)
 	warned := map[string]bool{}
+	items := b.itemKeys(allLists)
 	for _, a := range agents {
 		for _, k := range m.PerAgent[a] {
 			if k.Program != nil || contains(AgentSnapshotNames, k.Name) || contains(stepValueNames, k.Name) ||
-				b.fields[k.Name] || b.stepField(k.Name) || warned[k.Name] {
+				b.fields[k.Name] || b.stepField(k.Name) || items.has[k.Name] || warned[k.Name] {
 				continue
 			}
 			warned[k.Name] = true
-			b.d.warnf(k.Pos, "per-agent key %s (agent %s) is filled by nothing: no step field or <step>_<field> is named so; bind it in a `Key | Value` table", k.Name, a)
+			steps := b.agentSteps(a)
+			if json := jsonStep(steps); json != nil {
+				// The run fills the key from a JSON field of that name,
+				// which lint cannot see: no warning, which would be false
+				// when the field is there, but a note saying what to
+				// write so lint can check it.
+				b.d.notef(k.Pos, "per-agent key %s (agent %s) is filled only if a step's JSON output has a field %s, which lint cannot see; "+
+					"to make it checked, give the field a health row or bind the key to it in a `Key | Value` table under ## Maintains (`| %s | %s.%s |`)",
+					k.Name, a, k.Name, k.Name, json.ID, k.Name)
+				continue
+			}
+			example := "example." + k.Name // a constant of the example
+			if len(steps) > 0 {
+				example = steps[0].ID + ".stdout"
+			}
+			b.d.warnf(k.Pos, "per-agent key %s (agent %s) is filled by nothing: no health-row field, step value, <step>_<field> or for_each item key is named so; "+
+				"bind it in a `Key | Value` table under ## Maintains (`| %s | %s |`)", k.Name, a, k.Name, example)
 		}
 	}
+}
+
+// agentSteps are the steps of the stages that agent a's snapshot reads:
+// the stages with agent=a, and the for_each stages one of whose items
+// makes a (agent=$name).
+func (b *bodyParser) agentSteps(a string) []*Step {
+	var out []*Step
+	for _, st := range b.c.Stages {
+		of := st.Agent == a
+		if !of && st.ForEach != "" && strings.Contains(st.Agent, "$") {
+			for _, item := range b.c.ForEach[st.ForEach] {
+				if ExpandAttr(st.Agent, b.c.StageVars(item)) == a {
+					of = true
+					break
+				}
+			}
+		}
+		if of {
+			out = append(out, st.Steps...)
+		}
+	}
+	return out
+}
+
+// jsonStep is the first of steps whose output is JSON (as=json, or an
+// http step, whose JSON body is read as if it were), or nil: its fields
+// are known only at run time.
+func jsonStep(steps []*Step) *Step {
+	for _, s := range steps {
+		if s.As == "json" || s.Kind == KindHTTP {
+			return s
+		}
+	}
+	return nil
 }
 
 // stepValueNames are the values every step has, whatever its output.

@@ -170,7 +170,9 @@ func (b *bodyParser) lintIdents() {
 		}
 		for _, id := range u.c.idents {
 			steps := u.scope != scopeEscalation && u.scope != scopeSnapshot // scopes that see step fields and ids
-			known := scopeNames[u.scope][id.Name] || steps && (b.fields[id.Name] || b.stepIDs[id.Name] != Pos{})
+			known := scopeNames[u.scope][id.Name] || steps && (b.fields[id.Name] || b.stepIDs[id.Name] != Pos{}) ||
+				// An agent's snapshot reads its for_each items' keys by name.
+				u.scope == scopeAgentSnapshot && b.itemKeys(allLists).has[id.Name]
 			switch {
 			case id.Call && !functionNames[id.Name]:
 				b.d.errorf(u.pos, "unknown function %s (the engine provides restarts(agent, window))", id.Name)

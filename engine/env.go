@@ -25,7 +25,10 @@ type scope struct {
 	merged   bool
 	severity string
 	// of are stages whose final environments are merged in, in order: an
-	// agent's stages for its Maintains snapshot.
+	// agent's stages for its Maintains snapshot. Their for_each items'
+	// keys are names too, beneath everything else, so a per-agent key
+	// named like one (`file`) is filled by it unless a step reports a
+	// field of that name (contracts.MaintainedKey.Fill).
 	of []*stageRun
 	// values are named values nothing shadows: the escalation table's
 	// aggregates, the snapshot values of a Maintains key, an agent's
@@ -34,8 +37,9 @@ type scope struct {
 }
 
 // env builds the environment for sc. Lowest to highest precedence: the
-// previous snapshot (`state`), the gates' steps by id, the final
-// environments of sc.of, the stage's steps by id, merged fields, the
+// keys of sc.of's for_each items, the previous snapshot (`state`), the
+// gates' steps by id, the final environments of sc.of, the stage's steps
+// by id, merged fields, the
 // engine's functions (action conditions), the step's own fields (health
 // cells), then `vars`, `item`, `severity` and sc.values, which nothing
 // shadows.
@@ -45,6 +49,11 @@ func (r *run) env(sc scope) map[string]any {
 		n += len(sc.own.Values)
 	}
 	env := make(map[string]any, n)
+	for _, sr := range sc.of {
+		for k, v := range sr.item {
+			env[k] = v
+		}
+	}
 	env["state"] = r.state
 	env["restarts"] = r.restarts
 	for id, v := range r.gateValues {
