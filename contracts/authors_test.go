@@ -277,3 +277,27 @@ func TestPerAgentKeyFilledByNothingIsTrue(t *testing.T) {
 		t.Errorf("the warning's advice, followed:\n%s", ds)
 	}
 }
+
+// TestComparisonOnNullIsNoValue: lint was silent about `< 26` on a field
+// that may be null, which the run then judged "unknown (invalid
+// operation: <nil> < int)". Null is no value (steps.EvaluateRow): where
+// lint can know a field may be null (the per-agent example shows it
+// null) and no cell of its row holds on null, a note says the row is
+// unknown then and how to judge null; a row with a cell for null is
+// clean.
+func TestComparisonOnNullIsNoValue(t *testing.T) {
+	src := strings.Replace(backupMonitor, `"age_h": 3`, `"age_h": null`, 1)
+	src = strings.Replace(src, "BINDINGS\n", "\n| Key | Value |\n|-----|-------|\n| `size` | `stat.size` |\n\n", 1)
+	c, ds := Parse("b.md", []byte(src), Options{})
+	want := "b.md:34:3: note: age_h can be null (agent db's example shows it null) and no cell of this row holds on null, so a null age_h leaves the row unknown (age_h is null); " +
+		"to judge null, put `null` in its column (or write `null or < N`)\n"
+	if c == nil || ds.String() != want {
+		t.Fatalf("diagnostics:\n%s\nwant:\n%s", ds, want)
+	}
+	for _, cells := range []string{"| null or < 26 | >= 26 |", "| < 26 | `it == nil \\|\\| it >= 26` |", "| < 26 | >= 26 or null |"} {
+		fixed := strings.Replace(src, "| < 26 | >= 26 |", cells, 1)
+		if _, ds := Parse("b.md", []byte(fixed), Options{}); len(ds) != 0 {
+			t.Errorf("%s: a row with a cell for null:\n%s", cells, ds)
+		}
+	}
+}

@@ -115,13 +115,20 @@ func shorthand(s string) (string, bool) {
 		return "it == nil", true
 	}
 	if m := reRange.FindStringSubmatch(s); m != nil {
-		return "it >= " + m[1] + " && it <= " + m[2], true
+		return nonNull + "it >= " + m[1] + " && it <= " + m[2], true
 	}
 	if m := rePlus.FindStringSubmatch(s); m != nil {
-		return "it >= " + m[1], true
+		return nonNull + "it >= " + m[1], true
 	}
 	return "", false
 }
+
+// nonNull starts every ordering shorthand (`< N`, `N–M`, `N+`): null is no
+// value, which no number is greater or less than, so the comparison does
+// not hold on null, where `it < N` alone would fail the cell ("invalid
+// operation: <nil> < int"), and `>= 26 or null` would never reach its
+// null. Equality (`== X`, `!= X`, a bare value) compares null as a value.
+const nonNull = "it != nil && "
 
 // comparison handles `< N`, `≥ N`, `== X`, `!= X`. ok is false when s does not
 // start with an operator.
@@ -151,7 +158,7 @@ func comparison(s string) (string, error, bool) {
 	if !reNumber.MatchString(n) {
 		return "", fmt.Errorf("%w %q: expected a number after %s", ErrUnknownShorthand, s, m[1]), true
 	}
-	return "it " + op + " " + n, nil, true
+	return nonNull + "it " + op + " " + n, nil, true
 }
 
 // literal renders a single token as an expr literal: numbers, true/false,

@@ -15,13 +15,13 @@ func ExampleCompileCell() {
 	_, err := contracts.CompileCell("< 18OO", "idle_seconds")
 	fmt.Println(err)
 	// Output:
-	// < 1800                                   it < 1800
-	// ≥ 1800                                   it >= 1800
-	// 0–2                                      it >= 0 && it <= 2
-	// 3+                                       it >= 3
+	// < 1800                                   it != nil && it < 1800
+	// ≥ 1800                                   it != nil && it >= 1800
+	// 0–2                                      it != nil && it >= 0 && it <= 2
+	// 3+                                       it != nil && it >= 3
 	// `true`                                   it == true
 	// non-null string                          it != nil && type(it) == "string"
-	// > 0 with `response_pipeline: blocked`    (it > 0) && response_pipeline == "blocked"
+	// > 0 with `response_pipeline: blocked`    (it != nil && it > 0) && response_pipeline == "blocked"
 	// unknown shorthand "< 18OO": expected a number after <
 }
 

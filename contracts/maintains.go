@@ -223,6 +223,55 @@ func (b *bodyParser) lintMaintains() {
 	}
 }
 
+// noteNullRows says, where lint can know a field may be null, what the
+// run does then. A per-agent key the example shows as null, filled by the
+// field of its name, says the field may be null; a health row over that
+// field none of whose cells holds on null (a comparison such as `< 26`
+// cannot compare null) leaves the row unknown whenever it is. That is the
+// semantics of null in cells, so a note, not a warning: it says what
+// happens and how to judge null instead.
+func (b *bodyParser) noteNullRows() {
+	m := b.c.Maintains
+	agents := make([]string, 0, len(m.PerAgent))
+	for a := range m.PerAgent {
+		agents = append(agents, a)
+	}
+	sort.Strings(agents)
+	noted := map[*HealthRow]bool{}
+	for _, a := range agents {
+		for _, k := range m.PerAgent[a] {
+			if k.Type != "any" || k.Program != nil {
+				continue // not null in the example, or bound to an expression
+			}
+			for _, step := range b.agentSteps(a) {
+				for _, row := range step.Health {
+					if row.Field != k.Name || noted[row] || holdsOnNull(row) {
+						continue
+					}
+					noted[row] = true
+					b.d.notef(row.Pos, "%s can be null (agent %s's example shows it null) and no cell of this row holds on null, so a null %s leaves the row unknown (%s is null); "+
+						"to judge null, put `null` in its column (or write `null or < N`)", k.Name, a, k.Name, k.Name)
+				}
+			}
+		}
+	}
+}
+
+// holdsOnNull reports whether some cell of row holds when its field is
+// null, as steps.EvaluateRow judges it: a cell that fails on null does
+// not hold.
+func holdsOnNull(row *HealthRow) bool {
+	for _, c := range row.Cells {
+		if c.Program == nil {
+			continue
+		}
+		if out, err := expr.Run(c.Program, map[string]any{"it": nil}); err == nil && out == true {
+			return true
+		}
+	}
+	return false
+}
+
 // agentSteps are the steps of the stages that agent a's snapshot reads:
 // the stages with agent=a, and the for_each stages one of whose items
 // makes a (agent=$name).

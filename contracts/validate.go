@@ -51,6 +51,7 @@ func (b *bodyParser) validate() {
 	b.warnStrayValues()
 	b.lintIdents()
 	b.lintMaintains()
+	b.noteNullRows()
 }
 
 // checkForEachRuns holds the contract to MaxForEachRuns: a for_each stage

@@ -100,6 +100,12 @@ func Evaluate(step *contracts.Step, o *Observation, env map[string]any) {
 }
 
 // EvaluateRow judges one row; the finding is empty when the row is healthy.
+//
+// Null is no value (docs/contract-format.md, "Null in cells"): a cell holds
+// on a null field only when it says so (`null`, `!= X`, an expression that
+// reads nil); a comparison such as `< 26` cannot compare null and does not
+// hold. A null field no cell holds on makes the row unknown, and the
+// finding says the field is null rather than what expr could not compare.
 func EvaluateRow(row *contracts.HealthRow, env map[string]any) (contracts.Severity, string) {
 	it, present := Lookup(env, row.Field)
 	prevIt, hadIt := env["it"]
@@ -136,6 +142,9 @@ func EvaluateRow(row *contracts.HealthRow, env map[string]any) (contracts.Severi
 		shown = "missing"
 	}
 	if !matched {
+		if present && it == nil {
+			return contracts.SeverityUnknown, fmt.Sprintf("%s is null: no column matched → unknown", row.Field)
+		}
 		msg := fmt.Sprintf("%s (%s): no column matched → unknown", row.Field, shown)
 		if present && len(errs) > 0 {
 			msg += " (" + errs[0] + ")"

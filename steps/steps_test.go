@@ -239,3 +239,50 @@ func TestScriptShellExpansions(t *testing.T) {
 		}
 	}
 }
+
+// TestComparisonOnNullIsNoValue: `< 26` on a null field became "unknown
+// (invalid operation: <nil> < int)". Null is no value: a comparison does
+// not hold on it, a cell that names null (`null`, `!= X`) does, and a row
+// no cell holds on is unknown with a finding that says the field is null.
+func TestComparisonOnNullIsNoValue(t *testing.T) {
+	row := func(field string, cells ...string) *contracts.HealthRow {
+		r := &contracts.HealthRow{Field: field}
+		for i, src := range cells {
+			if src == "" {
+				continue
+			}
+			text, err := contracts.CompileCell(src, field)
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := contracts.Compile(text)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sev := []contracts.Severity{contracts.SeverityHealthy, contracts.SeverityDegraded, contracts.SeverityCritical}[i]
+			r.Cells = append(r.Cells, &contracts.Cell{Severity: sev, Source: src, Expr: text, Program: p})
+		}
+		return r
+	}
+	for _, tc := range []struct {
+		name    string
+		row     *contracts.HealthRow
+		value   any
+		want    contracts.Severity
+		finding string
+	}{
+		{"< N on null", row("disk_pct", "< 90", "", ">= 90"), nil, contracts.SeverityUnknown, "disk_pct is null: no column matched → unknown"},
+		{"a range and N+ on null", row("age_h", "0–25", "26-47", "48+"), nil, contracts.SeverityUnknown, "age_h is null: no column matched → unknown"},
+		{"a null cell judges null", row("disk_pct", "< 90", "null", ">= 90"), nil, contracts.SeverityDegraded, "disk_pct (null) null → degraded"},
+		{"null or < N", row("disk_pct", "null or < 90", "", ">= 90"), nil, contracts.SeverityHealthy, ""},
+		{"!= X holds on null", row("state", "ok", "", "!= ok"), nil, contracts.SeverityCritical, "state (null) != ok → critical"},
+		{"a number still compares", row("disk_pct", "< 90", "", ">= 90"), 95.0, contracts.SeverityCritical, "disk_pct (95) >= 90 → critical"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, finding := EvaluateRow(tc.row, map[string]any{tc.row.Field: tc.value})
+			if got != tc.want || finding != tc.finding {
+				t.Fatalf("got %v %q, want %v %q", got, finding, tc.want, tc.finding)
+			}
+		})
+	}
+}
