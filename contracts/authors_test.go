@@ -301,3 +301,64 @@ func TestComparisonOnNullIsNoValue(t *testing.T) {
 		}
 	}
 }
+
+// TestExplainShowsAlertRoutes: explain's text did not show the alert
+// routes, alert_on, the message templates or the log: file, so an author
+// could not see where a contract's messages go. The text and --json show
+// each route with its options in force, alert_on and what it sends, every
+// template, and the log file as the run fills it.
+func TestExplainShowsAlertRoutes(t *testing.T) {
+	src := `---
+name: routes
+runtime_contract: 2
+vars: {out: /var/log/c, hook: "https://hooks.example/T000/B000/XXXX"}
+alert_on: critical
+log: ${out}/routes.log
+messages:
+  open: "{{.Unit}} is {{.Severity}}: {{.Findings}}"
+notify:
+  - {log: {}}
+  - {command: {run: "cat >> /tmp/pages.txt", format: json, name: pages}}
+  - {webhook: {url: "${hook}", retries: 3}}
+---
+
+## Execution
+
+### S {#s agent=a}
+
+` + "```sh {id=p}\necho ok\n```" + `
+
+Expected: ` + "`ok`" + `
+
+| Condition | Action | Message |
+|-----------|--------|---------|
+| ` + "`p.stdout != \"ok\"`" + ` | ` + "`systemctl restart a`" + ` | restarted {{.Unit}} ({{.Seen}}) |
+`
+	c, ds := Parse("routes.md", []byte(src), Options{})
+	if c == nil || len(ds) != 0 {
+		t.Fatalf("diagnostics:\n%s", ds)
+	}
+	var b strings.Builder
+	if err := WriteExplainText(&b, c); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"       message: restarted {{.Unit}} ({{.Seen}})\n",
+		"\nalerts: alert_on critical: repair messages, escalations, and incidents raised at critical, with their resolves\n",
+		"  route log: contractd's own log (stderr, or the journal), format text\n",
+		"  route pages (command): run cat >> /tmp/pages.txt, format json, timeout 10s\n",
+		"  route webhook: url https://hooks.example/…, format json, timeout 10s, retries 3, backoff 1s\n",
+		"  open message: {{.Unit}} is {{.Severity}}: {{.Findings}}\n",
+		"log: /var/log/c/routes.log (one line per run, action, alert and error)\n",
+	} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("explain text lacks %q:\n%s", want, b.String())
+		}
+	}
+	p := Explain(c)
+	if p.AlertOn != "critical" || p.Log != "/var/log/c/routes.log" || p.Messages["open"] != "{{.Unit}} is {{.Severity}}: {{.Findings}}" ||
+		len(p.Routes) != 3 || p.Routes[1].Name != "pages" || p.Routes[1].Options["format"] != "json" || p.Routes[2].Options["url"] != "https://hooks.example/…" ||
+		p.Stages[0].Actions[0].Template != "restarted {{.Unit}} ({{.Seen}})" {
+		t.Errorf("explain --json: alert_on %q, log %q, messages %v, routes %+v, template %q", p.AlertOn, p.Log, p.Messages, p.Routes, p.Stages[0].Actions[0].Template)
+	}
+}

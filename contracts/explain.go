@@ -3,9 +3,12 @@ package contracts
 import (
 	"fmt"
 	"io"
+	"net/url"
+	"reflect"
 	"sort"
 	"strconv"
 	"strings"
+	"text/template"
 	"time"
 
 	stepfill "github.com/contractd/contractd/steps/fill"
@@ -28,7 +31,24 @@ type Plan struct {
 	Stages           []PlanStage      `json:"stages"`
 	Escalation       []PlanEscalation `json:"escalation"`
 	Maintains        []PlanKey        `json:"maintains"`
-	Notify           []string         `json:"notify"`
+	Notify           []string         `json:"notify"` // the routes' kinds, in order (see Routes)
+	// Routes are the alert routes with their options in force, defaults
+	// applied; AlertOn decides which messages reach them, Messages word
+	// them, and Log is the file every run appends its lines to.
+	Routes   []PlanRoute       `json:"routes"`
+	AlertOn  string            `json:"alert_on"`
+	Messages map[string]string `json:"messages"` // kind (open, reminder, resolved, repair) → template
+	Log      string            `json:"log,omitempty"`
+}
+
+// PlanRoute is one alert route: its name (how reports and metrics name
+// it), its notifier kind and every option in force, defaults applied
+// (durations as 10s, a URL with a path as scheme://host/…, since a
+// webhook's path may be its secret).
+type PlanRoute struct {
+	Name    string            `json:"name"`
+	Kind    string            `json:"kind"`
+	Options map[string]string `json:"options"`
 }
 
 // PlanSchedule is the contract's schedule.
@@ -137,7 +157,8 @@ type PlanAction struct {
 	Target    string        `json:"target"`
 	Guards    PlanActGuards `json:"guards"`
 	Tier      int           `json:"tier,omitempty"`
-	Executed  bool          `json:"executed"` // false for report-only agents: logged, never run
+	Template  string        `json:"template,omitempty"` // the Message column: the words of the messages the row causes
+	Executed  bool          `json:"executed"`           // false for report-only agents: logged, never run
 	Line      int           `json:"line"`
 }
 
@@ -347,6 +368,8 @@ func Explain(c *Contract) *Plan {
 		Escalation: []PlanEscalation{},
 		Maintains:  []PlanKey{},
 		Notify:     []string{},
+		Routes:     []PlanRoute{},
+		Messages:   map[string]string{},
 	}
 	if c.Schedule.StartDelay > 0 {
 		p.Schedule.StartDelay = fmtDuration(c.Schedule.StartDelay)
@@ -437,8 +460,89 @@ func Explain(c *Contract) *Plan {
 	}
 	for _, r := range c.Notify {
 		p.Notify = append(p.Notify, r.Kind)
+		pr := PlanRoute{Name: r.Name, Kind: r.Kind, Options: map[string]string{}}
+		for _, o := range routeOptions(r) {
+			pr.Options[o[0]] = o[1]
+		}
+		p.Routes = append(p.Routes, pr)
+	}
+	p.AlertOn, p.Log = c.AlertOn, c.Log
+	for kind, t := range c.Messages {
+		p.Messages[kind] = templateText(t)
 	}
 	return p
+}
+
+// templateText is a message template's text as parsed.
+func templateText(t *template.Template) string {
+	if t == nil || t.Tree == nil || t.Tree.Root == nil {
+		return ""
+	}
+	return t.Tree.Root.String()
+}
+
+// routeOptions lists a route's options in force, in the order its kind
+// declares them, as [name, value] pairs; options that are unset (and have
+// no default) are left out.
+func routeOptions(r NotifyRoute) [][2]string {
+	k := notifierKinds[r.Kind]
+	if k == nil || r.Options == nil {
+		return nil
+	}
+	v := reflect.ValueOf(r.Options).Elem()
+	var out [][2]string
+	for _, o := range k.Options {
+		if o.Name == nameOption.Name {
+			continue
+		}
+		f := v.Field(o.field)
+		var s string
+		switch o.Type {
+		case "duration":
+			if d := time.Duration(f.Int()); d != 0 {
+				s = fmtDuration(d)
+			}
+		case "count":
+			s = strconv.FormatInt(f.Int(), 10)
+		case "url":
+			s = shownURL(f.String())
+		case "urls":
+			var us []string
+			for _, u := range f.Interface().([]string) {
+				us = append(us, shownURL(u))
+			}
+			s = strings.Join(us, ", ")
+		case "labels":
+			m := f.Interface().(map[string]string)
+			var kv []string
+			for _, name := range sortedKeys(m) {
+				kv = append(kv, name+"="+m[name])
+			}
+			s = strings.Join(kv, ", ")
+		default:
+			s = f.String()
+		}
+		if s != "" {
+			out = append(out, [2]string{o.Name, s})
+		}
+	}
+	return out
+}
+
+// shownURL is a URL as explain shows it: whole when it has no path, else
+// its scheme and host (a webhook's path is often its secret).
+func shownURL(s string) string {
+	if u, err := url.Parse(s); err == nil && u.Host != "" && (u.Path == "" || u.Path == "/") && u.RawQuery == "" && u.User == nil {
+		return s
+	}
+	return redactURL(s)
+}
+
+// alertOnText says what alert_on sends.
+var alertOnText = map[string]string{
+	AlertOnChange:   "every open, reminder and resolve, and every repair message",
+	AlertOnRepair:   "repair messages and escalations only",
+	AlertOnCritical: "repair messages, escalations, and incidents raised at critical, with their resolves",
 }
 
 func stepCommand(s *Step) string {
@@ -479,8 +583,8 @@ func planAction(c *Contract, st *Stage, a *ActionRow) PlanAction {
 	}
 	return PlanAction{
 		Condition: a.Condition, Expr: a.Expr, Action: a.Action, Builtin: a.Builtin, Message: a.Message,
-		On: on, Target: c.Chain(on), Guards: g, Tier: a.Tier, Executed: !c.IsReportOnly(st.Agent),
-		Line: a.Pos.Line,
+		On: on, Target: c.Chain(on), Guards: g, Tier: a.Tier, Template: templateText(a.Template),
+		Executed: !c.IsReportOnly(st.Agent), Line: a.Pos.Line,
 	}
 }
 
@@ -630,6 +734,9 @@ func WriteExplainText(w io.Writer, c *Contract) error {
 				}
 				ew.printf("       guards: %s\n", g)
 			}
+			if a.Template != "" {
+				ew.printf("       message: %s\n", a.Template)
+			}
 		}
 	}
 	if len(p.Escalation) > 0 {
@@ -658,6 +765,35 @@ func WriteExplainText(w io.Writer, c *Contract) error {
 			}
 			ew.printf("  %s%s: %s%s\n", scope, k.Name, t, from)
 		}
+	}
+	ew.printf("\nalerts: alert_on %s: %s\n", p.AlertOn, alertOnText[p.AlertOn])
+	if len(c.Notify) == 0 {
+		ew.printf("  no routes: messages are kept in the report and history only\n")
+	}
+	for _, r := range c.Notify {
+		var opts []string
+		for _, o := range routeOptions(r) {
+			opts = append(opts, o[0]+" "+o[1])
+		}
+		what := strings.Join(opts, ", ")
+		if r.Kind == "log" {
+			if lo, ok := r.Options.(*LogOptions); ok && lo.Path == "" {
+				what = "contractd's own log (stderr, or the journal), " + what
+			}
+		}
+		name := r.Name
+		if name != r.Kind {
+			name += " (" + r.Kind + ")"
+		}
+		ew.printf("  route %s: %s\n", name, what)
+	}
+	for _, kind := range messageKinds {
+		if t, ok := p.Messages[kind]; ok {
+			ew.printf("  %s message: %s\n", kind, t)
+		}
+	}
+	if p.Log != "" {
+		ew.printf("log: %s (one line per run, action, alert and error)\n", p.Log)
 	}
 	return ew.err
 }
