@@ -44,15 +44,23 @@ func CompileCell(src string, field string) (exprText string, err error) {
 		return "(" + l + ") && " + r, nil
 	}
 	if parts := splitTopLevel(src, " or "); len(parts) > 1 {
-		out := make([]string, len(parts))
-		for i, p := range parts {
+		out := make([]string, 0, len(parts))
+		var null []string
+		for _, p := range parts {
 			e, err := CompileCell(p, field)
 			if err != nil {
 				return "", err
 			}
-			out[i] = "(" + e + ")"
+			if e == "it == nil" {
+				null = append(null, "("+e+")")
+				continue
+			}
+			out = append(out, "("+e+")")
 		}
-		return strings.Join(out, " || "), nil
+		// `null` is tried first: an expression that fails on null
+		// (`it >= vars.max`) would otherwise fail the whole cell before
+		// `|| it == nil` is reached, and `… or null` must hold on null.
+		return strings.Join(append(null, out...), " || "), nil
 	}
 	if inner, ok := wholeTicks(src); ok {
 		inner = strings.TrimSpace(inner)
