@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine/guard"
 	"github.com/contractd/contractd/transports"
 )
 
@@ -299,12 +300,19 @@ func NagiosLabel(code int) string {
 
 // WriteNagios prints the Nagios plugin output: one status line, whose
 // state is NagiosStatus and whose text names every agent or gate not seen
-// healthy, with performance data in the plugin guidelines' syntax
-// ('label'=value[UOM];warn;crit;min;max), then one line per finding.
+// healthy and every agent a repair changed ("abiba repaired (was
+// critical)"), with performance data in the plugin guidelines' syntax
+// ('label'=value[UOM];warn;crit;min;max), then the long output: one line
+// per repair that ran (its command, its outcome, what verification saw)
+// and one per finding, a repaired stage's findings from before the repair
+// marked so. After a repair (--nagios --repair) the state, the text and
+// the counts are those verification saw: Nagios reads stdout only, so
+// nothing of it is said on stderr alone.
 func WriteNagios(w io.Writer, rep *Report) error {
 	ew := &errWriter{w: w}
 	code := NagiosStatus(rep)
 	counts := map[contracts.Severity]int{}
+	repairs := nagiosRepairs(rep)
 	var bad []string
 	for _, st := range rep.Stages {
 		if st.Agent == "" && st.Status != StatusSkipped && st.Severity != contracts.SeverityHealthy {
@@ -312,22 +320,40 @@ func WriteNagios(w io.Writer, rep *Report) error {
 			if st.Verify != nil {
 				sev = st.Verify.Severity
 			}
-			if sev != contracts.SeverityHealthy {
+			switch {
+			case sev != contracts.SeverityHealthy && st.Verify != nil:
+				bad = append(bad, st.ID+" "+sev.String()+" (repaired, was "+st.Severity.String()+")")
+			case sev != contracts.SeverityHealthy:
 				bad = append(bad, st.ID+" "+sev.String())
+			case st.Verify != nil:
+				bad = append(bad, st.ID+" repaired (was "+st.Severity.String()+")")
 			}
 		}
 	}
 	names := sortedAgents(rep)
+	ran := 0
 	for _, n := range names {
 		a := rep.Agents[n]
 		s := seen(a)
 		counts[s]++
+		changed := a.BeforeRepair != contracts.SeverityUnknown && a.BeforeRepair != a.Severity
 		switch {
+		case changed && s == contracts.SeverityHealthy:
+			bad = append(bad, n+" repaired (was "+a.BeforeRepair.String()+")")
+		case changed:
+			bad = append(bad, n+" "+s.String()+" (repaired, was "+a.BeforeRepair.String()+")")
 		case s == contracts.SeverityHealthy, s == contracts.SeveritySkipped:
 		case s != a.Severity:
 			bad = append(bad, n+" "+s.String()+" (held by hysteresis)")
+		case repairs[n] != "":
+			bad = append(bad, n+" "+s.String()+" ("+repairs[n]+")")
 		default:
 			bad = append(bad, n+" "+s.String())
+		}
+	}
+	for _, a := range rep.Actions {
+		if a.Kind == KindRepair && (a.Status == ActionRan || a.Status == ActionFailed) {
+			ran++
 		}
 	}
 	summary := "all agents healthy"
@@ -343,6 +369,7 @@ func WriteNagios(w io.Writer, rep *Report) error {
 		perfdata("degraded", strconv.Itoa(counts[contracts.SeverityDegraded]), "", "", n),
 		perfdata("critical", strconv.Itoa(counts[contracts.SeverityCritical]), "", "", n),
 		perfdata("unreachable", strconv.Itoa(counts[contracts.SeverityUnreachable]), "", "", n),
+		perfdata("repairs", strconv.Itoa(ran), "", "", -1),
 		perfdata("duration", strconv.FormatFloat(float64(rep.DurationMS)/1000, 'f', 3, 64), "s", "", -1),
 	}
 	// The fields the contract exports ({export=true}), as stage/step.field;
@@ -364,14 +391,68 @@ func WriteNagios(w io.Writer, rep *Report) error {
 		}
 	}
 	ew.printf("%s %s - %s | %s\n", strings.ToUpper(rep.Contract), NagiosLabel(code), summary, strings.Join(perf, " "))
+	for _, a := range rep.Actions {
+		if a.Kind != KindRepair || (a.Status != ActionRan && a.Status != ActionFailed) {
+			continue
+		}
+		who := nonEmpty(a.Agent, a.Stage)
+		switch {
+		case a.Status == ActionFailed:
+			ew.printf("%s: repair failed: `%s`: %s\n", who, a.Action, a.Reason)
+		case a.Verify != "":
+			ew.printf("%s: repair ran: `%s` → %s%s\n", who, a.Action, a.Verify, nagiosAfter(rep, a))
+		default:
+			ew.printf("%s: repair ran: `%s`\n", who, a.Action)
+		}
+	}
 	for _, st := range rep.Stages {
+		before := ""
+		if st.Verify != nil {
+			before = " (before the repair)"
+		}
 		for _, sp := range st.Steps {
 			for _, f := range sp.Findings {
-				ew.printf("%s/%s: %s\n", st.ID, sp.ID, f)
+				ew.printf("%s/%s%s: %s\n", st.ID, sp.ID, before, f)
+			}
+		}
+		if st.Verify != nil {
+			for _, sp := range st.Verify.Steps {
+				for _, f := range sp.Findings {
+					ew.printf("%s/%s: %s\n", st.ID, sp.ID, f)
+				}
 			}
 		}
 	}
 	return ew.err
+}
+
+// nagiosRepairs says, per agent, how its repairs this run ended when none
+// changed its severity: "repair failed", "repair did not help".
+func nagiosRepairs(rep *Report) map[string]string {
+	out := map[string]string{}
+	for _, a := range rep.Actions {
+		if a.Kind != KindRepair || a.Agent == "" {
+			continue
+		}
+		switch {
+		case a.Status == ActionFailed:
+			out[a.Agent] = "repair failed"
+		case a.Status == ActionRan && a.Verify == guard.RemediationFailed && out[a.Agent] == "":
+			out[a.Agent] = "repair did not help"
+		}
+	}
+	return out
+}
+
+// nagiosAfter is what verification saw of a repaired stage: ", now
+// healthy (was critical)".
+func nagiosAfter(rep *Report, a *ActionReport) string {
+	for _, st := range rep.Stages {
+		if st.ID == a.Stage && st.Verify != nil {
+			return ", now " + st.Verify.Severity.String() + " (was " + st.Severity.String() + ")"
+		}
+	}
+	return ""
 }
 
 // perfdata renders one performance value: 'label'=value[UOM];warn;crit;min;max,
