@@ -40,7 +40,7 @@ func TestBudgetInDaysIsADuration(t *testing.T) {
 	}
 	for _, tc := range []struct{ in, want string }{
 		{"", "empty duration: give a number with a unit, e.g. 90s, 15m, 2h or 1d"},
-		{"90", `"90" has no unit: write 90s, 90m, 90h or 90d (units: s, m, h, d, w)`},
+		{"90", `"90" has no unit: write 90s, 90m or 90h (units: s, m, h, d for days, w for weeks)`},
 		{"1x", `"1x" is not a duration: give a number with a unit, e.g. 90s, 15m, 2h, 1d or 1w`},
 		{"d", `"d" is not a duration`},
 		{"1d2", `"1d2" is not a duration`},

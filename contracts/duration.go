@@ -30,7 +30,7 @@ func ParseDuration(s string) (time.Duration, error) {
 		return 0, fmt.Errorf("empty duration: give a number with a unit, e.g. 90s, 15m, 2h or 1d")
 	}
 	if strings.Trim(s, "0123456789.") == "" && s != "0" {
-		return 0, fmt.Errorf("%q has no unit: write %ss, %sm, %sh or %sd (units: s, m, h, d, w)", s, s, s, s, s)
+		return 0, fmt.Errorf("%q has no unit: write %ss, %sm or %sh (units: s, m, h, d for days, w for weeks)", s, s, s, s)
 	}
 	if !strings.ContainsAny(s, "dw") {
 		if d, err := time.ParseDuration(s); err == nil {
