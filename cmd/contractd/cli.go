@@ -187,7 +187,6 @@ func (m *Main) usage(w io.Writer) {
 	fmt.Fprint(w, "\n`contractd COMMAND --help` describes a command and its flags. Exit codes: 0 done (sick agents included),\n1 the engine failed or lint found errors, 2 bad usage or a contract that does not load;\n130/143 a run SIGINT/SIGTERM interrupted (it recorded what it did); with --nagios 0/1/2/3 for OK/WARNING/CRITICAL/UNKNOWN.\n")
 }
 
-//
 // A message of several lines (a contract's diagnostics) prints as several
 // lines, the later ones indented, each made printable on its own: no
 // literal \n, and no line can pass for one of contractd's own.
