@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/expr-lang/expr"
@@ -126,6 +127,14 @@ func EvaluateRow(row *contracts.HealthRow, env map[string]any) (contracts.Severi
 			continue
 		}
 		out, err := expr.Run(c.Program, env)
+		if n, ok := numericString(it); err != nil && ok {
+			// `< 5` beside a probe's stdout ("12"): a string that holds a
+			// number compares as that number where the string itself
+			// cannot be compared (docs/contract-format.md, cell shorthand).
+			env["it"] = n
+			out, err = expr.Run(c.Program, env)
+			env["it"] = it
+		}
 		if err != nil {
 			errs = append(errs, firstLine(err.Error()))
 			continue
@@ -174,6 +183,17 @@ func FormatValue(v any) string {
 	default:
 		return fmt.Sprint(x)
 	}
+}
+
+// numericString returns the number a string field holds ("42", " 12.5\n"),
+// for a comparison that cannot compare the string.
+func numericString(v any) (float64, bool) {
+	s, ok := v.(string)
+	if !ok {
+		return 0, false
+	}
+	n, err := strconv.ParseFloat(strings.TrimSpace(s), 64)
+	return n, err == nil
 }
 
 func firstLine(s string) string {
