@@ -281,10 +281,10 @@ func TestNewTemplateRepairsNothingUntilArmed(t *testing.T) {
 	if code, out, errs := runMain(t, "contractd", "new", "-o", path, "web"); code != 0 || !strings.Contains(out, "not armed") {
 		t.Fatalf("new: exit %d %s%s", code, out, errs)
 	}
-	// It lints with no error; the one warning is the reminder that the
-	// agent is report-only.
-	code, out, _ := runMain(t, "contractd", "lint", path)
-	if code != 0 || strings.Count(out, "warning") != 1 || !strings.Contains(out, "report-only agent my-agent") {
+	// It lints with no error and no warning, --strict included; the one
+	// note is the reminder that the agent is report-only.
+	code, out, _ := runMain(t, "contractd", "lint", "--strict", path)
+	if code != 0 || strings.Contains(out, "warning") || strings.Count(out, "note:") != 1 || !strings.Contains(out, "report-only agent my-agent") {
 		t.Fatalf("lint: exit %d\n%s", code, out)
 	}
 	calls := filepath.Join(dir, "systemctl.calls")
