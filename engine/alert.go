@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"time"
@@ -342,7 +343,7 @@ func (r *run) escalate() {
 	}
 	switch action {
 	case contracts.EscalateLog, contracts.EscalateRecover:
-		r.logf("%s: escalation: %s", r.c.Name, nonEmpty(message, cond))
+		r.event(slog.LevelInfo, "escalation", "text", nonEmpty(message, cond))
 	case contracts.EscalateRelay:
 		// Relay the critical agents; a row that matched with no agent
 		// critical (seed: "more than two degraded") relays the degraded.

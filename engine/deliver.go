@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -43,7 +44,7 @@ func (r *run) queue(m notify.Message, ar *AlertReport) {
 	}
 	ar.Text = m.Text
 	if !r.logRoute {
-		r.logf("%s", "alert: "+m.Line())
+		r.logMessage(m)
 	}
 	r.mu.Lock()
 	r.rep.Alerts = append(r.rep.Alerts, ar)
@@ -59,7 +60,7 @@ func (r *run) buildNotifiers() []notify.Notifier {
 	own, errs := notify.NewAll(r.c.Notify, r.e.opts.NotifyDeps)
 	for _, err := range errs {
 		r.rep.Errors = append(r.rep.Errors, "notify: "+err.Error())
-		r.logf("%s: notify: %v", r.c.Name, err)
+		r.event(slog.LevelError, "notify route cannot be built", "error", err)
 	}
 	for _, n := range own {
 		if l, ok := n.(*notify.Log); ok && l.EngineLog() {
@@ -109,7 +110,7 @@ func (r *run) send(ctx context.Context) error {
 	if err := r.persist(); err != nil {
 		for _, o := range r.outgoing {
 			o.report.Error = "not sent: " + err.Error()
-			r.logf("%s: alert not sent, %v: %s", r.c.Name, err, o.msg.Line())
+			r.event(slog.LevelError, "alert not sent", "error", err, "kind", o.msg.Kind, "agent", o.msg.Agent, "text", o.msg.Text)
 		}
 		return err
 	}
@@ -124,7 +125,7 @@ func (r *run) send(ctx context.Context) error {
 	r.ledger.Sending = nil
 	if err := r.persist(); err != nil {
 		r.rep.Errors = append(r.rep.Errors, "ledger after delivery: "+err.Error())
-		r.logf("%s: ledger after delivery: %v", r.c.Name, err)
+		r.event(slog.LevelError, "ledger not written after delivery", "error", err)
 	}
 
 	type routeTrouble struct {
@@ -174,7 +175,7 @@ func (r *run) send(ctx context.Context) error {
 		}
 		if d.Outcome == notify.OutcomeDropped {
 			t.dropped++
-			r.logf("%s: notify %s: dropped undeliverable message: %s", r.c.Name, d.Route, d.Message.Line())
+			r.event(slog.LevelWarn, "alert dropped: undeliverable", "route", d.Route, "kind", d.Message.Kind, "agent", d.Message.Agent, "text", d.Message.Text, "error", rd.Error)
 		} else {
 			t.queued++
 			t.next = d.Next
@@ -204,7 +205,7 @@ func (r *run) send(ctx context.Context) error {
 		}
 		line := fmt.Sprintf("notify %s: %s: %s", name, strings.Join(what, ", "), t.err)
 		r.rep.Errors = append(r.rep.Errors, line)
-		r.logf("%s: %s", r.c.Name, line)
+		r.event(slog.LevelWarn, "alerts not delivered", "route", name, "queued", t.queued, "dropped", t.dropped, "error", t.err)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/contractd/contractd/contracts"
@@ -68,11 +69,15 @@ type Options struct {
 	Opener        Opener
 	Now           func() time.Time
 	Getenv        func(string) string // reads secrets named by a contract
-	Logf          func(format string, args ...any)
-	Progress      func(Event)
-	Notifiers     []notify.Notifier // added to every contract's own notify routes
-	NotifyDeps    notify.Deps       // what the contract's notifiers are built with
-	Sleep         func(ctx context.Context, d time.Duration) error
+	// Log receives the run's events, one record each at its level with
+	// its fields (see log.go). Nil means Logf's lines, or nothing.
+	Log *slog.Logger
+	// Logf, when Log is nil, receives each event as one line (LogfLogger).
+	Logf       func(format string, args ...any)
+	Progress   func(Event)
+	Notifiers  []notify.Notifier // added to every contract's own notify routes
+	NotifyDeps notify.Deps       // what the contract's notifiers are built with
+	Sleep      func(ctx context.Context, d time.Duration) error
 	// ReleaseTargets closes each target's connection after the last stage
 	// that uses it (one-shot runs over many hosts); a daemon keeps them.
 	ReleaseTargets bool
@@ -111,8 +116,11 @@ func New(opts Options) (*Engine, error) {
 	if opts.Getenv == nil {
 		opts.Getenv = func(string) string { return "" }
 	}
-	if opts.Logf == nil {
-		opts.Logf = func(string, ...any) {}
+	if opts.Log == nil {
+		opts.Log = discardLogger
+		if opts.Logf != nil {
+			opts.Log = LogfLogger(opts.Logf)
+		}
 	}
 	if opts.Sleep == nil {
 		opts.Sleep = sleepCtx

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"time"
 
@@ -84,9 +85,9 @@ func (r *run) logPanic(p *PanicError) {
 		return
 	}
 	p.logged = true
-	// The stack goes out as bytes: the log keeps its lines (a string
-	// argument would have them escaped onto one).
-	r.e.opts.Logf("%s: %s (recovered: this run is an engine failure)\n%s", r.c.Name, r.clean(p.Error()), p.Stack)
+	// The stack is a field of the one record: escaped onto its line, as
+	// every record is one line.
+	r.event(slog.LevelError, "panic (recovered: this run is an engine failure)", "error", p.Error(), "stack", string(p.Stack))
 }
 
 // clean is s as the run keeps any text: secrets redacted, control
@@ -111,7 +112,7 @@ func (r *run) abort(p *PanicError) (*Report, error) {
 	if !r.e.opts.DryRun && r.unshared == "" {
 		if err := r.recordAborted(p); err != nil {
 			rep.Errors = append(rep.Errors, "history: "+err.Error())
-			r.logf("%s: the history record of the run that panicked: %v", r.c.Name, err)
+			r.event(slog.LevelError, "the history record of the run that panicked not written", "error", err)
 		}
 	}
 	return rep, fmt.Errorf("%w: %w", ErrEngine, p)

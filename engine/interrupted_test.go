@@ -202,7 +202,7 @@ func TestARunStoppedMidwayIsRecordedFromTheLedger(t *testing.T) {
 	if hist := history(t, killed); len(hist) != 2 || hist[0].RunID != first.RunID || hist[0].Interrupted != stoppedReason || hist[1].Interrupted != "" {
 		t.Errorf("history %+v; want the stopped run, then the next one", hist)
 	}
-	if !containsPrefix(logs, "mesh: run "+first.RunID+" ") {
+	if !hasEvent(logs, "mesh: a run was stopped before it recorded its end", "stopped_run="+first.RunID) {
 		t.Errorf("the log does not say the stopped run was recorded: %q", logs)
 	}
 	if hist := history(t, h.dir); len(hist) != 1 || hist[0].Interrupted != "" {

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/contractd/contractd/engine/guard"
@@ -52,10 +53,10 @@ func (r *run) recordStopped(now time.Time) {
 	switch {
 	case err != nil:
 		r.rep.Errors = append(r.rep.Errors, fmt.Sprintf("the record of run %s, stopped before its end: %v", stopped.RunID, err))
-		r.logf("%s: the record of run %s, stopped before its end: %v", r.c.Name, stopped.RunID, err)
+		r.event(slog.LevelError, "the record of a run stopped before its end not written", "stopped_run", stopped.RunID, "error", err)
 	case h != nil:
-		r.logf("%s: run %s (started %s) was stopped before it recorded its end; its history record is written from the ledger",
-			r.c.Name, h.RunID, h.StartedAt.UTC().Format(time.RFC3339))
+		r.event(slog.LevelWarn, "a run was stopped before it recorded its end; its history record is written from the ledger",
+			"stopped_run", h.RunID, "started", h.StartedAt.UTC().Format(time.RFC3339))
 	}
 }
 
@@ -131,7 +132,7 @@ func (r *run) ended(in *store.Intent, code int) {
 	r.mu.Unlock()
 	if err := r.persist(); err != nil {
 		r.rep.Errors = append(r.rep.Errors, "ledger after repair: "+err.Error())
-		r.logf("%s: ledger after repair of %s: %v", r.c.Name, in.Unit, err)
+		r.event(slog.LevelError, "ledger not written after repair", "agent", in.Unit, "error", err)
 	}
 }
 
@@ -145,7 +146,7 @@ func (r *run) recoverLedger() {
 		for _, n := range r.notifiers {
 			r.ledger.Outbox.Queue = append(r.ledger.Outbox.Queue, notify.Queued{Notifier: n.Name(), Message: m, Since: now})
 		}
-		r.logf("%s: a message a stopped run had not sent is queued: %s", r.c.Name, m.Line())
+		r.event(slog.LevelInfo, "a message a stopped run had not sent is queued", "kind", m.Kind, "agent", m.Agent, "text", m.Text)
 	}
 	r.ledger.Sending = nil
 	kept := r.ledger.Intents[:0]
@@ -196,7 +197,7 @@ func (r *run) verifyInterrupted() {
 			ar.Verify = guard.Remediated
 		}
 		r.addAction(ar)
-		r.logf("%s: %s: repair interrupted in run %s (`%s`): %s", r.c.Name, u.name(), in.RunID, in.Command, ar.Verify)
+		r.unitEvent(slog.LevelWarn, u, "repair interrupted", "stopped_run", in.RunID, "action", in.Command, "verify", ar.Verify)
 	}
 	r.ledger.Intents = kept
 }

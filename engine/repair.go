@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"time"
@@ -221,7 +222,7 @@ func (r *run) act(ctx context.Context, u *unit, sr *stageRun, row *contracts.Act
 	case KindLog:
 		ar.Action, ar.Status = "log", ActionLogged
 		ar.Reason = nonEmpty(row.Message, row.Condition)
-		r.logf("%s: %s: %s (%s)", r.c.Name, u.name(), ar.Reason, seen)
+		r.unitEvent(slog.LevelInfo, u, ar.Reason, "condition", row.Condition, "seen", seen)
 		return nil
 	case KindMonitor:
 		ar.Action, ar.Status = "monitor", ActionMonitor
@@ -290,14 +291,14 @@ func (r *run) act(ctx context.Context, u *unit, sr *stageRun, row *contracts.Act
 			ar.PendingSince = k.PendingSince
 		}
 		if r.changed(u, key, v) {
-			r.logf("%s: %s: pending %s (%s): %s", r.c.Name, u.name(), cmd, row.Condition, ar.Reason)
+			r.unitEvent(slog.LevelInfo, u, "repair held", "status", v.Status, "guard", v.Guard, "action", cmd, "condition", row.Condition, "reason", ar.Reason)
 		}
 		return nil
 	case guard.StatusEscalate:
 		r.chain.RecordEscalated(u.state, key)
 		r.raise(&intent{unit: u, stage: sr, row: row, source: guard.SourceGuard, condition: "escalated: " + row.Condition,
 			severity: contracts.SeverityCritical, pages: true, text: fmt.Sprintf("%s: repairs exhausted for %s; a person is needed (%s)", u.name(), row.Condition, v.Reason)})
-		r.logf("%s: %s: escalated %s: %s", r.c.Name, u.name(), row.Condition, v.Reason)
+		r.unitEvent(slog.LevelWarn, u, "repairs escalated: a person is needed", "action", cmd, "condition", row.Condition, "guard", v.Guard, "reason", v.Reason)
 		return nil
 	case guard.StatusAlert:
 		if r.guardAlert(u, sr, row, v) {
@@ -306,7 +307,7 @@ func (r *run) act(ctx context.Context, u *unit, sr *stageRun, row *contracts.Act
 		return nil
 	default:
 		if r.changed(u, key, v) {
-			r.logf("%s: %s: %s %s (%s): %s", r.c.Name, u.name(), v.Status, cmd, row.Condition, strings.TrimPrefix(v.Reason, string(v.Status)+": "))
+			r.unitEvent(slog.LevelInfo, u, "repair held", "status", v.Status, "guard", v.Guard, "action", cmd, "condition", row.Condition, "reason", strings.TrimPrefix(v.Reason, string(v.Status)+": "))
 		}
 		return nil
 	}
@@ -327,7 +328,7 @@ func (r *run) act(ctx context.Context, u *unit, sr *stageRun, row *contracts.Act
 		r.noRepair = err.Error()
 		ar.Status, ar.Guard, ar.Reason = guard.StatusBlocked, "ledger", "not run: "+err.Error()
 		r.rep.Errors = append(r.rep.Errors, "repairs stopped: "+err.Error())
-		r.logf("%s: %s: not repaired: %v", r.c.Name, u.name(), err)
+		r.unitEvent(slog.LevelError, u, "repair not run: its intent cannot be recorded", "action", cmd, "condition", row.Condition, "error", err)
 		return nil
 	}
 	r.mu.Lock()
@@ -347,14 +348,14 @@ func (r *run) act(ctx context.Context, u *unit, sr *stageRun, row *contracts.Act
 	switch {
 	case err != nil:
 		ar.Status, ar.Reason = ActionFailed, "target unreachable: "+err.Error()
-		r.logf("%s: could not repair %s (%s): %v", r.c.Name, u.name(), seen, err)
+		r.unitEvent(slog.LevelWarn, u, "repair failed: target unreachable", "action", cmd, "condition", row.Condition, "seen", seen, "error", err)
 	case res.TimedOut:
 		timeout, _ := r.e.actionTimeouts()
 		ar.Status, ar.Reason = ActionFailed, strings.TrimSuffix(fmt.Sprintf("timed out after %s (the repair timeout) and was killed: %s", contracts.FormatDuration(timeout), truncate(strings.TrimSpace(transports.Redact(res.Stderr, r.redact)), 200)), ": ")
-		r.logf("%s: repair of %s failed (%s): `%s` timed out after %s and was killed", r.c.Name, u.name(), seen, cmd, contracts.FormatDuration(timeout))
+		r.unitEvent(slog.LevelWarn, u, "repair failed: timed out and killed", "action", cmd, "condition", row.Condition, "seen", seen, "timeout", contracts.FormatDuration(timeout))
 	case code != 0:
 		ar.Status, ar.Reason = ActionFailed, fmt.Sprintf("exit code %d: %s", code, truncate(strings.TrimSpace(transports.Redact(res.Stderr, r.redact)), 200))
-		r.logf("%s: repair of %s failed (%s): `%s` exit %d", r.c.Name, u.name(), seen, cmd, code)
+		r.unitEvent(slog.LevelWarn, u, "repair failed", "action", cmd, "condition", row.Condition, "seen", seen, "exit_code", code, "error", ar.Reason)
 	default:
 		ar.Status = ActionRan
 	}
@@ -364,7 +365,8 @@ func (r *run) act(ctx context.Context, u *unit, sr *stageRun, row *contracts.Act
 	if ar.Status == ActionRan {
 		// One log line per repair, in the author's words when the row or
 		// the contract shapes repair messages.
-		r.logf("%s: %s", r.c.Name, r.shape(row, repairData(job, fmt.Sprintf("repaired %s (%s): `%s`", u.name(), seen, cmd))))
+		r.unitEvent(slog.LevelInfo, u, "repair ran", "action", cmd, "condition", row.Condition, "seen", seen,
+			"text", r.shape(row, repairData(job, fmt.Sprintf("repaired %s (%s): `%s`", u.name(), seen, cmd))))
 	}
 	return job
 }
@@ -399,13 +401,13 @@ func (r *run) guardAlert(u *unit, sr *stageRun, row *contracts.ActionRow, v guar
 	if v.Guard == guard.GuardBlastRadius {
 		r.raise(&intent{source: guard.SourceGuard, condition: "circuit open", severity: contracts.SeverityCritical,
 			text: "circuit breaker open, no repairs this run: " + v.Reason})
-		r.logf("%s: %s: not repaired: %s", r.c.Name, u.name(), v.Reason)
+		r.unitEvent(slog.LevelWarn, u, "repair held: circuit breaker open", "status", v.Status, "guard", v.Guard, "condition", row.Condition, "reason", v.Reason)
 		return false
 	}
 	if r.c.Guards.CrashLoop.Then == contracts.CrashLoopEscalate {
 		r.raise(&intent{unit: u, stage: sr, row: row, source: guard.SourceGuard, condition: "crash-loop",
 			severity: contracts.SeverityCritical, pages: true, text: fmt.Sprintf("%s is crash-looping and needs a person; not repairing: %s", u.name(), v.Reason)})
-		r.logf("%s: %s: escalated, crash loop: %s", r.c.Name, u.name(), v.Reason)
+		r.unitEvent(slog.LevelWarn, u, "repairs escalated: crash loop", "guard", v.Guard, "condition", row.Condition, "reason", v.Reason)
 		return true
 	}
 	for _, other := range sr.stage.Actions {
@@ -417,7 +419,7 @@ func (r *run) guardAlert(u *unit, sr *stageRun, row *contracts.ActionRow, v guar
 	}
 	r.raise(&intent{unit: u, stage: sr, row: row, source: guard.SourceGuard, condition: "crash-loop",
 		severity: contracts.SeverityCritical, text: fmt.Sprintf("%s is crash-looping; not repairing: %s", u.name(), v.Reason)})
-	r.logf("%s: %s: not repaired, crash loop: %s", r.c.Name, u.name(), v.Reason)
+	r.unitEvent(slog.LevelWarn, u, "repair held: crash loop", "status", v.Status, "guard", v.Guard, "condition", row.Condition, "reason", v.Reason)
 	return false
 }
 

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"runtime/debug"
 	"sort"
 	"time"
@@ -108,9 +109,9 @@ func (r *run) resendOpen(ctx context.Context) {
 		case rs.Err != nil && rs.New:
 			line := fmt.Sprintf("notify %s: resend of %d open incident(s) failed: %v", rs.Route, rs.Incidents, rs.Err)
 			r.rep.Errors = append(r.rep.Errors, line)
-			r.logf("%s: %s", r.c.Name, line)
+			r.event(slog.LevelWarn, line, "route", rs.Route, "incidents", rs.Incidents)
 		case rs.Recovered:
-			r.logf("%s: notify %s: resend works again (%d open incident(s))", r.c.Name, rs.Route, rs.Incidents)
+			r.event(slog.LevelInfo, fmt.Sprintf("notify %s: resend works again (%d open incident(s))", rs.Route, rs.Incidents), "route", rs.Route, "incidents", rs.Incidents)
 		}
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -41,6 +42,7 @@ type run struct {
 	c       *contracts.Contract
 	rep     *Report
 	st      store.Backend
+	log     *slog.Logger // with the contract and run_id; see event
 	ledger  *store.Ledger
 	chain   *guard.Chain
 	secrets map[string]string // the contract's secrets that are set
@@ -86,11 +88,14 @@ func (e *Engine) Run(ctx context.Context, c *contracts.Contract) (rep *Report, e
 		DryRun: e.opts.DryRun, Stages: []*StageReport{}, Agents: map[string]*AgentReport{},
 		Actions: []*ActionReport{}, Alerts: []*AlertReport{},
 	}
+	log := e.opts.Log.With("contract", transports.Printable(c.Name), "run_id", rep.RunID)
+	// Deferred first, so it runs last: the run's end as it was returned.
+	defer func() { logEnd(log, rep, err) }()
 	// A panic before the run holds its lock has nothing to record.
 	defer func() {
 		if v := recover(); v != nil {
 			p := asPanic("run (start)", v)
-			e.opts.Logf("%s: %s (recovered: this run is an engine failure)\n%s", c.Name, transports.Printable(p.Error()), p.Stack)
+			log.Error("panic (recovered: this run is an engine failure)", "error", transports.Printable(p.Error()), "stack", string(p.Stack))
 			rep, err = e.fail(rep, p)
 		}
 	}()
@@ -109,7 +114,7 @@ func (e *Engine) Run(ctx context.Context, c *contracts.Contract) (rep *Report, e
 	}
 	defer unlock()
 
-	r := &run{e: e, c: c, rep: rep, st: st, secrets: e.secrets(c), gateValues: map[string]any{}, intents: map[string]*intent{}, phase: "open"}
+	r := &run{e: e, c: c, rep: rep, st: st, log: log, secrets: e.secrets(c), gateValues: map[string]any{}, intents: map[string]*intent{}, phase: "open"}
 	r.redact = secretValues(r.secrets)
 	// One recover boundary for the whole run, its goroutines included
 	// (they hand their panic over, see catch): a panic is this run's engine
@@ -160,7 +165,7 @@ func (r *run) do(ctx context.Context) (*Report, error) {
 	if ctx.Err() != nil {
 		r.interrupted = interruptedBy(ctx)
 		rep.Errors = append(rep.Errors, "interrupted: "+r.interrupted)
-		r.logf("%s: interrupted: %s; recording what the run did", r.c.Name, r.interrupted)
+		r.event(slog.LevelWarn, "run interrupted; recording what the run did", "reason", r.interrupted)
 	}
 	if e.opts.DryRun {
 		return rep, nil
@@ -239,7 +244,7 @@ func (r *run) open() error {
 		// A snapshot is rebuilt by this run; a corrupt one is moved aside
 		// and said so, never dropped in silence.
 		rep.Errors = append(rep.Errors, "snapshot: "+err.Error())
-		r.logf("%s: snapshot: %v", c.Name, err)
+		r.event(slog.LevelError, "snapshot unreadable", "error", err)
 	}
 	r.stages = expandStages(c)
 	if r.noRepair != "" {
@@ -268,7 +273,7 @@ func (r *run) reportOnly() (*Report, error) {
 	rep := r.rep
 	line := "no repairs and no alerts this run, state is not shared: " + r.unshared
 	rep.Errors = append(rep.Errors, line)
-	r.logf("%s: %s", r.c.Name, line)
+	r.event(slog.LevelWarn, "no repairs and no alerts this run, state is not shared", "error", r.unshared)
 	rep.OverallSeverity = r.overall()
 	rep.FinishedAt = r.e.opts.Now()
 	rep.DurationMS = rep.FinishedAt.Sub(rep.StartedAt).Milliseconds()
@@ -294,10 +299,4 @@ func (r *run) restarts(agent, window string) int {
 	// `restarts`), whichever is larger.
 	n, _ := guard.CrashLoop{Per: d, Clock: clockFunc(r.e.opts.Now)}.Count(u)
 	return n
-}
-
-// logf writes one log line with the contract's secret values redacted and
-// control characters from targets escaped.
-func (r *run) logf(format string, args ...any) {
-	r.e.opts.Logf("%s", transports.Printable(transports.Redact(fmt.Sprintf(format, args...), r.redact)))
 }

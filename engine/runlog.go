@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"time"
@@ -59,6 +60,6 @@ func (r *run) writeRunLog() {
 	if err := notify.AppendLine(r.c.Log, b.String()); err != nil {
 		msg := "log: " + err.Error()
 		rep.Errors = append(rep.Errors, msg)
-		r.logf("%s: %s", r.c.Name, msg)
+		r.event(slog.LevelError, "run log not written", "error", err)
 	}
 }

@@ -47,19 +47,19 @@ func TestHeldRepairIsLoggedOnceNotEveryRun(t *testing.T) {
 		}
 		h.clock.Advance(time.Minute)
 	}
-	count := func(s string) int {
+	count := func(fields ...string) int {
 		n := 0
 		for _, l := range lines {
-			if strings.Contains(l, s) {
+			if hasEvent([]string{l}, "mesh: repair held", fields...) {
 				n++
 			}
 		}
 		return n
 	}
-	if n := count("koby: report-only"); n != 1 {
+	if n := count("agent=koby", "status=report-only"); n != 1 {
 		t.Errorf("the report-only agent's held repair was logged %d times over 4 runs, want once:\n%s", n, strings.Join(lines, "\n"))
 	}
-	if n := count("abiba: pending"); n != 1 {
+	if n := count("agent=abiba", "status=pending"); n != 1 {
 		t.Errorf("the debounced repair was logged %d times over 3 held runs, want once:\n%s", n, strings.Join(lines, "\n"))
 	}
 }

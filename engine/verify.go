@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -65,19 +66,19 @@ func (r *run) verify(ctx context.Context, jobs []*verifyJob) {
 					r.chain.RecordVerify(j.u.state, j.key, remediated)
 				}
 				if r.chain.RecordSlowRetry(j.u.state, j.key, j.row.Guard, remediated, again.report.Severity == contracts.SeverityHealthy) {
-					r.logf("%s: %s: repairs slowed: %s", r.c.Name, j.u.name(), r.chain.SlowRetry(j.row.Guard).Check(j.u.state).Reason)
+					r.unitEvent(slog.LevelInfo, j.u, "repairs slowed", "condition", j.row.Condition, "reason", r.chain.SlowRetry(j.row.Guard).Check(j.u.state).Reason)
 				}
 				r.mu.Unlock()
 				switch {
 				case undecided:
 					j.report.Verify = guard.Undecided
-					r.logf("%s: %s after repair and %s grace: %s cleared but not yet healthy (now %s): undecided", r.c.Name, j.u.name(), grace, j.row.Condition, again.report.Severity)
+					r.unitEvent(slog.LevelInfo, j.u, "repair verified: condition cleared, not yet healthy", "verify", string(guard.Undecided), "action", j.command, "condition", j.row.Condition, "severity", again.report.Severity, "grace", grace)
 				case remediated:
 					j.report.Verify = guard.Remediated
-					r.logf("%s: verified %s after %s: %s cleared (now %s)", r.c.Name, j.u.name(), grace, j.row.Condition, again.report.Severity)
+					r.unitEvent(slog.LevelInfo, j.u, "repair verified: condition cleared", "verify", string(guard.Remediated), "action", j.command, "condition", j.row.Condition, "severity", again.report.Severity, "grace", grace)
 				default:
 					j.report.Verify = guard.RemediationFailed
-					r.logf("%s: %s still failing after repair and %s grace: %s (now %s)", r.c.Name, j.u.name(), grace, j.row.Condition, again.report.Severity)
+					r.unitEvent(slog.LevelWarn, j.u, "repair did not help: condition still holds", "verify", string(guard.RemediationFailed), "action", j.command, "condition", j.row.Condition, "severity", again.report.Severity, "grace", grace)
 				}
 			}
 		}()

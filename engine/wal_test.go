@@ -114,7 +114,7 @@ func TestARepairIsRecordedBeforeItRunsAndACrashNeverRepeatsIt(t *testing.T) {
 	if len(acts) != 1 || acts[0].Verify != "remediated" || !strings.Contains(acts[0].Reason, "never recorded as ended") {
 		t.Errorf("actions %+v; want the interrupted repair, verified remediated", rep.Actions)
 	}
-	if !containsPrefix(logs, "mesh: abiba: repair interrupted in run ") {
+	if !hasEvent(logs, "mesh: repair interrupted", "agent=abiba", "stopped_run=") {
 		t.Errorf("log %q does not say the repair was interrupted", logs)
 	}
 	l, _ := mustStore(t, crashed).ReadLedger("mesh")
@@ -214,7 +214,7 @@ func TestAStateDirThatCannotBeWrittenRunsNoRepairAndLosesNoAlert(t *testing.T) {
 	if n := h.rec.count(); n != 0 {
 		t.Errorf("%d messages sent with a state dir that cannot record them", n)
 	}
-	if !containsPrefix(logs, "mesh: alert not sent, state cannot be written") {
+	if !hasEvent(logs, "mesh: alert not sent", `error="state cannot be written`, "agent=abiba") || !hasEvent(logs, "mesh: alert not sent", "agent=koby") {
 		t.Errorf("the alerts are not in the log: %q", logs)
 	}
 }

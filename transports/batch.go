@@ -202,7 +202,7 @@ func execBatch(ctx context.Context, r runner, cmds []Command, logf logger) ([]Re
 		} else {
 			err = fmt.Errorf("%s: shell did not start (exit %d): %s: %w", r, code, outside(), ErrUnreachable)
 		}
-		logf.printf(secrets, "%v", err)
+		logf.failed(secrets, r, err)
 		return nil, err
 	}
 	parser.mu.Lock()
@@ -210,16 +210,16 @@ func execBatch(ctx context.Context, r runner, cmds []Command, logf logger) ([]Re
 	results := parser.results(secrets, timedOut)
 	parser.mu.Unlock()
 	if err != nil && started == 0 {
-		logf.printf(secrets, "%v", err)
+		logf.failed(secrets, r, err)
 		return nil, err
 	}
 	if err != nil {
-		logf.printf(secrets, "%s: batch ended after %d of %d steps: %v", r, finished, len(cmds), err)
+		logf.warn(secrets, r, "batch ended after %d of %d steps: %v", finished, len(cmds), err)
 		return results, err
 	}
 	if finished < len(cmds) {
-		logf.printf(secrets, "%s: batch ended after %d of %d steps (exit %d, timed out %v): %s",
-			r, finished, len(cmds), code, timedOut, outside())
+		logf.warn(secrets, r, "batch ended after %d of %d steps (exit %d, timed out %v): %s",
+			finished, len(cmds), code, timedOut, outside())
 	}
 	return results, nil
 }

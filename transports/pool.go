@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -61,16 +62,21 @@ type PoolOptions struct {
 	// sends every Exec and ExecBatch through it (see resident.go and
 	// docs/transports.md). A daemon sets it; one-shot runs leave it nil.
 	Resident *ResidentOptions
-	// Logf receives one line per connection event (dial, reconnect,
-	// host key accepted, keepalive failure) and per failed command, with
-	// command secrets redacted. Nil discards them.
+	// Log receives one record per connection event (dial, reconnect,
+	// host key accepted, keepalive failure), per resident session event
+	// and per failed command, at its level (a broken session or a lost
+	// connection is a warning), with the target chain as the field
+	// "target" and command secrets redacted.
+	Log *slog.Logger
+	// Logf, when Log is nil, receives the same events as "TARGET: text"
+	// lines. Both nil discards them.
 	Logf func(format string, args ...any)
-	// HostKeys, when set, receives instead of Logf the line for each host
+	// HostKeys, when set, receives instead of Log and Logf the warning for each host
 	// key that accept-new records (host, key type, SHA256 fingerprint,
 	// known_hosts file), so that a one-shot run, which keeps the
 	// connection chatter out of its output, still says which key it
 	// trusted.
-	HostKeys func(format string, args ...any)
+	HostKeys *slog.Logger
 }
 
 // Pool opens transports and owns the ssh connections they share: one per
@@ -106,9 +112,7 @@ type sshConn struct {
 // NewPool returns an empty pool. It never fails.
 func NewPool(opts PoolOptions) *Pool {
 	p := &Pool{opts: opts, conns: map[string]*sshConn{}}
-	if opts.Logf != nil {
-		p.logf = opts.Logf
-	}
+	p.logf = logger{slog: opts.Log, logf: opts.Logf}
 	if pub, _, err := ed25519.GenerateKey(rand.Reader); err == nil {
 		p.probe, _ = ssh.NewPublicKey(pub)
 	}
@@ -313,12 +317,12 @@ func (p *Pool) client(ctx context.Context, spec *Spec) (*ssh.Client, error) {
 		return nil, err // the caller logs it, with its command's secrets redacted
 	}
 	c.client, c.stop = cl, make(chan struct{})
-	p.logf.printf(nil, "%s: connected", spec.chain())
+	p.logf.info(nil, label(spec.chain()), "connected")
 	go func(stop chan struct{}) {
 		err := cl.Wait()
 		c.mu.Lock()
 		if c.client == cl {
-			p.logf.printf(nil, "%s: connection closed: %v", spec.chain(), err)
+			p.logf.warn(nil, label(spec.chain()), "connection closed: %v", err)
 		}
 		c.drop(cl)
 		c.mu.Unlock()
@@ -385,9 +389,9 @@ func (p *Pool) keepalive(spec *Spec, cl *ssh.Client, stop chan struct{}) {
 			if err == nil {
 				continue
 			}
-			p.logf.printf(nil, "%s: keepalive failed: %v", spec.chain(), err)
+			p.logf.warn(nil, label(spec.chain()), "keepalive failed: %v", err)
 		case <-time.After(p.opts.KeepAlive):
-			p.logf.printf(nil, "%s: keepalive unanswered for %s", spec.chain(), p.opts.KeepAlive)
+			p.logf.warn(nil, label(spec.chain()), "keepalive unanswered for %s", p.opts.KeepAlive)
 		case <-stop:
 			return
 		}

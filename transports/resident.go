@@ -436,7 +436,7 @@ func startResident(ctx context.Context, s *residentSet, key, host string, r runn
 		res.pre = nil
 		res.mu.Unlock()
 		if noise != "" {
-			r.logger().printf(nil, "%s: the login printed before the resident loop started (ignored): %q", r, noise)
+			r.logger().info(nil, r, "the login printed before the resident loop started (ignored): %q", noise)
 		}
 		return res, false, nil
 	case <-res.done:
@@ -779,7 +779,7 @@ func (s *residentSet) acquire(ctx context.Context, t *residentTransport, limit t
 		c.bounded = true
 		s.mu.Unlock()
 		if say {
-			s.logf.printf(nil, "%s: %d resident sessions already open on this host (the bound); using fresh sessions until one closes", t, s.opts.MaxPerHost)
+			s.logf.info(nil, t, "%d resident sessions already open on this host (the bound); using fresh sessions until one closes", s.opts.MaxPerHost)
 		}
 		return nil, "", nil
 	}
@@ -801,7 +801,7 @@ func (s *residentSet) acquire(ctx context.Context, t *residentTransport, limit t
 			return nil, "", err
 		}
 		note := fmt.Sprintf("resident session could not start (%v); ran in a fresh session", err)
-		s.logf.printf(nil, "%s: %s; fresh sessions for %s", t, note, s.opts.RetryAfter)
+		s.logf.warn(nil, t, "%s; fresh sessions for %s", note, s.opts.RetryAfter)
 		return nil, note, nil
 	}
 	s.mu.Lock()
@@ -817,7 +817,7 @@ func (s *residentSet) acquire(ctx context.Context, t *residentTransport, limit t
 		c.lost = ""
 	}
 	s.mu.Unlock()
-	s.logf.printf(nil, "%s: resident session started", t)
+	s.logf.debug(nil, t, "resident session started")
 	return r, note, nil
 }
 
@@ -862,7 +862,7 @@ func (s *residentSet) tick(r *resident, gen int) {
 	if !time.Now().Before(r.expires) {
 		s.dropLocked(r)
 		s.mu.Unlock()
-		s.logf.printf(nil, "%s: resident session idle for its time to live; closed", r.name)
+		s.logf.debug(nil, label(r.name), "resident session idle for its time to live; closed")
 		r.close(false)
 		return
 	}
@@ -924,7 +924,7 @@ func (s *residentSet) discard(r *resident, why string) {
 	s.mu.Lock()
 	s.dropLocked(r)
 	s.mu.Unlock()
-	s.logf.printf(nil, "%s: resident session closed: %s", r.name, why)
+	s.logf.warn(nil, label(r.name), "resident session closed: %s", why)
 	r.close(true)
 }
 
@@ -941,7 +941,7 @@ func (s *residentSet) gone(r *resident) {
 		why := r.endReason()
 		r.mu.Unlock()
 		s.chain(r.key).lost = "ended while idle (" + why + ")"
-		s.logf.printf(nil, "%s: idle resident session ended: %s", r.name, why)
+		s.logf.warn(nil, label(r.name), "idle resident session ended: %s", why)
 	}
 }
 
@@ -1065,8 +1065,7 @@ func (t *residentTransport) run(ctx context.Context, cmds []Command, single bool
 	}
 	r, note, err := t.set.acquire(ctx, t, limit)
 	if err != nil {
-		logf := t.runner.logger()
-		logf.printf(nil, "%v", err)
+		t.runner.logger().failed(nil, t, err)
 		if single {
 			return []Result{{ExitCode: -1}}, err
 		}
@@ -1079,7 +1078,7 @@ func (t *residentTransport) run(ctx context.Context, cmds []Command, single bool
 	if err == nil {
 		t.set.release(r, t.spec.ResidentTTL)
 		if note != "" {
-			t.runner.logger().printf(nil, "%s: %s", t, note)
+			t.runner.logger().info(nil, t, "%s", note)
 			for i := range out {
 				out[i].Note = note
 			}
@@ -1126,7 +1125,7 @@ func (t *residentTransport) run(ctx context.Context, cmds []Command, single bool
 func (t *residentTransport) fresh(ctx context.Context, cmds []Command, single bool, note string) ([]Result, error) {
 	logf := t.runner.logger()
 	if note != "" {
-		logf.printf(nil, "%s: %s", t, note)
+		logf.warn(nil, t, "%s", note)
 	}
 	var out []Result
 	var err error

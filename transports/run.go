@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"time"
 )
@@ -27,13 +28,74 @@ type runner interface {
 	String() string
 }
 
-// logger is PoolOptions.Logf or a no-op.
-type logger func(format string, args ...any)
+// logger is where a pool's events go: PoolOptions.Log, else
+// PoolOptions.Logf as "TARGET: text" lines, else nowhere. The zero logger
+// discards.
+type logger struct {
+	slog *slog.Logger
+	logf func(format string, args ...any)
+}
 
-func (l logger) printf(secrets []string, format string, args ...any) {
-	if l != nil {
-		l("%s", Redact(fmt.Sprintf(format, args...), secrets))
+// event logs one event about target at level: the text is format and args
+// with secrets redacted and made Printable; the target is a field of its
+// own ("target") for slog, and the line's prefix for a Logf.
+func (l logger) event(level slog.Level, secrets []string, target fmt.Stringer, format string, args ...any) {
+	if l.slog == nil && l.logf == nil {
+		return
 	}
+	msg := Printable(Redact(fmt.Sprintf(format, args...), secrets))
+	name := Printable(target.String())
+	if l.slog != nil {
+		logAt(l.slog, level, msg, "target", name)
+		return
+	}
+	l.logf("%s: %s", name, msg)
+}
+
+// label names a target for logger's methods.
+type label string
+
+func (l label) String() string { return string(l) }
+
+// failed logs err, which names its target itself, as a warning about
+// target.
+func (l logger) failed(secrets []string, target fmt.Stringer, err error) {
+	if l.slog == nil && l.logf == nil {
+		return
+	}
+	msg := Printable(Redact(err.Error(), secrets))
+	if l.slog != nil {
+		logAt(l.slog, slog.LevelWarn, msg, "target", Printable(target.String()))
+		return
+	}
+	l.logf("%s", msg)
+}
+
+// logAt logs msg at level through l's leveled methods (they bring the
+// context slog wants; logging takes no deadline).
+func logAt(l *slog.Logger, level slog.Level, msg string, args ...any) {
+	switch {
+	case level >= slog.LevelError:
+		l.Error(msg, args...)
+	case level >= slog.LevelWarn:
+		l.Warn(msg, args...)
+	case level >= slog.LevelInfo:
+		l.Info(msg, args...)
+	default:
+		l.Debug(msg, args...)
+	}
+}
+
+func (l logger) debug(secrets []string, target fmt.Stringer, format string, args ...any) {
+	l.event(slog.LevelDebug, secrets, target, format, args...)
+}
+
+func (l logger) info(secrets []string, target fmt.Stringer, format string, args ...any) {
+	l.event(slog.LevelInfo, secrets, target, format, args...)
+}
+
+func (l logger) warn(secrets []string, target fmt.Stringer, format string, args ...any) {
+	l.event(slog.LevelWarn, secrets, target, format, args...)
 }
 
 // execOne is the run loop every transport's Exec shares: it frames the
@@ -75,7 +137,7 @@ func execOne(ctx context.Context, r runner, cmd Command, logf logger) (Result, e
 		TimedOut:    runCtx.Err() != nil,
 	}
 	if err != nil {
-		logf.printf(secrets, "%v", err)
+		logf.failed(secrets, r, err)
 		return res, err
 	}
 	if !mw.seen {
@@ -85,11 +147,11 @@ func execOne(ctx context.Context, r runner, cmd Command, logf logger) (Result, e
 		} else {
 			err = fmt.Errorf("%s: shell did not start (exit %d): %s: %w", r, code, msg, ErrUnreachable)
 		}
-		logf.printf(secrets, "%v", err)
+		logf.failed(secrets, r, err)
 		return res, err
 	}
 	if res.TimedOut {
-		logf.printf(secrets, "%s: command timed out after %s and was killed", r, res.Duration.Round(time.Millisecond))
+		logf.info(secrets, r, "command timed out after %s and was killed", res.Duration.Round(time.Millisecond))
 	}
 	return res, nil
 }
@@ -99,7 +161,7 @@ func execOne(ctx context.Context, r runner, cmd Command, logf logger) (Result, e
 func logNoise(logf logger, r runner, secrets []string, ms ...*markerWriter) {
 	for _, m := range ms {
 		if n := strings.TrimSpace(string(m.noise)); n != "" {
-			logf.printf(secrets, "%s: the login printed before the script started (ignored): %q", r, n)
+			logf.info(secrets, r, "the login printed before the script started (ignored): %q", n)
 		}
 	}
 }

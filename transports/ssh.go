@@ -182,7 +182,7 @@ func (s *SSH) reap(ctx context.Context, tok string) {
 	defer cancel()
 	sess, release, err := s.session(rctx)
 	if err != nil {
-		s.pool.logf.printf(nil, "%s: reap %s: %v", s, tok, err)
+		s.pool.logf.warn(nil, s, "reap %s: %v", tok, err)
 		return
 	}
 	defer release()
@@ -195,7 +195,7 @@ func (s *SSH) reap(ctx context.Context, tok string) {
 		err = rctx.Err()
 	}
 	if err != nil {
-		s.pool.logf.printf(nil, "%s: reap %s: %v", s, tok, err)
+		s.pool.logf.warn(nil, s, "reap %s: %v", tok, err)
 	}
 }
 
@@ -257,7 +257,7 @@ func (s *SSH) session(ctx context.Context) (*ssh.Session, func(), error) {
 			return nil, nil, fmt.Errorf("%s: open session: %w: %w", s, err, ErrUnreachable)
 		}
 		last = err
-		s.pool.logf.printf(nil, "%s: pooled connection dead (%v), reconnecting", s, err)
+		s.pool.logf.warn(nil, s, "pooled connection dead (%v), reconnecting", err)
 		s.pool.forget(s.spec, cl)
 	}
 	free()
@@ -425,9 +425,9 @@ func (p *Pool) hostKeyCallback(spec *Spec) (ssh.HostKeyCallback, []string, error
 		}
 		log := p.logf
 		if p.opts.HostKeys != nil {
-			log = p.opts.HostKeys
+			log = logger{slog: p.opts.HostKeys}
 		}
-		log.printf(nil, "%s: accepted new host key for %s: %s %s, recorded in %s", spec.chain(), hostname, key.Type(), hk.Fingerprint, file)
+		log.warn(nil, label(spec.chain()), "accepted new host key for %s: %s %s, recorded in %s", hostname, key.Type(), hk.Fingerprint, file)
 		return nil
 	}
 	return cb, algos, nil

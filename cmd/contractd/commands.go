@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -210,6 +211,7 @@ type runFlags struct {
 	quiet    bool
 	dir      string
 	daemon   daemonFlags
+	log      logFlags
 }
 
 func (m *Main) runFlagSet(name string, rf *runFlags) *flag.FlagSet {
@@ -227,6 +229,7 @@ func (m *Main) runFlagSet(name string, rf *runFlags) *flag.FlagSet {
 	fs.StringVar(&rf.dir, "dir", m.Getenv("CONTRACTD_DIR"), "directory of contracts to search for a command or contract NAME")
 	rf.register(fs)
 	rf.daemon.register(fs, m.Getenv)
+	rf.log.register(fs)
 	return fs
 }
 
@@ -363,22 +366,20 @@ func (m *Main) runContracts(ctx context.Context, files []string, rf runFlags) in
 		return code
 	}
 	// A host key that accept-new records is said even with --quiet: the
-	// run trusted a key nobody had checked.
-	pool := transports.NewPool(transports.PoolOptions{HostKeys: func(format string, args ...any) {
-		say(m.Stderr, "%s "+format+"\n", append([]any{time.Now().UTC().Format("15:04:05")}, args...)...)
-	}})
+	// run trusted a key nobody had checked. So are the lines of a log
+	// route: they are the contract's deliveries, not the run's chatter.
+	log := m.logger(rf.log)
+	pool := transports.NewPool(transports.PoolOptions{HostKeys: log})
 	defer pool.Close()
-	logw := m.Stderr
-	logf := func(format string, args ...any) {
-		if !rf.quiet {
-			say(logw, "%s "+format+"\n", append([]any{time.Now().UTC().Format("15:04:05")}, args...)...)
-		}
+	runLog := log
+	if rf.quiet {
+		runLog = slog.New(slog.DiscardHandler)
 	}
 	eopts := engine.Options{
 		StateDir: rf.stateDir, Parallel: rf.parallel, DryRun: rf.dryRun,
 		RunTimeout: rf.timeout, LockWait: rf.lockWait, GraceOverride: rf.grace,
-		Opener: engine.PoolOpener{Pool: pool}, Getenv: m.Getenv, Logf: logf, ReleaseTargets: true,
-		NotifyDeps: notify.Deps{Log: m.Stderr, Getenv: m.Getenv},
+		Opener: engine.PoolOpener{Pool: pool}, Getenv: m.Getenv, Log: runLog, ReleaseTargets: true,
+		NotifyDeps: notify.Deps{Logger: log, Getenv: m.Getenv},
 	}
 	if rf.nagios && !rf.repair {
 		eopts.CheckOnly = "a --nagios check repairs nothing unless --repair is given"

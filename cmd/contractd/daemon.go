@@ -88,7 +88,7 @@ func (m *Main) askDaemon(ctx context.Context, fs *flag.FlagSet, rf runFlags, pat
 		if rf.daemon.tokenFile != "" {
 			b, err := os.ReadFile(rf.daemon.tokenFile)
 			if err != nil {
-				m.logf(rf, "token file: %v; asking the daemon without a token", err)
+				m.logInfo(rf, "token file unreadable; asking the daemon without a token", "error", err)
 			}
 			tok = strings.TrimSpace(string(b))
 		}
@@ -108,7 +108,7 @@ func (m *Main) askDaemon(ctx context.Context, fs *flag.FlagSet, rf runFlags, pat
 		for {
 			ans, rep, msg, retry := m.post(ctx, ep.client, ep.base+path, ep.token)
 			if ans != daemonNone {
-				m.logf(rf, "answered by the daemon at %s", ep.where)
+				m.logInfo(rf, "answered by the daemon", "daemon", ep.where)
 				return ans, rep, msg
 			}
 			if retry && time.Now().Before(deadline) {
@@ -119,7 +119,7 @@ func (m *Main) askDaemon(ctx context.Context, fs *flag.FlagSet, rf runFlags, pat
 				}
 			}
 			if msg != "" {
-				m.logf(rf, "the daemon at %s did not run it (%s); running here", ep.where, msg)
+				m.logInfo(rf, "the daemon did not run it; running here", "daemon", ep.where, "reason", msg)
 			}
 			break
 		}
@@ -177,9 +177,9 @@ func (m *Main) post(ctx context.Context, c *http.Client, u, token string) (ans d
 	return daemonNone, nil, fmt.Sprintf("%s: %s", resp.Status, apiErr.Error), false
 }
 
-// logf writes a log line like a run's, unless --quiet.
-func (m *Main) logf(rf runFlags, format string, args ...any) {
+// logInfo logs a record at info, as a run's are, unless --quiet.
+func (m *Main) logInfo(rf runFlags, msg string, args ...any) {
 	if !rf.quiet {
-		say(m.Stderr, "%s "+format+"\n", append([]any{time.Now().UTC().Format("15:04:05")}, args...)...)
+		m.logger(rf.log).Info(msg, args...)
 	}
 }

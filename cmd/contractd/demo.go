@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -130,13 +131,20 @@ func (d *demo) run(ctx context.Context, dir, fixture string) error {
 	}
 	pool := transports.NewPool(transports.PoolOptions{})
 	defer pool.Close()
-	logf := func(format string, args ...any) {
-		say(d.w, "    log  "+format+"\n", args...)
-	}
+	// The engine's records as the journal has them (no time: the demo's
+	// own clock heads each step), indented under the step.
+	log := slog.New(slog.NewTextHandler(newIndent(d.w), &slog.HandlerOptions{
+		ReplaceAttr: func(groups []string, a slog.Attr) slog.Attr {
+			if len(groups) == 0 && (a.Key == slog.TimeKey || a.Key == "run_id") {
+				return slog.Attr{}
+			}
+			return a
+		},
+	}))
 	d.eng, err = engine.New(engine.Options{
 		StateDir: filepath.Join(dir, "state"), Opener: engine.PoolOpener{Pool: pool},
-		Getenv: os.Getenv, Logf: logf, GraceOverride: 2 * time.Second,
-		NotifyDeps: notify.Deps{Log: newIndent(d.w), Getenv: os.Getenv},
+		Getenv: os.Getenv, Log: log, GraceOverride: 2 * time.Second,
+		NotifyDeps: notify.Deps{Logger: log, Getenv: os.Getenv},
 	})
 	if err != nil {
 		return err

@@ -17,7 +17,7 @@ func serveFlagTables(t *testing.T) map[string]bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	flagRe := regexp.MustCompile("`--([a-z][a-z0-9-]*)")
+	flagRe := regexp.MustCompile("`--([a-z][a-z0-9.-]*[a-z0-9])")
 	out := map[string]bool{}
 	tables := 0
 	collecting, inTable := false, false

@@ -48,7 +48,20 @@ func TestTargetOutputIsEscapedInHumanOutput(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("run exit %d:\n%s\n%s", code, out, errs)
 	}
-	outputs := map[string]string{"run": out, "run log": errs}
+	// The log's records are logfmt: a value is quoted as a Go string, so
+	// what Printable escaped is escaped once more there. Decoded, each
+	// value shows the output as the report does.
+	var decoded []string
+	for _, l := range strings.Split(strings.TrimSpace(errs), "\n") {
+		rec, err := parseLogfmt(l)
+		if err != nil {
+			t.Fatalf("run log line %q: %v", l, err)
+		}
+		for _, v := range rec {
+			decoded = append(decoded, v)
+		}
+	}
+	outputs := map[string]string{"run": out, "run log": errs, "run log's values": strings.Join(decoded, "\n")}
 	for _, args := range [][]string{{"why"}, {"history"}} {
 		_, o, e := runMain(t, append(append([]string{"contractd"}, args...), "--state-dir", state, "hostile")...)
 		outputs[strings.Join(args, " ")] = o + e
@@ -63,7 +76,7 @@ func TestTargetOutputIsEscapedInHumanOutput(t *testing.T) {
 			}
 		}
 	}
-	for _, name := range []string{"run", "run log", "why"} {
+	for _, name := range []string{"run", "run log's values", "why"} {
 		if !strings.Contains(outputs[name], `ok\n12:00:00 hostile: repaired box (forged)\n\x1b[2J\x1b]0;pwned\x07`) {
 			t.Errorf("%s does not show the probe's output escaped:\n%s", name, outputs[name])
 		}

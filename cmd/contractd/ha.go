@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -65,13 +66,13 @@ func (h *haFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 // the fenced store its runs write through. It fails on a bad flag or an
 // unreadable certificate, key or password file; an unreachable etcd is
 // not an error here (the daemon starts, probes and reports, and says so).
-func (h *haFlags) connect(ctx context.Context, getenv func(string) string, logf func(string, ...any)) (*clientv3.Client, *serve.HA, *etcdstore.Store, error) {
+func (h *haFlags) connect(ctx context.Context, getenv func(string) string, log *slog.Logger) (*clientv3.Client, *serve.HA, *etcdstore.Store, error) {
 	h.timeout = h.ttl
 	cli, err := h.client(ctx, getenv)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	ha, err := serve.NewHA(serve.HAConfig{Client: cli, Node: h.node, Prefix: h.prefix, TTL: h.ttl, Logf: logf})
+	ha, err := serve.NewHA(serve.HAConfig{Client: cli, Node: h.node, Prefix: h.prefix, TTL: h.ttl, Log: log})
 	if err != nil {
 		cli.Close()
 		return nil, nil, nil, err

@@ -387,7 +387,7 @@ func TestHAKillOwnerMidRepairRepairsOnce(t *testing.T) {
 	if got := r.lines("repairs"); got != 1 {
 		t.Fatalf("%d repairs in the file, want exactly 1", got)
 	}
-	if log := readFile(t, n.log); !strings.Contains(log, "repair interrupted in run") {
+	if log := readFile(t, n.log); !strings.Contains(log, `msg="repair interrupted" contract=svc`) {
 		t.Fatalf("the new owner did not verify the interrupted repair from the ledger:\n%s", tailOf(log, 3000))
 	}
 }
@@ -422,12 +422,12 @@ func TestHAPausedOwnerWakesFencedNoSecondRepairNorAlert(t *testing.T) {
 	// The paused run goes on: it saw "down" and decides to repair; its
 	// intent cannot be written.
 	waitFor(t, 20*time.Second, "the woken instance refuses its own repair", func() bool {
-		return strings.Contains(readFile(t, a.log)[logBefore:], "not repaired")
+		return strings.Contains(readFile(t, a.log)[logBefore:], "repair not run: its intent cannot be recorded")
 	})
 	before := r.probesBy(b) + r.probesBy(a)
 	waitFor(t, 20*time.Second, "three more runs", func() bool { return r.probesBy(b)+r.probesBy(a) >= before+3 })
 	for _, l := range strings.Split(readFile(t, a.log)[logBefore:], "\n") {
-		if strings.Contains(l, "not repaired") || strings.Contains(l, "not sent") || strings.Contains(l, "refused") || strings.Contains(l, "owned") {
+		if strings.Contains(l, "repair not run") || strings.Contains(l, "not sent") || strings.Contains(l, "refused") || strings.Contains(l, "owned") {
 			t.Logf("%s woke up: %s", a.name, tailOf(l, 300))
 		}
 	}

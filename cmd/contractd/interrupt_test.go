@@ -236,7 +236,8 @@ func TestASignalledRunRecordsWhatItDidAndExits128PlusN(t *testing.T) {
 			if a := hist[0].Actions; len(a) != 1 || a[0].Kind != engine.KindRepair {
 				t.Errorf("actions %+v; want the repair the signal cut off", a)
 			}
-			if !strings.Contains(stderr.String(), "interrupted: "+tc.why+"; recording what the run did") {
+			if !strings.Contains(stderr.String(), `level=WARN msg="run interrupted; recording what the run did" contract=crashy `) ||
+				!strings.Contains(stderr.String(), ` reason="`+tc.why+`"`) {
 				t.Errorf("stderr does not say the run was interrupted:\n%s", stderr.String())
 			}
 		})

@@ -36,6 +36,8 @@ func (m *Main) cmdServe(ctx context.Context, args []string) int {
 	lf.register(fs)
 	var hf haFlags
 	hf.register(fs, m.Getenv)
+	var logf logFlags
+	logf.register(fs)
 	rest, err := m.parse(fs, args)
 	if err != nil {
 		return usageExit(err)
@@ -68,12 +70,10 @@ func (m *Main) cmdServe(ctx context.Context, args []string) int {
 	if m.Getenv("GOGC") == "" {
 		debug.SetGCPercent(50)
 	}
-	logf := func(format string, args ...any) {
-		say(m.Stderr, "%s "+format+"\n", append([]any{time.Now().UTC().Format(time.RFC3339)}, args...)...)
-	}
+	log := m.logger(logf)
 	// One pool for the daemon's life: ssh connections are kept alive
 	// between runs, and with resident sessions so is a shell per target.
-	popts := transports.PoolOptions{KeepAlive: 30 * time.Second, Logf: logf}
+	popts := transports.PoolOptions{KeepAlive: 30 * time.Second, Log: log}
 	if *resident {
 		popts.Resident = &transports.ResidentOptions{MaxPerHost: *perHost}
 	}
@@ -89,18 +89,18 @@ func (m *Main) cmdServe(ctx context.Context, args []string) int {
 	var ha *serve.HA
 	var shared store.Backend
 	if hf.on() {
-		cli, h, st, err := hf.connect(ctx, m.Getenv, logf)
+		cli, h, st, err := hf.connect(ctx, m.Getenv, log)
 		if err != nil {
 			m.errorf("serve: %v", err)
 			return exitUsage
 		}
 		defer cli.Close()
 		ha, shared = h, st
-		logf("serve: node %s, etcd %s, lease TTL %s: contracts are shared with the other instances", hf.node, hf.endpoints, hf.ttl)
+		log.Info("contracts are shared with the other instances through etcd", "node", hf.node, "etcd", hf.endpoints, "lease_ttl", hf.ttl)
 	}
 	eng, err := engine.New(engine.Options{
 		StateDir: *stateDir, Store: shared, Parallel: *parallel, Opener: engine.PoolOpener{Pool: pool},
-		Getenv: m.Getenv, Logf: logf, NotifyDeps: notify.Deps{Log: m.Stderr, Getenv: m.Getenv, PageURL: serve.PageURL(*listen)},
+		Getenv: m.Getenv, Log: log, NotifyDeps: notify.Deps{Logger: log, Getenv: m.Getenv, PageURL: serve.PageURL(*listen)},
 	})
 	if err != nil {
 		m.errorf("%v", err)
@@ -112,7 +112,7 @@ func (m *Main) cmdServe(ctx context.Context, args []string) int {
 	err = serve.Serve(ctx, serve.Config{
 		Dir: *dir, StateDir: *stateDir, Listen: *listen, TokenFile: *tokenFile,
 		Runner: eng, Load: serve.ContractLoader(opts),
-		NotifyDeps: notify.Deps{Log: m.Stderr, Getenv: m.Getenv, PageURL: serve.PageURL(*listen)},
+		NotifyDeps: notify.Deps{Logger: log, Getenv: m.Getenv, PageURL: serve.PageURL(*listen)},
 		Snapshot: func(name string) (json.RawMessage, error) {
 			st, err := engine.ReadStatus(*stateDir, name, time.Now())
 			if errors.Is(err, engine.ErrNeverRan) {
@@ -123,7 +123,7 @@ func (m *Main) cmdServe(ctx context.Context, args []string) int {
 			}
 			return json.Marshal(st)
 		},
-		Logf: logf, Reload: hup, Systemd: serve.SystemdFromEnv(m.Getenv, os.Getpid()),
+		Log: log, Reload: hup, Systemd: serve.SystemdFromEnv(m.Getenv, os.Getpid()),
 		Stagger: stagger, ShutdownGrace: grace, Socket: sock, Build: serve.ReadBuildInfo(version), PageAuth: *pageAuth,
 		HA: ha, Store: shared,
 		ResidentSessions: func() int {
@@ -135,7 +135,9 @@ func (m *Main) cmdServe(ctx context.Context, args []string) int {
 		},
 	})
 	if err != nil {
-		m.fail("serve", err)
+		// The daemon's last record: a journal or a JSON reader has it
+		// with the rest.
+		log.Error("daemon failed", "error", err)
 		return exitFailed
 	}
 	return exitOK

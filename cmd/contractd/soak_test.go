@@ -196,9 +196,9 @@ func TestSoakFailover(t *testing.T) {
 	var interrupted, refusedRepairs, refusedMessages int
 	for _, node := range nodes {
 		log := readFile(t, r.node(node).log)
-		interrupted += strings.Count(log, "repair interrupted in run")
-		refusedRepairs += strings.Count(log, "not repaired")
-		refusedMessages += strings.Count(log, "alert not sent")
+		interrupted += strings.Count(log, `msg="repair interrupted"`)
+		refusedRepairs += strings.Count(log, `msg="repair not run: its intent cannot be recorded"`)
+		refusedMessages += strings.Count(log, `msg="alert not sent"`)
 	}
 	t.Logf("soak %s, 3 instances, %d services, TTL %s: %d breaks, %d kill -9, %d pauses past the lease, %d SIGTERM; %d repairs (%d for the same break twice), %d messages (%d delivered twice); %d interrupted repairs verified by the next owner, %d repairs and %d messages refused by the fence",
 		duration, services, haTTL, breaks, kills, pauses, stops, repairs, dupRepairs, messages, len(dups), interrupted, refusedRepairs, refusedMessages)

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"sync"
 	"time"
 
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/transports"
 )
 
 // Log writes one line per message, to the engine's log or appended to a
@@ -25,7 +27,8 @@ type Log struct {
 	path   string
 	format string
 	mu     sync.Mutex
-	w      io.Writer // when path is ""
+	w      io.Writer    // when path is ""
+	slog   *slog.Logger // when path is "", instead of w
 }
 
 var _ Notifier = (*Log)(nil)
@@ -35,8 +38,8 @@ func NewLog(w io.Writer) *Log { return &Log{name: "log", format: "text", w: w} }
 
 func newLog(r contracts.NotifyRoute, deps Deps) (Notifier, error) {
 	o := r.Options.(*contracts.LogOptions)
-	l := &Log{name: r.Name, path: o.Path, format: o.Format, w: deps.Log}
-	if l.path == "" && l.w == nil {
+	l := &Log{name: r.Name, path: o.Path, format: o.Format, w: deps.Log, slog: deps.Logger}
+	if l.path == "" && l.w == nil && l.slog == nil {
 		return nil, fmt.Errorf("%w: no path and no engine log to write to", ErrConfig)
 	}
 	return l, nil
@@ -52,7 +55,13 @@ func (l *Log) EngineLog() bool { return l.path == "" }
 
 // Notify writes the line. It returns the error of opening or writing the
 // file (or the writer's).
-func (l *Log) Notify(_ context.Context, m Message) error {
+func (l *Log) Notify(ctx context.Context, m Message) error {
+	if l.path == "" && l.slog != nil {
+		// The record's format is the log's (--log.format), not the route's.
+		level, args := LogRecord(m)
+		l.slog.Log(ctx, level, transports.Printable(m.Text), append([]any{"contract", transports.Printable(m.Contract)}, args...)...)
+		return nil
+	}
 	line := m.Time.UTC().Format(time.RFC3339) + " " + m.Line() + "\n"
 	if l.format == "json" {
 		b, err := json.Marshal(m)
@@ -73,6 +82,26 @@ func (l *Log) Notify(_ context.Context, m Message) error {
 		return err
 	}
 	return nil
+}
+
+// LogRecord is how a message goes to a slog log: its text is the record's
+// message; its kind, agent, condition and severity are fields (the
+// contract is the caller's to add). Messages
+// that ask for attention (open, reminder, escalate, hold-down) are
+// warnings; resolves and repairs are info.
+func LogRecord(m Message) (slog.Level, []any) {
+	level := slog.LevelInfo
+	switch m.Kind {
+	case KindOpen, KindReminder, KindEscalate, KindHoldDown:
+		level = slog.LevelWarn
+	}
+	args := []any{"kind", m.Kind}
+	for _, f := range [][2]string{{"agent", m.Agent}, {"condition", m.Condition}, {"severity", m.Severity}} {
+		if f[1] != "" {
+			args = append(args, f[0], transports.Printable(f[1]))
+		}
+	}
+	return level, args
 }
 
 // AppendLine appends text to the file at path in one write, creating the

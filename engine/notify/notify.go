@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"runtime/debug"
 	"sort"
@@ -109,6 +110,9 @@ func Deliver(ctx context.Context, n Notifier, m Message) (err error) {
 
 // Deps are what notifiers need from the engine's host.
 type Deps struct {
+	// Logger, when set, receives the messages of a log notifier without a
+	// path, one record each (LogRecord), instead of Log.
+	Logger *slog.Logger
 	// Log receives the lines of a log notifier without a path.
 	Log io.Writer
 	// Getenv reads the environment variables named by options such as

@@ -14,7 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -94,17 +94,25 @@ type Config struct {
 	// (a contract without routes gets the alert in the log only).
 	Notify func(ctx context.Context, c *contracts.Contract, text string) error
 	// NotifyDeps builds the contract's notifiers for the default Notify.
-	// A nil Log sends the log notifier's lines through Logf; a nil Getenv
+	// With neither Logger nor Log, the log notifier's messages go to the
+	// daemon's log (Log, below), one record each; a nil Getenv
 	// is os.Getenv (notifiers read their API keys from the environment).
 	NotifyDeps notify.Deps
 	// Snapshot returns a contract's last Maintains snapshot for
 	// GET /contracts/{name}; a nil result leaves it out. Nil means the
 	// snapshot engine/store keeps in StateDir.
 	Snapshot func(name string) (json.RawMessage, error)
-	Clock    Clock                // nil means RealClock
-	Logf     func(string, ...any) // nil means log.Printf
-	Reload   <-chan os.Signal     // each receive reloads the directory (wire SIGHUP here)
-	Systemd  Systemd              // sd_notify target; see SystemdFromEnv
+	Clock    Clock // nil means RealClock
+	// Log receives the daemon's events, one record each at its level with
+	// its fields ("contract", "path", "error", …): start and stop, contracts
+	// loaded and rejected, runs failed, hold-downs. Nil means Logf, or
+	// slog.Default().
+	Log *slog.Logger
+	// Logf, when Log is nil, receives each record as one line
+	// (engine.LogfLogger).
+	Logf    func(string, ...any)
+	Reload  <-chan os.Signal // each receive reloads the directory (wire SIGHUP here)
+	Systemd Systemd          // sd_notify target; see SystemdFromEnv
 	// DisableWatch turns off the fsnotify watch of Dir (e.g. on network
 	// file systems); reloads then happen only on Reload.
 	DisableWatch bool
@@ -160,7 +168,7 @@ type Daemon struct {
 	stateLock *os.File
 	clock     Clock
 	started   time.Time // when Run began: schedule.start_delay counts from it
-	logf      func(string, ...any)
+	log       *slog.Logger
 	ln        net.Listener
 	srv       *http.Server
 	sock      net.Listener // nil without Config.Socket
@@ -211,8 +219,11 @@ func New(cfg Config) (*Daemon, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = RealClock{}
 	}
-	if cfg.Logf == nil {
-		cfg.Logf = log.Printf
+	if cfg.Log == nil {
+		cfg.Log = slog.Default()
+		if cfg.Logf != nil {
+			cfg.Log = engine.LogfLogger(cfg.Logf)
+		}
 	}
 	if cfg.TokenFile != "" {
 		// A mistyped --token-file fails now, not at the first on-demand run.
@@ -221,11 +232,11 @@ func New(cfg Config) (*Daemon, error) {
 			return nil, fmt.Errorf("serve: token file: %w", err)
 		}
 		if fi.Mode().Perm()&0o077 != 0 {
-			cfg.Logf("serve: warning: token file %s is readable by others (mode %v); chmod 600 it", cfg.TokenFile, fi.Mode().Perm())
+			cfg.Log.Warn("token file is readable by others; chmod 600 it", "path", cfg.TokenFile, "mode", fi.Mode().Perm().String())
 		}
 	}
-	if cfg.NotifyDeps.Log == nil {
-		cfg.NotifyDeps.Log = logWriter(cfg.Logf)
+	if cfg.NotifyDeps.Log == nil && cfg.NotifyDeps.Logger == nil {
+		cfg.NotifyDeps.Logger = cfg.Log
 	}
 	if cfg.NotifyDeps.Getenv == nil {
 		cfg.NotifyDeps.Getenv = os.Getenv
@@ -261,7 +272,7 @@ func New(cfg Config) (*Daemon, error) {
 		store:     st,
 		stateLock: lock,
 		clock:     cfg.Clock,
-		logf:      cfg.Logf,
+		log:       cfg.Log,
 		ln:        ln,
 		entries:   map[string]*entry{},
 		files:     map[string]*fileState{},
@@ -284,7 +295,7 @@ func New(cfg Config) (*Daemon, error) {
 		sock, err := listenSocket(cfg.Socket)
 		if err != nil {
 			// The TCP API still works; the CLI then runs one-shot.
-			cfg.Logf("serve: %v; `contractd NAME` will run without the daemon", err)
+			cfg.Log.Warn("no socket: `contractd NAME` will run without the daemon", "error", err)
 		} else {
 			d.sock = sock
 			d.sockSrv = &http.Server{Handler: d.Handler(), ReadHeaderTimeout: 10 * time.Second, ConnContext: peerContext}
@@ -409,7 +420,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 	switch {
 	case werr != nil:
-		d.logf("serve: watching %s failed, reload only on SIGHUP: %v", d.cfg.Dir, werr)
+		d.log.Warn("watching the contract directory failed, reload only on SIGHUP", "dir", d.cfg.Dir, "error", werr)
 		watcher = nil
 	case watcher != nil:
 		defer watcher.Close()
@@ -434,9 +445,14 @@ func (d *Daemon) Run(ctx context.Context) error {
 	}
 
 	loaded, rejected := d.counts()
-	d.logf("serve: %d contracts loaded, %d rejected; listening on %s", loaded, rejected, d.Addr())
+	version := d.cfg.Build.Version
+	if version == "" {
+		version = "dev"
+	}
+	d.log.Info("daemon started", "version", version, "node", d.node(), "contracts", loaded, "rejected", rejected,
+		"listen", d.Addr().String(), "dir", d.cfg.Dir, "state_dir", d.cfg.StateDir)
 	if err := d.cfg.Systemd.Notify(fmt.Sprintf("READY=1\nSTATUS=%d contracts loaded, %d rejected", loaded, rejected)); err != nil {
-		d.logf("serve: %v", err)
+		d.log.Warn("sd_notify failed", "error", err)
 	}
 
 	var events <-chan fsnotify.Event
@@ -455,6 +471,11 @@ loop:
 	for {
 		select {
 		case <-ctx.Done():
+			args := []any{"reason", context.Cause(ctx)}
+			if running := d.runningNames(); len(running) > 0 {
+				args = append(args, "running", strings.Join(running, ", "), "grace", d.cfg.ShutdownGrace)
+			}
+			d.log.Info("stopping: no new runs", args...)
 			break loop
 		case err := <-srvErr:
 			runErr = fmt.Errorf("serve: http: %w", err)
@@ -465,10 +486,10 @@ loop:
 		case <-wdTick:
 			if age, ok := d.health(); ok {
 				if err := d.cfg.Systemd.Notify("WATCHDOG=1"); err != nil {
-					d.logf("serve: %v", err)
+					d.log.Warn("sd_notify failed", "error", err)
 				}
 			} else {
-				d.logf("serve: scheduler stuck for %s; withholding the watchdog ping", age.Round(time.Second))
+				d.log.Error("scheduler stuck; withholding the watchdog ping", "stuck_for", age.Round(time.Second))
 			}
 			wdTick = d.clock.After(d.cfg.Systemd.Watchdog / 2)
 		case ev, ok := <-events:
@@ -485,14 +506,14 @@ loop:
 				continue
 			}
 			// An overflowed event queue may have dropped an edit: re-read it all.
-			d.logf("serve: watch %s: %v; reloading", d.cfg.Dir, err)
+			d.log.Warn("watching the contract directory: events may be lost; reloading", "dir", d.cfg.Dir, "error", err)
 			debounce = d.clock.After(d.cfg.Debounce)
 		case <-debounce:
 			debounce = nil
 			d.reloadAndReport()
 		case _, ok := <-d.cfg.Reload:
 			if ok {
-				d.logf("serve: reload requested")
+				d.log.Info("reload requested")
 				d.reloadAndReport()
 			}
 		case <-d.reloadReq:
@@ -502,7 +523,20 @@ loop:
 	if err := d.shutdown(); err != nil && runErr == nil {
 		runErr = err
 	}
+	if runErr == nil {
+		d.log.Info("daemon stopped")
+	}
 	return runErr
+}
+
+// node names this instance in its start line: its HA node name, else the
+// host's name.
+func (d *Daemon) node() string {
+	if d.cfg.HA != nil {
+		return d.cfg.HA.cfg.Node
+	}
+	host, _ := os.Hostname()
+	return host
 }
 
 // reloadAndReport reloads Dir and updates the status line systemd shows.
@@ -510,7 +544,7 @@ func (d *Daemon) reloadAndReport() {
 	d.reload()
 	loaded, rejected := d.counts()
 	if err := d.cfg.Systemd.Notify(fmt.Sprintf("STATUS=%d contracts loaded, %d rejected", loaded, rejected)); err != nil {
-		d.logf("serve: %v", err)
+		d.log.Warn("sd_notify failed", "error", err)
 	}
 }
 
@@ -519,7 +553,7 @@ func (d *Daemon) reloadAndReport() {
 func (d *Daemon) shutdown() error {
 	d.stopping.Store(true)
 	if err := d.cfg.Systemd.Notify("STOPPING=1"); err != nil {
-		d.logf("serve: %v", err)
+		d.log.Warn("sd_notify failed", "error", err)
 	}
 	d.stopLoops()
 	d.mu.Lock()
@@ -552,11 +586,14 @@ func (d *Daemon) shutdown() error {
 	}()
 
 	var err error
+	running := d.runningNames()
 	select {
 	case <-runsDone:
+		if len(running) > 0 {
+			d.log.Info("runs finished", "runs", strings.Join(running, ", "))
+		}
 	case <-d.clock.After(d.cfg.ShutdownGrace):
-		running := d.runningNames()
-		d.logf("serve: cancelling runs still going after %s: %v", d.cfg.ShutdownGrace, running)
+		d.log.Warn("cancelling runs still going after the shutdown grace", "runs", strings.Join(d.runningNames(), ", "), "grace", d.cfg.ShutdownGrace)
 		d.cancelRuns()
 		select {
 		case <-runsDone:

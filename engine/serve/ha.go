@@ -6,11 +6,13 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sort"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/contractd/contractd/engine"
 	"github.com/contractd/contractd/engine/store"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
@@ -45,6 +47,7 @@ type HAConfig struct {
 	Node   string        // this instance's name, unique among the instances
 	Prefix string        // key prefix shared by the instances ("/contractd/")
 	TTL    time.Duration // lease TTL, whole seconds (DefaultLeaseTTL)
+	Log    *slog.Logger  // nil means Logf's lines (engine.LogfLogger), or nothing
 	Logf   func(string, ...any)
 }
 
@@ -72,7 +75,7 @@ const (
 // pass it in Config.HA; the daemon runs it.
 type HA struct {
 	cfg  HAConfig
-	logf func(string, ...any)
+	log  *slog.Logger
 	poll time.Duration
 
 	mu        sync.Mutex
@@ -118,12 +121,15 @@ func NewHA(cfg HAConfig) (*HA, error) {
 	if !strings.HasSuffix(cfg.Prefix, "/") {
 		cfg.Prefix += "/"
 	}
-	h := &HA{cfg: cfg, logf: cfg.Logf, owners: map[string]string{}, claims: map[string]*claim{}}
+	h := &HA{cfg: cfg, log: cfg.Log, owners: map[string]string{}, claims: map[string]*claim{}}
 	// A takeover waits for the lease to expire (TTL) and then for the
 	// next poll: polls at a fifth of the TTL keep it well inside 2 × TTL.
 	h.poll = max(cfg.TTL/5, 100*time.Millisecond)
-	if h.logf == nil {
-		h.logf = func(string, ...any) {}
+	if h.log == nil {
+		h.log = slog.New(slog.DiscardHandler)
+		if cfg.Logf != nil {
+			h.log = engine.LogfLogger(cfg.Logf)
+		}
 	}
 	return h, nil
 }
@@ -306,7 +312,7 @@ func (h *HA) run(ctx context.Context) {
 		down := h.downSince
 		h.mu.Unlock()
 		if wasDown && !down.IsZero() {
-			h.logf("serve: etcd: reachable again after %s; repairs and alerts resume", time.Since(down).Round(time.Second))
+			h.log.Info("etcd reachable again; repairs and alerts resume", "down_for", time.Since(down).Round(time.Second))
 		}
 		h.serve(ctx, s)
 		// The session ended: ctx is done, or the lease is gone.
@@ -338,7 +344,7 @@ func (h *HA) setDown(why string) {
 	}
 	h.mu.Unlock()
 	if was || first {
-		h.logf("serve: etcd: unreachable (%s): probing and reporting go on here, no repairs and no alerts until it is back", why)
+		h.log.Error("etcd unreachable: probing and reporting go on here, no repairs and no alerts until it is back", "error", why)
 	}
 }
 
@@ -357,7 +363,7 @@ func (h *HA) register(ctx context.Context, s *concurrency.Session) error {
 	}
 	if !resp.Succeeded {
 		if kvs := resp.Responses[0].GetResponseRange().GetKvs(); len(kvs) > 0 && clientv3.LeaseID(kvs[0].Lease) != s.Lease() {
-			h.logf("serve: etcd: node name %s was registered by another lease: another instance with the same --node, or this one restarting", h.cfg.Node)
+			h.log.Warn("etcd: this node name was registered by another lease: another instance with the same --node, or this one restarting", "node", h.cfg.Node)
 		}
 	}
 	return nil
@@ -420,7 +426,7 @@ func (h *HA) reconcile(ctx context.Context, s *concurrency.Session) {
 			h.resign(st.c)
 		case !st.mine && st.owned && (busy == nil || !busy(st.name)):
 			h.resign(st.c)
-			h.logf("serve: %s: handed over by %s: rendezvous now gives it to %s", st.name, h.cfg.Node, h.Preferred(st.name))
+			h.log.Info("contract handed over: rendezvous now gives it to another node", "contract", st.name, "node", h.cfg.Node, "to", h.Preferred(st.name))
 			h.notify(st.name, false)
 		}
 	}
@@ -488,11 +494,11 @@ func (h *HA) campaign(ctx context.Context, s *concurrency.Session, name string, 
 		prev := h.owners[name]
 		h.owners[name] = h.cfg.Node
 		h.mu.Unlock()
-		from := ""
+		args := []any{"contract", name, "node", h.cfg.Node}
 		if prev != "" && prev != h.cfg.Node {
-			from = ", taken over from " + prev
+			args = append(args, "taken_over_from", prev)
 		}
-		h.logf("serve: %s: owned by %s%s", name, h.cfg.Node, from)
+		h.log.Info("contract owned by this node", args...)
 		h.notify(name, true)
 	}()
 }
@@ -514,7 +520,7 @@ func (h *HA) dropAll(why string) {
 	h.mu.Unlock()
 	sort.Strings(lost)
 	for _, name := range lost {
-		h.logf("serve: %s: no longer owned by %s: %s", name, h.cfg.Node, why)
+		h.log.Warn("contract no longer owned by this node", "contract", name, "node", h.cfg.Node, "reason", why)
 		h.notify(name, false)
 	}
 }
@@ -540,7 +546,7 @@ func (h *HA) Fenced(name string) {
 	}
 	h.mu.Unlock()
 	if owned {
-		h.logf("serve: %s: no longer owned by %s: a write was refused, another instance owns it", name, h.cfg.Node)
+		h.log.Warn("contract no longer owned by this node: a write was refused, another instance owns it", "contract", name, "node", h.cfg.Node)
 		h.notify(name, false)
 	}
 }

@@ -252,17 +252,17 @@ func (d *Daemon) handleDetail(w http.ResponseWriter, r *http.Request) {
 	e.mu.Unlock()
 	snap, err := d.cfg.Snapshot(e.name)
 	if err != nil {
-		d.logf("serve: %s: snapshot: %v", e.name, err)
+		d.log.Error("snapshot unreadable", "contract", e.name, "error", err)
 	} else {
 		det.Snapshot = snap
 	}
 	if recs, err := d.store.History(e.name, 1); err != nil {
-		d.logf("serve: %s: history: %v", e.name, err)
+		d.log.Error("history unreadable", "contract", e.name, "error", err)
 	} else if len(recs) > 0 {
 		det.LastRecord = recs[len(recs)-1]
 	}
 	if windows, err := engine.MaintenanceIn(d.operatorStore(), e.name, d.clock.Now()); err != nil {
-		d.logf("serve: %s: maintenance: %v", e.name, err)
+		d.log.Error("maintenance windows unreadable", "contract", e.name, "error", err)
 	} else if len(windows) > 0 {
 		det.Maintenance = windows
 	}
@@ -322,7 +322,7 @@ func (d *Daemon) handleMaintenance(w http.ResponseWriter, r *http.Request) {
 	if dur > 0 {
 		what = "for " + dur.String()
 	}
-	d.logf("serve: %s: maintenance of %s %s", name, who, what)
+	d.log.Info("maintenance of "+who+" "+what, "contract", name)
 	writeJSON(w, http.StatusOK, map[string]any{"contract": name, "maintenance": windows})
 }
 
@@ -355,7 +355,7 @@ func (d *Daemon) authorized(next http.HandlerFunc) http.HandlerFunc {
 		b, err := os.ReadFile(d.cfg.TokenFile)
 		want := strings.TrimSpace(string(b))
 		if err != nil || want == "" {
-			d.logf("serve: token file %s unusable: %v", d.cfg.TokenFile, err)
+			d.log.Error("token file unusable", "path", d.cfg.TokenFile, "error", err)
 			writeJSON(w, http.StatusServiceUnavailable, apiError{Error: "the daemon's token file is unreadable or empty"})
 			return
 		}

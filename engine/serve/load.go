@@ -38,7 +38,7 @@ func isContractFile(path string) bool {
 func (d *Daemon) reload() {
 	paths, err := filepath.Glob(filepath.Join(d.cfg.Dir, "*.md"))
 	if err != nil {
-		d.logf("serve: read %s: %v", d.cfg.Dir, err)
+		d.log.Error("contract directory unreadable", "dir", d.cfg.Dir, "error", err)
 		return
 	}
 	sort.Strings(paths)
@@ -63,7 +63,7 @@ func (d *Daemon) reload() {
 	for _, fs := range gone {
 		if fs.name != "" && d.removeEntry(fs.name, fs.path) {
 			removed = true
-			d.logf("serve: %s: %s removed; contract stopped", fs.name, fs.path)
+			d.log.Info("contract file removed; contract stopped", "contract", fs.name, "path", fs.path)
 		}
 	}
 	for _, path := range paths {
@@ -88,7 +88,7 @@ func (d *Daemon) reload() {
 func (d *Daemon) reloadFile(path string, retryDuplicates bool) {
 	b, err := os.ReadFile(path)
 	if err != nil {
-		d.logf("serve: read %s: %v", path, err)
+		d.log.Error("contract file unreadable", "path", path, "error", err)
 		return
 	}
 	sum := sha256.Sum256(b)
@@ -122,17 +122,18 @@ func (d *Daemon) reloadFile(path string, retryDuplicates bool) {
 			e.mu.Lock()
 			e.rejected = fs.diags
 			e.mu.Unlock()
-			d.logf("serve: %s: edit of %s rejected, the last good version keeps running:", fs.name, path)
+			for _, line := range fs.diags {
+				d.log.Error("contract edit rejected, the last good version keeps running", "contract", fs.name, "path", path, "diagnostic", line)
+			}
 		} else {
-			d.logf("serve: %s rejected, not scheduled:", path)
-		}
-		for _, line := range fs.diags {
-			d.logf("serve:   %s", line)
+			for _, line := range fs.diags {
+				d.log.Error("contract rejected, not scheduled", "path", path, "diagnostic", line)
+			}
 		}
 		return
 	}
 	for _, dg := range diags {
-		d.logf("serve: %s", dg.String())
+		d.log.Warn("contract lint warning", "path", path, "diagnostic", dg.String())
 	}
 
 	name := c.Name
@@ -144,7 +145,7 @@ func (d *Daemon) reloadFile(path string, retryDuplicates bool) {
 		d.mu.Lock()
 		d.files[path] = fs
 		d.mu.Unlock()
-		d.logf("serve: %s", fs.diags[0])
+		d.log.Error("contract rejected, not scheduled", "path", path, "diagnostic", fs.diags[0])
 		return
 	}
 
@@ -157,7 +158,7 @@ func (d *Daemon) reloadFile(path string, retryDuplicates bool) {
 		d.mu.Lock()
 		d.files[path] = fs
 		d.mu.Unlock()
-		d.logf("serve: %s", fs.diags[0])
+		d.log.Error("contract rejected, not scheduled", "path", path, "diagnostic", fs.diags[0])
 		return
 	}
 	oldName := fs.name
@@ -167,7 +168,7 @@ func (d *Daemon) reloadFile(path string, retryDuplicates bool) {
 
 	if oldName != "" && oldName != name {
 		d.removeEntry(oldName, path)
-		d.logf("serve: %s: renamed to %s in %s", oldName, name, path)
+		d.log.Info("contract renamed", "contract", name, "was", oldName, "path", path)
 	}
 	if other != nil {
 		d.swap(other, c)
@@ -182,7 +183,7 @@ func (d *Daemon) reloadFile(path string, retryDuplicates bool) {
 func (d *Daemon) load(path string) (c *contracts.Contract, diags contracts.Diagnostics, crashed any) {
 	defer func() {
 		if v := recover(); v != nil {
-			d.logf("serve: %s: the loader panicked (recovered; the file is kept out): %v\n%s", path, v, debug.Stack())
+			d.log.Error("the loader panicked (recovered; the file is kept out)", "path", path, "error", fmt.Sprint(v), "stack", string(debug.Stack()))
 			c, diags, crashed = nil, nil, v
 		}
 	}()
@@ -207,7 +208,7 @@ func (d *Daemon) swap(e *entry, c *contracts.Contract) {
 	e.mu.Unlock()
 	d.metrics.routes(e.name, c)
 	e.poke()
-	d.logf("serve: %s: reloaded %s (version %s, every %s)", e.name, e.path, c.Version, shortDuration(every(c)))
+	d.log.Info("contract reloaded", "contract", e.name, "path", e.path, "version", c.Version, "every", shortDuration(every(c)))
 }
 
 func (d *Daemon) addEntry(e *entry) {
@@ -231,9 +232,9 @@ func (d *Daemon) addEntry(e *entry) {
 	next, held := e.next, e.state.HeldDown
 	e.mu.Unlock()
 	if held {
-		d.logf("serve: %s: loaded from %s, held down since %s; `contractd reset %s` releases it", e.name, e.path, e.state.HeldSince.Format(time.RFC3339), e.name)
+		d.log.Warn("contract loaded, held down; `contractd reset "+e.name+"` releases it", "contract", e.name, "path", e.path, "held_since", e.state.HeldSince.UTC().Format(time.RFC3339))
 	} else {
-		d.logf("serve: %s: loaded from %s, every %s, first run at %s", e.name, e.path, shortDuration(every(e.c)), next.Format(time.RFC3339))
+		d.log.Info("contract loaded", "contract", e.name, "path", e.path, "every", shortDuration(every(e.c)), "first_run", next.UTC().Format(time.RFC3339))
 	}
 	d.recordStopped(e.name)
 	go d.loop(d.loopCtx, e)
@@ -258,10 +259,10 @@ func (d *Daemon) recordStopped(name string) {
 	h, err := engine.RecordStoppedIn(d.runCtx, d.store, name, d.clock.Now())
 	switch {
 	case err != nil:
-		d.logf("serve: %s: %v", name, err)
+		d.log.Error("the record of a run stopped before its end not written", "contract", name, "error", err)
 	case h != nil:
-		d.logf("serve: %s: run %s (started %s) was stopped before it recorded its end; its history record is written from the ledger",
-			name, h.RunID, h.StartedAt.UTC().Format(time.RFC3339))
+		d.log.Warn("a run was stopped before it recorded its end; its history record is written from the ledger",
+			"contract", name, "stopped_run", h.RunID, "started", h.StartedAt.UTC().Format(time.RFC3339))
 	}
 }
 

@@ -43,7 +43,7 @@ func (d *Daemon) ownershipChanged(name string, owned bool) {
 	}
 	_, last, err := d.store.ReadSnapshot(name)
 	if err != nil {
-		d.logf("serve: %s: %v", name, err)
+		d.log.Error("snapshot unreadable", "contract", name, "error", err)
 	}
 	now := d.clock.Now()
 	e.mu.Lock()

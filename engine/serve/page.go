@@ -209,7 +209,7 @@ func (d *Daemon) handleContractPage(w http.ResponseWriter, r *http.Request) {
 func (d *Daemon) render(w http.ResponseWriter, name string, data any) {
 	var b strings.Builder
 	if err := pageTemplates.ExecuteTemplate(&b, name, data); err != nil {
-		d.logf("serve: status page %s: %v", name, err)
+		d.log.Error("status page not rendered", "page", name, "error", err)
 		http.Error(w, "the status page could not be rendered: "+err.Error(), http.StatusInternalServerError)
 		return
 	}

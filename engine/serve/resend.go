@@ -3,6 +3,7 @@ package serve
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"time"
@@ -95,17 +96,17 @@ func (d *Daemon) resend(name string, rs Resender, c *contracts.Contract, limit t
 	case errors.Is(err, store.ErrLocked), errors.Is(err, store.ErrUnavailable):
 		return // a run resends at its end; etcd_up says etcd is away
 	case err != nil:
-		d.logf("serve: %s: resend of the open incidents: %v", name, err)
+		d.log.Error("resend of the open incidents failed", "contract", name, "error", err)
 	}
 	for _, r := range out {
 		switch {
 		case r.Err != nil:
 			d.metrics.failures.WithLabelValues(name, r.Route).Inc()
 			if r.New {
-				d.logf("serve: %s: notify %s: resend of %d open incident(s) failed: %v", name, r.Route, r.Incidents, r.Err)
+				d.log.Warn(fmt.Sprintf("notify %s: resend of %d open incident(s) failed: %v", r.Route, r.Incidents, r.Err), "contract", name, "route", r.Route, "incidents", r.Incidents)
 			}
 		case r.Recovered:
-			d.logf("serve: %s: notify %s: resend works again (%d open incident(s))", name, r.Route, r.Incidents)
+			d.log.Info(fmt.Sprintf("notify %s: resend works again (%d open incident(s))", r.Route, r.Incidents), "contract", name, "route", r.Route, "incidents", r.Incidents)
 		}
 	}
 }

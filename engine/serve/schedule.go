@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -79,7 +78,7 @@ func (d *Daemon) newEntry(c *contracts.Contract, path, name string) *entry {
 	}
 	st, err := ReadState(d.cfg.StateDir, name)
 	if err != nil {
-		d.logf("serve: %s: %v", name, err)
+		d.log.Error("scheduler state unreadable", "contract", name, "error", err)
 	}
 	e.state = st
 	now := d.clock.Now()
@@ -175,12 +174,12 @@ func (d *Daemon) loop(ctx context.Context, e *entry) {
 func (d *Daemon) protect(contract, where string, f func()) (ok bool) {
 	defer func() {
 		if v := recover(); v != nil {
-			who := "serve: "
+			args := []any{"where", where, "error", fmt.Sprint(v), "stack", string(debug.Stack())}
 			if contract != "" {
-				who += contract + ": "
+				args = append([]any{"contract", contract}, args...)
 				d.metrics.panics.WithLabelValues(contract).Inc()
 			}
-			d.logf("%spanic in %s (recovered; the daemon and the other contracts go on): %v\n%s", who, where, v, debug.Stack())
+			d.log.Error("panic (recovered; the daemon and the other contracts go on)", args...)
 			ok = false
 		}
 	}()
@@ -193,7 +192,7 @@ func (d *Daemon) protect(contract, where string, f func()) (ok bool) {
 func (d *Daemon) syncReset(e *entry) bool {
 	st, err := ReadState(d.cfg.StateDir, e.name)
 	if err != nil {
-		d.logf("serve: %s: %v", e.name, err)
+		d.log.Error("scheduler state unreadable", "contract", e.name, "error", err)
 		return false
 	}
 	e.mu.Lock()
@@ -211,9 +210,9 @@ func (d *Daemon) applyResetLocked(e *entry, onDisk SchedulerState) bool {
 	e.next = d.clock.Now()
 	d.metrics.setHeld(e.name, false)
 	if wasHeld {
-		d.logf("serve: %s: hold-down released by reset; running now", e.name)
+		d.log.Info("hold-down released by reset; running now", "contract", e.name)
 	} else {
-		d.logf("serve: %s: failure streak reset", e.name)
+		d.log.Info("failure streak reset", "contract", e.name)
 	}
 	return true
 }
@@ -245,7 +244,7 @@ func (d *Daemon) tick(e *entry) {
 		started := e.runStart
 		e.mu.Unlock()
 		d.metrics.record(e.name, ResultSkippedOverlap, 0, nil, d.clock.Now())
-		d.logf("serve: %s: skipped_overlap: the run started %s ago is still going", e.name, now.Sub(started).Round(time.Millisecond))
+		d.log.Warn("skipped_overlap: the last run is still going", "contract", e.name, "running_for", now.Sub(started).Round(time.Millisecond))
 		d.save(e)
 		return
 	}
@@ -324,7 +323,7 @@ func (d *Daemon) safeRun(ctx context.Context, c *contracts.Contract) (rep *engin
 	defer func() {
 		if v := recover(); v != nil {
 			p := &engine.PanicError{Where: "the runner", Value: v, Stack: debug.Stack()}
-			d.logf("serve: %s: %v (recovered; the daemon and the other contracts go on)\n%s", c.Name, p, p.Stack)
+			d.log.Error("panic (recovered; the daemon and the other contracts go on)", "contract", c.Name, "error", p.Error(), "stack", string(p.Stack))
 			rep, err = nil, p
 		}
 	}()
@@ -337,7 +336,7 @@ func (d *Daemon) finish(e *entry, start time.Time, rep *engine.Report, runErr er
 	now := d.clock.Now()
 	onDisk, rerr := ReadState(d.cfg.StateDir, e.name)
 	if rerr != nil {
-		d.logf("serve: %s: %v", e.name, rerr)
+		d.log.Error("scheduler state unreadable", "contract", e.name, "error", rerr)
 	}
 
 	e.mu.Lock()
@@ -400,19 +399,19 @@ func (d *Daemon) finish(e *entry, start time.Time, rep *engine.Report, runErr er
 	d.metrics.setHeld(e.name, st.HeldDown)
 	switch result {
 	case ResultCancelled:
-		d.logf("serve: %s: %s run cancelled at shutdown: %v", e.name, trigger, runErr)
+		d.log.Info("run cancelled at shutdown", "contract", e.name, "trigger", trigger, "error", runErr)
 	case ResultFenced:
-		d.logf("serve: %s: %s run stopped, its writes refused: %v", e.name, trigger, runErr)
+		d.log.Warn("run stopped, its writes refused", "contract", e.name, "trigger", trigger, "error", runErr)
 		if errors.Is(runErr, store.ErrFenced) {
 			d.cfg.HA.Fenced(e.name)
 		}
 	case ResultFailed:
-		d.logf("serve: %s: %s run failed (%d in a row): %v", e.name, trigger, st.ConsecutiveFailed, runErr)
+		d.log.Error("run failed", "contract", e.name, "trigger", trigger, "failed_in_a_row", st.ConsecutiveFailed, "error", runErr)
 	case ResultSkippedOverlap:
-		d.logf("serve: %s: skipped_overlap: %s", e.name, rep.Skipped)
+		d.log.Warn("skipped_overlap: "+rep.Skipped, "contract", e.name)
 	}
 	if alert {
-		d.logf("serve: %s: held down after %d consecutive failed runs; `contractd reset %s` releases it", e.name, st.ConsecutiveFailed, e.name)
+		d.log.Error("held down after consecutive failed runs; `contractd reset "+e.name+"` releases it", "contract", e.name, "failed_in_a_row", st.ConsecutiveFailed)
 	}
 	d.save(e)
 	if alert {
@@ -439,7 +438,7 @@ func (d *Daemon) holdDownAlert(e *entry) {
 	err := d.notify(ctx, c, text)
 	cancel()
 	if err != nil {
-		d.logf("serve: %s: hold-down alert not delivered (retried at next start): %v", e.name, err)
+		d.log.Error("hold-down alert not delivered (retried at next start)", "contract", e.name, "error", err)
 		e.mu.Lock()
 		e.state.Alerted = false
 		e.mu.Unlock()
@@ -455,7 +454,7 @@ func (d *Daemon) holdDownAlert(e *entry) {
 func (d *Daemon) notify(ctx context.Context, c *contracts.Contract, text string) (err error) {
 	defer func() {
 		if v := recover(); v != nil {
-			d.logf("serve: %s: panic in the hold-down alert (recovered): %v\n%s", c.Name, v, debug.Stack())
+			d.log.Error("panic in the hold-down alert (recovered)", "contract", c.Name, "error", fmt.Sprint(v), "stack", string(debug.Stack()))
 			d.metrics.panics.WithLabelValues(c.Name).Inc()
 			err = fmt.Errorf("hold-down alert panicked: %v", v)
 		}
@@ -470,10 +469,10 @@ func (d *Daemon) notify(ctx context.Context, c *contracts.Contract, text string)
 func (d *Daemon) notifyRoutes(ctx context.Context, c *contracts.Contract, text string) error {
 	ns, buildErrs := notify.NewAll(c.Notify, d.cfg.NotifyDeps)
 	for _, err := range buildErrs {
-		d.logf("serve: %s: hold-down alert: %v", c.Name, err)
+		d.log.Error("hold-down alert: notify route cannot be built", "contract", c.Name, "error", err)
 	}
 	if len(ns) == 0 {
-		d.logf("serve: alert: %s: %s", c.Name, text)
+		d.log.Warn(text, "contract", c.Name, "kind", notify.KindHoldDown)
 		return nil
 	}
 	msg := notify.Message{Contract: c.Name, Kind: notify.KindHoldDown, Severity: contracts.SeverityCritical.String(), Text: text, Time: d.clock.Now().UTC()}
@@ -490,19 +489,9 @@ func (d *Daemon) notifyRoutes(ctx context.Context, c *contracts.Contract, text s
 		return errors.Join(errs...)
 	}
 	for _, err := range errs {
-		d.logf("serve: %s: hold-down alert: %v", c.Name, err)
+		d.log.Warn("hold-down alert not delivered", "contract", c.Name, "error", err)
 	}
 	return nil
-}
-
-// logWriter turns the log notifier's lines into Logf calls.
-type logWriter func(string, ...any)
-
-func (w logWriter) Write(p []byte) (int, error) {
-	for _, line := range strings.Split(strings.TrimRight(string(p), "\n"), "\n") {
-		w("%s", line)
-	}
-	return len(p), nil
 }
 
 // save writes the entry's state, first applying a Reset that landed on disk
@@ -516,6 +505,6 @@ func (d *Daemon) save(e *entry) {
 		*onDisk = e.state
 	})
 	if err != nil {
-		d.logf("serve: %s: %v", e.name, err)
+		d.log.Error("scheduler state not written", "contract", e.name, "error", err)
 	}
 }
