@@ -48,7 +48,7 @@ demo:
 lint:
 	@test -z "$$(gofmt -l $$(git ls-files '*.go'))" || { gofmt -l $$(git ls-files '*.go'); exit 1; }
 	$(GO) vet ./...
-	$(GO) run ./cmd/contractd lint --strict=false fixtures/contracts/*.md
+	$(GO) run ./cmd/contractd lint --strict fixtures/contracts/*.md
 
 clean:
 	rm -rf $(BIN)

@@ -105,3 +105,36 @@ func TestRunLogFillsVars(t *testing.T) {
 		}
 	}
 }
+
+// TestLintStrictPassesWithAReportOnlyAgent: the report-only warning printed
+// on every command, --quiet included, and lint --strict could never pass on
+// a contract with a report-only agent. A report-only agent is a deliberate
+// choice: lint says it once, as a note that --strict passes; run, explain
+// and the rest do not print it.
+func TestLintStrictPassesWithAReportOnlyAgent(t *testing.T) {
+	dir := t.TempDir()
+	src := "---\nname: ro\nruntime_contract: 2\nreport_only_agents: [b, c]\nfor_each:\n  units: [{name: a}, {name: b}]\n---\n\n## Execution\n\n" +
+		"### Unit {#unit agent=$name for_each=units}\n\n```sh {id=p}\necho down\n```\n\nExpected: `ok`\n\n" +
+		"| Condition | Action |\n|-----------|--------|\n| `p.stdout == \"down\"` | `true` |\n\n" +
+		"### C {#c agent=c}\n\n```sh {id=q}\necho down\n```\n\nExpected: `ok`\n\n" +
+		"| Condition | Action |\n|-----------|--------|\n| `q.stdout == \"down\"` | `true` |\n"
+	path := filepath.Join(dir, "ro.md")
+	if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runMain(t, "contractd", "lint", "--strict", path)
+	if code != 0 || !strings.Contains(out, path+":19:3: note: actions for report-only agent b are logged, never executed (report_only_agents)") ||
+		!strings.Contains(out, path+":31:3: note: actions for report-only agent c are logged, never executed (report_only_agents)") {
+		t.Fatalf("lint --strict: exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errs)
+	}
+	for _, args := range [][]string{
+		{"contractd", "run", "--quiet", "--state-dir", filepath.Join(dir, "state"), path},
+		{"contractd", "run", "--state-dir", filepath.Join(dir, "state"), path},
+		{"contractd", "explain", path},
+	} {
+		code, out, errs := runMain(t, args...)
+		if code != 0 || strings.Contains(out+errs, "note:") || strings.Contains(errs, "never executed") {
+			t.Fatalf("%s: exit %d\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), code, out, errs)
+		}
+	}
+}

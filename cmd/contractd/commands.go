@@ -86,13 +86,14 @@ func (l *loadFlags) options() (contracts.Options, error) {
 	return opts, nil
 }
 
-// load loads contracts, printing every diagnostic; it fails when any has errors.
+// load loads contracts, printing every error and warning (notes are
+// lint's alone); it fails when any has errors.
 func (m *Main) load(paths []string, opts contracts.Options) ([]*contracts.Contract, bool) {
 	var out []*contracts.Contract
 	ok := true
 	for _, p := range paths {
 		c, diags := contracts.LoadFile(p, opts)
-		for _, d := range diags {
+		for _, d := range diags.Problems() {
 			fmt.Fprintln(m.Stderr, d.String())
 		}
 		if diags.HasErrors() || c == nil {
@@ -119,7 +120,7 @@ func defaultStateDir(getenv func(string) string) string {
 
 func (m *Main) cmdLint(ctx context.Context, args []string) int {
 	fs := m.flags("lint")
-	strict := fs.Bool("strict", false, "fail on warnings too")
+	strict := fs.Bool("strict", false, "fail on warnings too (never on notes)")
 	var lf loadFlags
 	lf.register(fs)
 	files, err := m.parse(fs, args)
@@ -141,7 +142,7 @@ func (m *Main) cmdLint(ctx context.Context, args []string) int {
 		c, diags := contracts.LoadFile(f, opts)
 		for _, d := range diags {
 			fmt.Fprintln(m.Stdout, d.String())
-			if d.Severity == contracts.DiagError || *strict {
+			if d.Severity == contracts.DiagError || *strict && d.Severity == contracts.DiagWarning {
 				code = exitFailed
 			}
 		}

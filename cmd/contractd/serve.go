@@ -111,7 +111,7 @@ func (m *Main) cmdServe(ctx context.Context, args []string) int {
 	defer signal.Stop(hup)
 	err = serve.Serve(ctx, serve.Config{
 		Dir: *dir, StateDir: *stateDir, Listen: *listen, TokenFile: *tokenFile,
-		Runner: eng, Load: serve.ContractLoader(opts),
+		Runner: eng, Load: withoutNotes(serve.ContractLoader(opts)),
 		NotifyDeps: notify.Deps{Logger: log, Getenv: m.Getenv, PageURL: serve.PageURL(*listen)},
 		Snapshot: func(name string) (json.RawMessage, error) {
 			st, err := engine.ReadStatus(*stateDir, name, time.Now())
@@ -141,4 +141,14 @@ func (m *Main) cmdServe(ctx context.Context, args []string) int {
 		return exitFailed
 	}
 	return exitOK
+}
+
+// withoutNotes drops the notes from what load returns: a note says what a
+// deliberate choice does (a report-only agent's actions never run), which
+// lint says once; the daemon's log would repeat it at every load.
+func withoutNotes(load serve.LoadFunc) serve.LoadFunc {
+	return func(path string) (*contracts.Contract, contracts.Diagnostics) {
+		c, ds := load(path)
+		return c, ds.Problems()
+	}
 }
