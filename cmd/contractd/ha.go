@@ -68,7 +68,7 @@ func (h *haFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 // not an error here (the daemon starts, probes and reports, and says so).
 func (h *haFlags) connect(ctx context.Context, getenv func(string) string, log *slog.Logger) (*clientv3.Client, *serve.HA, *etcdstore.Store, error) {
 	h.timeout = h.ttl
-	cli, err := h.client(ctx, getenv)
+	cli, err := h.client(ctx, getenv, log)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -81,10 +81,12 @@ func (h *haFlags) connect(ctx context.Context, getenv func(string) string, log *
 	return cli, ha, st, nil
 }
 
-// client opens the etcd client the flags describe. It fails on a bad flag
-// or an unreadable certificate, key or password file; it does not wait for
-// etcd to answer.
-func (h *etcdFlags) client(ctx context.Context, getenv func(string) string) (*clientv3.Client, error) {
+// client opens the etcd client the flags describe, its warnings and
+// errors logged to log (see etcdLogger; nil: a command's error says what
+// went wrong, and the client's own lines are left out). It fails on a bad
+// flag or an unreadable certificate, key or password file; it does not
+// wait for etcd to answer.
+func (h *etcdFlags) client(ctx context.Context, getenv func(string) string, log *slog.Logger) (*clientv3.Client, error) {
 	var eps []string
 	for _, e := range strings.Split(h.endpoints, ",") {
 		if e = strings.TrimSpace(e); e != "" {
@@ -100,6 +102,9 @@ func (h *etcdFlags) client(ctx context.Context, getenv func(string) string) (*cl
 	cfg := clientv3.Config{
 		Endpoints: eps, DialTimeout: h.timeout, DialKeepAliveTime: h.timeout, DialKeepAliveTimeout: h.timeout,
 		Context: ctx, Logger: zap.NewNop(),
+	}
+	if log != nil {
+		cfg.Logger = etcdLogger(log)
 	}
 	if h.cacert != "" || h.cert != "" || h.key != "" {
 		tc, err := h.tlsConfig()
@@ -166,7 +171,7 @@ func (m *Main) stateStore(ctx context.Context, sf stateFlags, ef etcdFlags) (sto
 		st, err := store.Open(sf.stateDir)
 		return st, func() {}, err
 	}
-	cli, err := ef.client(ctx, m.Getenv)
+	cli, err := ef.client(ctx, m.Getenv, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -176,7 +181,7 @@ func (m *Main) stateStore(ctx context.Context, sf stateFlags, ef etcdFlags) (sto
 // etcdSummary is `contractd status --etcd`: every contract with state in
 // etcd under the prefix, with its owner.
 func (m *Main) etcdSummary(ctx context.Context, ef etcdFlags) ([]*engine.Summary, error) {
-	cli, err := ef.client(ctx, m.Getenv)
+	cli, err := ef.client(ctx, m.Getenv, nil)
 	if err != nil {
 		return nil, err
 	}
