@@ -71,7 +71,7 @@ for_each:
 	if _, err := eng.Run(context.Background(), c); err != nil {
 		t.Fatal(err)
 	}
-	st, err := ReadStatus(dir, "backups", clk.Now())
+	st, err := ReadStatus(dirStore(t, dir), "backups", clk.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

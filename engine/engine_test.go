@@ -210,7 +210,7 @@ func TestAllHealthyMeansNoActionNoAlertAndAFullSnapshot(t *testing.T) {
 	if rep.OverallSeverity != contracts.SeverityHealthy || len(rep.Actions) != 0 || len(rep.Alerts) != 0 {
 		t.Fatalf("overall %v, actions %d, alerts %d; want healthy and nothing done", rep.OverallSeverity, len(rep.Actions), len(rep.Alerts))
 	}
-	st, err := ReadStatus(h.dir, "mesh", h.clock.Now())
+	st, err := ReadStatus(dirStore(t, h.dir), "mesh", h.clock.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +245,7 @@ func TestBlockedPipelineRestartsOnceThenDebounces(t *testing.T) {
 	if h.w.restartCount("abiba") != 2 || len(actionsWith(rep, "ran")) != 1 {
 		t.Fatalf("after the window, condition still present: restarts %d, actions %+v", h.w.restartCount("abiba"), rep.Actions)
 	}
-	st, _ := ReadStatus(h.dir, "mesh", h.clock.Now())
+	st, _ := ReadStatus(dirStore(t, h.dir), "mesh", h.clock.Now())
 	if st.Snapshot["restart_debounce"] == nil {
 		t.Fatal("restart_debounce not recorded after a restart")
 	}
@@ -294,7 +294,7 @@ func TestGateDownSkipsEveryStageAfterIt(t *testing.T) {
 	if len(h.rec.msgs) != 1 || !strings.Contains(h.rec.msgs[0], "gate server is down") {
 		t.Fatalf("alerts %v; want one gate alert", h.rec.msgs)
 	}
-	st, _ := ReadStatus(h.dir, "mesh", h.clock.Now())
+	st, _ := ReadStatus(dirStore(t, h.dir), "mesh", h.clock.Now())
 	if st.Snapshot["server_status"] != "down" {
 		t.Fatalf("server_status %v", st.Snapshot["server_status"])
 	}
@@ -367,7 +367,7 @@ func TestDryRunRunsNothingAndWritesNothing(t *testing.T) {
 	if len(h.rec.msgs) != 0 {
 		t.Fatalf("dry run sent %v", h.rec.msgs)
 	}
-	if _, err := ReadStatus(h.dir, "mesh", h.clock.Now()); !errors.Is(err, ErrNeverRan) {
+	if _, err := ReadStatus(dirStore(t, h.dir), "mesh", h.clock.Now()); !errors.Is(err, ErrNeverRan) {
 		t.Fatalf("dry run wrote a snapshot: %v", err)
 	}
 }
@@ -518,7 +518,7 @@ func TestSessionDyingMidBatchKeepsTheFinishedSteps(t *testing.T) {
 func TestMaintenanceWindowPausesRepairsAndNewAlerts(t *testing.T) {
 	h := newHarness(t)
 	now := h.clock.Now()
-	if _, err := SetMaintenance(context.Background(), h.dir, "mesh", "abiba", time.Hour, "pi upgrade", now); err != nil {
+	if _, err := SetMaintenance(context.Background(), dirStore(t, h.dir), "mesh", "abiba", time.Hour, "pi upgrade", now); err != nil {
 		t.Fatal(err)
 	}
 	h.w.set(func(w *world) { w.pi = map[string]any{"connected": true, "response_pipeline": "blocked"} })
@@ -559,7 +559,7 @@ func TestMaintenanceWindowPausesRepairsAndNewAlerts(t *testing.T) {
 	if rep.Maintenance != nil {
 		t.Errorf("report still lists windows after they ended: %v", rep.Maintenance)
 	}
-	windows, err := Maintenance(h.dir, "mesh", h.clock.Now())
+	windows, err := Maintenance(dirStore(t, h.dir), "mesh", h.clock.Now())
 	if err != nil || len(windows) != 0 {
 		t.Errorf("windows after the end: %v, %v", windows, err)
 	}

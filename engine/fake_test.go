@@ -9,6 +9,7 @@ import (
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine/notify"
+	"github.com/contractd/contractd/engine/store"
 	"github.com/contractd/contractd/steps"
 	"github.com/contractd/contractd/transports"
 )
@@ -147,3 +148,13 @@ func (r *recorder) kinds() []string {
 }
 
 type notifyMessage = notify.Message
+
+// dirStore opens the state dir dir as a store.
+func dirStore(t *testing.T, dir string) *store.Store {
+	t.Helper()
+	s, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -166,11 +165,8 @@ func recordStopped(st store.Backend, name string, l *store.Ledger, now time.Time
 	if err != nil && !errors.Is(err, store.ErrCorrupt) {
 		return nil, fmt.Errorf("history of %s: %w", name, err)
 	}
-	for _, b := range raw {
-		var h struct {
-			RunID string `json:"run_id"`
-		}
-		if json.Unmarshal(b, &h) == nil && h.RunID == m.RunID {
+	for _, h := range raw {
+		if h.RunID == m.RunID {
 			return nil, nil // recorded, and stopped before it cleared the mark
 		}
 	}
@@ -231,20 +227,11 @@ func stoppedRecord(l *store.Ledger, now time.Time, by string) HistoryRecord {
 	return h
 }
 
-// ErrRunning is wrapped by RecordStoppedIn when a run holds the contract's
+// ErrRunning is wrapped by RecordStopped when a run holds the contract's
 // lock: the run the ledger names is still going and records its own end.
 var ErrRunning = errors.New("a run is in progress")
 
-// RecordStopped is RecordStoppedIn on the state under stateDir.
-func RecordStopped(ctx context.Context, stateDir, name string, now time.Time) (*HistoryRecord, error) {
-	s, err := store.Open(stateDir)
-	if err != nil {
-		return nil, err
-	}
-	return RecordStoppedIn(ctx, s.WithRecordCheck(checkHistoryRecord), name, now)
-}
-
-// RecordStoppedIn settles a contract's state before it is read (`contractd
+// RecordStopped settles a contract's state before it is read (`contractd
 // status`, `history`, `why`, a daemon loading the contract): when the
 // ledger names a run that wrote ahead and never recorded its end, and no
 // run holds the contract's lock, it writes that run's history record from
@@ -253,7 +240,7 @@ func RecordStopped(ctx context.Context, stateDir, name string, now time.Time) (*
 // write. It fails with an error wrapping ErrRunning when a run holds the
 // lock (that run records its own end), and with the store's error when the
 // ledger, the history or the lock cannot be read or written.
-func RecordStoppedIn(ctx context.Context, s store.Backend, name string, now time.Time) (*HistoryRecord, error) {
+func RecordStopped(ctx context.Context, s store.Backend, name string, now time.Time) (*HistoryRecord, error) {
 	l, err := s.ReadLedger(name)
 	if err != nil || l.Run == nil {
 		return nil, nil // a ledger that cannot be read is reported by whoever reads it next

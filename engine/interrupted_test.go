@@ -52,7 +52,7 @@ func (w *world) panicOn(target, s string) {
 
 func history(t *testing.T, dir string) []HistoryRecord {
 	t.Helper()
-	hist, err := ReadHistory(dir, "mesh", 0)
+	hist, err := dirStore(t, dir).History("mesh", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +134,7 @@ func TestANotifierThatPanicsFailsItsDeliveryAndTheRun(t *testing.T) {
 	if !errors.Is(err, ErrEngine) || !errors.As(err, &p) || p.Where != "notifier recorder" {
 		t.Fatalf("run error %v; want an engine failure naming the notifier's panic", err)
 	}
-	if _, err := ReadStatus(h.dir, "mesh", h.clock.Now()); err != nil {
+	if _, err := ReadStatus(dirStore(t, h.dir), "mesh", h.clock.Now()); err != nil {
 		t.Errorf("no snapshot after a notifier's panic: %v", err)
 	}
 	if hist := history(t, h.dir); len(hist) != 1 || hist[0].RunID != rep.RunID {
@@ -173,7 +173,7 @@ func TestARunStoppedMidwayIsRecordedFromTheLedger(t *testing.T) {
 	if n := len(history(t, dir)); n != 0 {
 		t.Fatalf("%d history records in the state a kill left; the test needs none", n)
 	}
-	rec, err := RecordStopped(context.Background(), dir, "mesh", h.clock.Now())
+	rec, err := RecordStopped(context.Background(), dirStore(t, dir), "mesh", h.clock.Now())
 	if err != nil || rec == nil {
 		t.Fatalf("RecordStopped: %v, %v; want the stopped run's record", rec, err)
 	}
@@ -188,7 +188,7 @@ func TestARunStoppedMidwayIsRecordedFromTheLedger(t *testing.T) {
 	if l.Run != nil || len(l.Intents) != 1 {
 		t.Errorf("ledger after the record: run %+v, intents %+v; want no mark and the intent kept for the next run to verify", l.Run, l.Intents)
 	}
-	if rec, err := RecordStopped(context.Background(), dir, "mesh", h.clock.Now()); rec != nil || err != nil {
+	if rec, err := RecordStopped(context.Background(), dirStore(t, dir), "mesh", h.clock.Now()); rec != nil || err != nil {
 		t.Errorf("second RecordStopped: %v, %v; want nothing to do", rec, err)
 	}
 
@@ -218,7 +218,7 @@ func TestARunStoppedBeforeDeliveryListsItsMessages(t *testing.T) {
 	var crashed string
 	h.rec.before = func() { crashed = copyDir(t, h.dir) }
 	h.run()
-	if _, err := RecordStopped(context.Background(), crashed, "mesh", h.clock.Now()); err != nil {
+	if _, err := RecordStopped(context.Background(), dirStore(t, crashed), "mesh", h.clock.Now()); err != nil {
 		t.Fatal(err)
 	}
 	hist := history(t, crashed)
@@ -237,7 +237,7 @@ func TestRecordStoppedLeavesARunInProgressAlone(t *testing.T) {
 	h.w.set(func(w *world) { w.pi["response_pipeline"] = "blocked" })
 	var errs []error
 	h.w.onRepair(func() {
-		_, err := RecordStopped(context.Background(), h.dir, "mesh", h.clock.Now())
+		_, err := RecordStopped(context.Background(), dirStore(t, h.dir), "mesh", h.clock.Now())
 		errs = append(errs, err)
 	})
 	h.run()
@@ -269,7 +269,7 @@ func TestACancelledRunRecordsWhatItDid(t *testing.T) {
 	if len(actionsWith(rep, ActionRan)) != 1 || len(hist[0].Actions) == 0 {
 		t.Errorf("actions %+v, history actions %+v; want the repair that ran", rep.Actions, hist[0].Actions)
 	}
-	if _, err := ReadStatus(h.dir, "mesh", h.clock.Now()); err != nil {
+	if _, err := ReadStatus(dirStore(t, h.dir), "mesh", h.clock.Now()); err != nil {
 		t.Errorf("no snapshot: %v", err)
 	}
 	l, err := store.Open(h.dir)

@@ -39,7 +39,7 @@ func TestSelfHealIsOneMessageAndNoIncident(t *testing.T) {
 	if rep.OverallSeverity != contracts.SeverityHealthy {
 		t.Errorf("overall %s after the verified repair, want healthy", rep.OverallSeverity)
 	}
-	st, err := ReadStatus(h.dir, "mesh", h.clock.Now())
+	st, err := ReadStatus(dirStore(t, h.dir), "mesh", h.clock.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

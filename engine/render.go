@@ -203,16 +203,6 @@ func guardSays(a *ActionReport) string {
 	return a.Guard + ": " + a.Why()
 }
 
-// Why is an action's reason without the name of the guard that decided
-// it, for outputs that show that name beside it: a reason that begins with
-// its guard's name ("report-only: would run …") does not say it twice.
-func (a *ActionReport) Why() string {
-	if a.Guard != "" {
-		return strings.TrimPrefix(a.Reason, a.Guard+": ")
-	}
-	return a.Reason
-}
-
 // WriteTrace renders every candidate action with each guard's answer, for
 // --dry-run and `contractd why`.
 func WriteTrace(w io.Writer, rep *Report) error {

@@ -89,7 +89,7 @@ func TestSnapshotFieldReportedNullIsNull(t *testing.T) {
 	h.w.set(func(w *world) { w.pi = map[string]any{"connected": nil, "response_pipeline": "healthy"} })
 	h.clock.Advance(time.Minute)
 	h.run()
-	st, err := ReadStatus(h.dir, "mesh", h.clock.Now())
+	st, err := ReadStatus(dirStore(t, h.dir), "mesh", h.clock.Now())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -100,7 +100,7 @@ func TestSnapshotFieldReportedNullIsNull(t *testing.T) {
 	h.w.set(func(w *world) { w.piDown = true })
 	h.clock.Advance(time.Minute)
 	h.run()
-	st, _ = ReadStatus(h.dir, "mesh", h.clock.Now())
+	st, _ = ReadStatus(dirStore(t, h.dir), "mesh", h.clock.Now())
 	if abiba := st.Snapshot["agents"].(map[string]any)["abiba"].(map[string]any); abiba["response_pipeline"] != "healthy" {
 		t.Fatalf("an unreachable run lost the last seen value: %v", abiba)
 	}

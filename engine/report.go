@@ -1,12 +1,11 @@
 package engine
 
 import (
-	"strings"
 	"time"
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine/guard"
-	"github.com/contractd/contractd/engine/notify"
+	"github.com/contractd/contractd/engine/store"
 )
 
 // Report is the outcome of one run of one contract. Its JSON form is the
@@ -92,108 +91,14 @@ type StepReport struct {
 	Metrics map[string]float64 `json:"metrics,omitempty"`
 }
 
-// ActionReport is one candidate action and what the guards made of it.
-type ActionReport struct {
-	Agent     string   `json:"agent"`
-	Stage     string   `json:"stage"`
-	Condition string   `json:"condition"`
-	Kind      string   `json:"kind"` // the row's kind: repair, log, monitor, alert, escalate
-	Action    string   `json:"action"`
-	Status    string   `json:"status"` // ran, failed, merged, pending, blocked, report-only, dry-run, alert, escalate, logged, monitor
-	Reason    string   `json:"reason"`
-	Guard     string   `json:"guard,omitempty"`
-	Trace     []string `json:"trace,omitempty"`
-	ExitCode  *int     `json:"exit_code,omitempty"`
-	// Stdout and Stderr are what a repair command printed (first 2 KiB,
-	// secrets replaced by ***).
-	Stdout string `json:"stdout,omitempty"`
-	Stderr string `json:"stderr,omitempty"`
-	Verify string `json:"verify,omitempty"` // remediated | remediation failed
-	// PendingSince is when a pending repair was first held back.
-	PendingSince time.Time `json:"pending_since,omitzero"`
-}
+// ActionReport is one candidate action and what the guards made of it:
+// the type the run history keeps (store.Action).
+type ActionReport = store.Action
 
 // AlertReport is one message of the run (an incident's open, reminder or
 // resolve, a repair, an escalation) or one retried from the outbox, and
-// what became of it at each notify route.
-type AlertReport struct {
-	Key       string `json:"key"`
-	Agent     string `json:"agent,omitempty"`
-	Condition string `json:"condition"`
-	Kind      string `json:"kind"`               // open, reminder, resolved, repair, escalate, holddown
-	Severity  string `json:"severity,omitempty"` // the unit's severity the message carries
-	Text      string `json:"text"`
-	// Retry marks a message of an earlier run that this run retried from
-	// the outbox; Time is when it was composed.
-	Retry bool      `json:"retry,omitempty"`
-	Time  time.Time `json:"time,omitzero"`
-	// Sent is true when every route of the message delivered it in this
-	// run; Routes says what happened at each.
-	Sent bool `json:"sent"`
-	// ReachedBefore marks a retried message that another route had
-	// already delivered in an earlier run.
-	ReachedBefore bool `json:"reached_before,omitempty"`
-	// Error says why nothing was sent (dry run, alert_on: repair, no
-	// routes) or which routes did not deliver.
-	Error  string          `json:"error,omitempty"`
-	Routes []RouteDelivery `json:"routes"`
-}
+// what became of it at each notify route (store.Alert).
+type AlertReport = store.Alert
 
 // RouteDelivery is what became of one message at one notify route.
-type RouteDelivery struct {
-	Route   string         `json:"route"`   // the route's name
-	Outcome notify.Outcome `json:"outcome"` // delivered, queued (retried later) or dropped
-	Error   string         `json:"error,omitempty"`
-	// Tried is false when the route did not attempt the message this run:
-	// it waited behind an earlier failure or for the route's backoff.
-	Tried       bool      `json:"tried"`
-	Attempts    int       `json:"attempts"`
-	NextAttempt time.Time `json:"next_attempt,omitzero"` // queued: not before this
-}
-
-// FirstSent reports whether this run is the first to deliver the message
-// to anyone: a route delivered it, and it is not a retry another route had
-// already delivered.
-func (a *AlertReport) FirstSent() bool {
-	if a.ReachedBefore {
-		return false
-	}
-	for _, rd := range a.Routes {
-		if rd.Outcome == notify.OutcomeDelivered {
-			return true
-		}
-	}
-	return false
-}
-
-// Summary renders the alert's outcome on one line, e.g. "delivered: log,
-// pages; queued: webhook (post http://127.0.0.1:9: connection refused)" or
-// "not sent: dry-run".
-func (a *AlertReport) Summary() string {
-	if len(a.Routes) == 0 {
-		return "not sent: " + a.Error
-	}
-	var parts []string
-	for _, o := range []notify.Outcome{notify.OutcomeDelivered, notify.OutcomeQueued, notify.OutcomeDropped} {
-		var names []string
-		var why string
-		for _, rd := range a.Routes {
-			if rd.Outcome != o {
-				continue
-			}
-			names = append(names, rd.Route)
-			if why == "" && rd.Error != "" {
-				why = rd.Error
-			}
-		}
-		if len(names) == 0 {
-			continue
-		}
-		part := string(o) + ": " + strings.Join(names, ", ")
-		if why != "" {
-			part += " (" + why + ")"
-		}
-		parts = append(parts, part)
-	}
-	return strings.Join(parts, "; ")
-}
+type RouteDelivery = store.RouteDelivery

@@ -90,7 +90,7 @@ func TestSnapshotFollowsTheContractsMaintainsRule(t *testing.T) {
 	if _, err := eng.Run(context.Background(), c); err != nil {
 		t.Fatal(err)
 	}
-	st, err := ReadStatus(dir, "twogates", clk.Now())
+	st, err := ReadStatus(dirStore(t, dir), "twogates", clk.Now())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -20,7 +20,7 @@ func (e *Engine) openStore() (store.Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open state dir: %w", err)
 	}
-	return s.WithClock(clockFunc(e.opts.Now)).WithRecordCheck(checkHistoryRecord), nil
+	return s.WithClock(clockFunc(e.opts.Now)), nil
 }
 
 // lastRepair is the time of the newest repair of any unit: the seed's
@@ -61,27 +61,10 @@ func cloneIncidents(m map[string]*guard.Incident) map[string]*guard.Incident {
 	return out
 }
 
-// HistoryRecord is one line of a contract's run history: enough to answer
-// `contractd history` and `contractd why` (every action with every guard's
-// answer) without keeping whole reports.
-type HistoryRecord struct {
-	RunID           string              `json:"run_id"`
-	StartedAt       time.Time           `json:"started_at"`
-	DurationMS      int64               `json:"duration_ms"`
-	DryRun          bool                `json:"dry_run,omitempty"`
-	OverallSeverity string              `json:"overall_severity"`
-	Agents          map[string]string   `json:"agents"`
-	Findings        map[string][]string `json:"findings,omitempty"`
-	Actions         []*ActionReport     `json:"actions,omitempty"`
-	Alerts          []*AlertReport      `json:"alerts,omitempty"`
-	Errors          []string            `json:"errors,omitempty"`
-	// Interrupted says why the run stopped before its end, when it did: a
-	// signal or a daemon's shutdown (the run then recorded what it did),
-	// an engine panic, or a process that died during it (the record is
-	// then rebuilt from the ledger by the next holder of the run lock,
-	// severity unknown).
-	Interrupted string `json:"interrupted,omitempty"`
-}
+// HistoryRecord is one run in a contract's history (store.RunRecord):
+// enough to answer `contractd history` and `contractd why` (every action
+// with every guard's answer) without keeping whole reports.
+type HistoryRecord = store.RunRecord
 
 func historyRecord(rep *Report) HistoryRecord {
 	h := HistoryRecord{RunID: rep.RunID, StartedAt: rep.StartedAt, DurationMS: rep.DurationMS, OverallSeverity: rep.OverallSeverity.String(),
@@ -110,20 +93,12 @@ type Status struct {
 // ErrNeverRan is returned for a contract with no state yet.
 var ErrNeverRan = errors.New("no run recorded yet")
 
-// ReadStatus returns the last snapshot of contract name under stateDir. It
-// fails with ErrNeverRan when the contract never ran, and with an error
-// wrapping store.ErrCorrupt when the snapshot was corrupt (it is moved aside).
-func ReadStatus(stateDir, name string, now time.Time) (*Status, error) {
-	s, err := store.Open(stateDir)
-	if err != nil {
-		return nil, err
-	}
-	return ReadStatusIn(s, name, now)
-}
-
-// ReadStatusIn is ReadStatus on the state in s.
-func ReadStatusIn(s store.Backend, name string, now time.Time) (*Status, error) {
-	snap, at, err := s.ReadSnapshot(name)
+// ReadStatus returns the last snapshot of contract name in st. It fails
+// with ErrNeverRan when the contract never ran, with an error wrapping
+// store.ErrCorrupt when the snapshot was corrupt (it is moved aside), and
+// with the store's error when it cannot be read.
+func ReadStatus(st store.Backend, name string, now time.Time) (*Status, error) {
+	snap, at, err := st.ReadSnapshot(name)
 	if err != nil {
 		return nil, err
 	}
@@ -133,95 +108,23 @@ func ReadStatusIn(s store.Backend, name string, now time.Time) (*Status, error) 
 	return &Status{Contract: name, Snapshot: snap, WrittenAt: at, AgeSec: now.Sub(at).Seconds()}, nil
 }
 
-// CheckHistoryRecord is the check every backend makes of a run record it
-// reads back (store.Store.WithRecordCheck, etcdstore.Options.RecordCheck):
-// it fails unless the record is a run record.
-func CheckHistoryRecord(b json.RawMessage) error { return checkHistoryRecord(b) }
-
-// checkHistoryRecord is the store's check of a history line: it must
-// decode as a HistoryRecord with a run id and a start time, and no null
-// action or alert.
-func checkHistoryRecord(b json.RawMessage) error {
-	var h HistoryRecord
-	if err := json.Unmarshal(b, &h); err != nil {
-		return fmt.Errorf("not a run record: %v", err)
-	}
-	switch {
-	case h.RunID == "":
-		return errors.New("not a run record: run_id missing")
-	case h.StartedAt.IsZero():
-		return errors.New("not a run record: started_at missing")
-	}
-	for i, a := range h.Actions {
-		if a == nil {
-			return fmt.Errorf("actions[%d] is null", i)
-		}
-	}
-	for i, a := range h.Alerts {
-		if a == nil {
-			return fmt.Errorf("alerts[%d] is null", i)
-		}
-	}
-	return nil
-}
-
-// ReadHistory returns up to n of the contract's most recent runs, oldest
-// first. Lines that are not run records are skipped: the records come back
-// with an error wrapping store.ErrCorrupt (a *store.SkippedError) that names
-// them. It fails without records when the state dir or the file cannot be
-// read.
-func ReadHistory(stateDir, name string, n int) ([]HistoryRecord, error) {
-	s, err := store.Open(stateDir)
-	if err != nil {
-		return nil, err
-	}
-	return ReadHistoryIn(s.WithRecordCheck(checkHistoryRecord), name, n)
-}
-
-// ReadHistoryIn is ReadHistory on the state in st, whose reads check
-// records with CheckHistoryRecord.
-func ReadHistoryIn(s store.Backend, name string, n int) ([]HistoryRecord, error) {
-	raw, skipped := s.History(name, n)
-	if skipped != nil && !errors.Is(skipped, store.ErrCorrupt) {
-		return nil, skipped
-	}
-	out := make([]HistoryRecord, 0, len(raw))
-	for _, r := range raw {
-		var h HistoryRecord
-		if err := json.Unmarshal(r, &h); err != nil {
-			// checkHistoryRecord decoded it already.
-			return nil, fmt.Errorf("history of %s: %w", name, err)
-		}
-		out = append(out, h)
-	}
-	return out, skipped
-}
-
 // SetMaintenance starts (d > 0: from now for d, replacing the current one)
 // or ends (d == 0) the maintenance window of one agent of a contract, or of
-// the whole contract when agent is "", under the contract's run lock
+// the whole contract when agent is "", in st under the contract's run lock
 // (waiting up to 30 s for a run to finish). Windows that have ended by now
 // are dropped on the way. It returns the windows in force afterwards, keyed
-// by agent (store.AllAgents for the whole contract).
-func SetMaintenance(ctx context.Context, stateDir, name, agent string, d time.Duration, reason string, now time.Time) (map[string]*guard.Window, error) {
-	s, err := store.Open(stateDir)
-	if err != nil {
-		return nil, err
-	}
-	return SetMaintenanceIn(ctx, s, name, agent, d, reason, now)
-}
-
-// SetMaintenanceIn is SetMaintenance on the state in st.
-func SetMaintenanceIn(ctx context.Context, s store.Backend, name, agent string, d time.Duration, reason string, now time.Time) (map[string]*guard.Window, error) {
+// by agent (store.AllAgents for the whole contract); it fails when the
+// lock cannot be had or the ledger cannot be read or written.
+func SetMaintenance(ctx context.Context, st store.Backend, name, agent string, d time.Duration, reason string, now time.Time) (map[string]*guard.Window, error) {
 	if agent == "" {
 		agent = store.AllAgents
 	}
-	unlock, err := s.Lock(ctx, name, 30*time.Second)
+	unlock, err := st.Lock(ctx, name, 30*time.Second)
 	if err != nil {
 		return nil, fmt.Errorf("maintenance %s: %w", name, err)
 	}
 	defer unlock()
-	l, err := s.ReadLedger(name)
+	l, err := st.ReadLedger(name)
 	if err != nil {
 		return nil, err
 	}
@@ -234,25 +137,16 @@ func SetMaintenanceIn(ctx context.Context, s store.Backend, name, agent string, 
 		delete(l.Maintenance, agent)
 	}
 	l.PruneWindows(now)
-	if err := s.WriteLedger(name, l); err != nil {
+	if err := st.WriteLedger(name, l); err != nil {
 		return nil, err
 	}
 	return l.Maintenance, nil
 }
 
-// Maintenance returns a contract's maintenance windows that have not ended
-// by now, by agent.
-func Maintenance(stateDir, name string, now time.Time) (map[string]*guard.Window, error) {
-	s, err := store.Open(stateDir)
-	if err != nil {
-		return nil, err
-	}
-	return MaintenanceIn(s, name, now)
-}
-
-// MaintenanceIn is Maintenance on the state in st.
-func MaintenanceIn(s store.Backend, name string, now time.Time) (map[string]*guard.Window, error) {
-	l, err := s.ReadLedger(name)
+// Maintenance returns a contract's maintenance windows in st that have not
+// ended by now, by agent. It fails when the ledger cannot be read.
+func Maintenance(st store.Backend, name string, now time.Time) (map[string]*guard.Window, error) {
+	l, err := st.ReadLedger(name)
 	if err != nil {
 		return nil, err
 	}
@@ -262,28 +156,24 @@ func MaintenanceIn(s store.Backend, name string, now time.Time) (map[string]*gua
 
 // Reset is the operator's release of a contract (`contractd reset NAME`):
 // escalations, failed-repair counts and pending repairs of every unit (or
-// of the named unit) are cleared (store.Ledger.Reset), under the run lock.
-// Repair times stay, so budgets and the crash-loop guard still hold. The
-// daemon's hold-down is released by serve.Reset, which the CLI also calls.
-func Reset(ctx context.Context, stateDir, name, unit string) error {
-	s, err := store.Open(stateDir)
-	if err != nil {
-		return err
-	}
-	return ResetIn(ctx, s, name, unit)
-}
-
-// ResetIn is Reset on the state in st.
-func ResetIn(ctx context.Context, s store.Backend, name, unit string) error {
-	unlock, err := s.Lock(ctx, name, 5*time.Second)
+// of the named unit) are cleared in st (store.Ledger.Reset), under the run
+// lock. Repair times stay, so budgets and the crash-loop guard still hold.
+// The ledger records the release at now (store.Ledger.ReleasedAt): a
+// daemon that runs the contract from a shared store releases its
+// hold-down when it reads it; serve.Reset releases a daemon's in its state
+// dir. It fails when the lock cannot be had within 5 s or the ledger
+// cannot be read or written.
+func Reset(ctx context.Context, st store.Backend, name, unit string, now time.Time) error {
+	unlock, err := st.Lock(ctx, name, 5*time.Second)
 	if err != nil {
 		return fmt.Errorf("reset %s: %w", name, err)
 	}
 	defer unlock()
-	l, err := s.ReadLedger(name)
+	l, err := st.ReadLedger(name)
 	if err != nil {
 		return err
 	}
 	l.Reset(unit)
-	return s.WriteLedger(name, l)
+	l.ReleasedAt = now.UTC()
+	return st.WriteLedger(name, l)
 }

@@ -101,7 +101,7 @@ func TestCorruptSnapshotIsReportedAndLogged(t *testing.T) {
 	if !strings.Contains(strings.Join(logs, "\n"), want) {
 		t.Errorf("log %q, want %q", logs, want)
 	}
-	st, err := ReadStatus(h.dir, "mesh", h.clock.Now())
+	st, err := ReadStatus(dirStore(t, h.dir), "mesh", h.clock.Now())
 	if err != nil || st.Snapshot["overall_severity"] != "healthy" {
 		t.Errorf("the run did not write a new snapshot: %+v %v", st, err)
 	}
@@ -123,7 +123,7 @@ func TestReadHistorySkipsRecordsOfTheWrongShape(t *testing.T) {
 	if err := os.WriteFile(path, []byte(mixed), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	hist, err := ReadHistory(h.dir, "mesh", 0)
+	hist, err := dirStore(t, h.dir).History("mesh", 0)
 	if !errors.Is(err, store.ErrCorrupt) {
 		t.Fatalf("err = %v, want the bad lines reported", err)
 	}
@@ -143,7 +143,7 @@ func TestReadHistorySkipsRecordsOfTheWrongShape(t *testing.T) {
 	if err == nil || !strings.Contains(strings.Join(rep.Errors, "\n"), "kept as mesh.history.jsonl.corrupt-") {
 		t.Fatalf("run over bad history: err %v, report errors %q", err, rep.Errors)
 	}
-	if hist, err := ReadHistory(h.dir, "mesh", 0); err != nil || len(hist) != 3 {
+	if hist, err := dirStore(t, h.dir).History("mesh", 0); err != nil || len(hist) != 3 {
 		t.Errorf("after the run: %d records, %v", len(hist), err)
 	}
 }

@@ -2,9 +2,7 @@ package engine
 
 import (
 	"errors"
-	"os"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/contractd/contractd/contracts"
@@ -27,39 +25,6 @@ func Agents(c *contracts.Contract) []string {
 	}
 	sort.Strings(out)
 	return out
-}
-
-// stateSuffixes are the files a contract's state is kept in.
-var stateSuffixes = []string{".history.jsonl", ".snapshot.json", ".ledger.json"}
-
-// StateContracts returns the names of the contracts that have state (a run
-// history, a snapshot or a ledger) under stateDir, sorted. A state dir that
-// does not exist has none; other read errors are returned.
-func StateContracts(stateDir string) ([]string, error) {
-	ents, err := os.ReadDir(stateDir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	set := map[string]bool{}
-	for _, e := range ents {
-		if e.IsDir() || strings.HasPrefix(e.Name(), ".") {
-			continue
-		}
-		for _, suf := range stateSuffixes {
-			if n, ok := strings.CutSuffix(e.Name(), suf); ok && n != "" {
-				set[n] = true
-			}
-		}
-	}
-	out := make([]string, 0, len(set))
-	for n := range set {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out, nil
 }
 
 // Summary is one contract at a glance (`contractd status`, the status
@@ -88,22 +53,14 @@ type Summary struct {
 	Owner string `json:"owner,omitempty"`
 }
 
-// Summarize reads contract name's summary from stateDir at now. It fails
-// only when the state dir cannot be opened or the name is not one a state
-// file can have; what cannot be read is named in Problems.
-func Summarize(stateDir, name string, now time.Time) (*Summary, error) {
-	s, err := store.Open(stateDir)
-	if err != nil {
-		return nil, err
-	}
-	return SummarizeIn(s.WithRecordCheck(checkHistoryRecord), name, now)
-}
-
-// SummarizeIn is Summarize on the state in s (etcd for `serve --etcd`).
-func SummarizeIn(s store.Backend, name string, now time.Time) (*Summary, error) {
+// Summarize reads contract name's summary from st at now. It fails when
+// the name is not one state can have, and with an error wrapping
+// store.ErrUnavailable when a shared store cannot be reached; what cannot
+// be read otherwise (a corrupt file moved aside) is named in Problems.
+func Summarize(s store.Backend, name string, now time.Time) (*Summary, error) {
 	sum := &Summary{Contract: name, Agents: map[string]string{}, Incidents: []*guard.Incident{}}
-	hist, err := ReadHistoryIn(s, name, 1)
-	if errors.Is(err, store.ErrName) {
+	hist, err := s.History(name, 1)
+	if errors.Is(err, store.ErrName) || errors.Is(err, store.ErrUnavailable) {
 		return nil, err
 	}
 	if err != nil {
@@ -123,6 +80,9 @@ func SummarizeIn(s store.Backend, name string, now time.Time) (*Summary, error) 
 		}
 	}
 	l, err := s.ReadLedger(name)
+	if errors.Is(err, store.ErrUnavailable) {
+		return nil, err
+	}
 	if err != nil {
 		sum.Problems = append(sum.Problems, "ledger: "+err.Error())
 	}

@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/contractd/contractd/engine"
 	"github.com/contractd/contractd/engine/serve"
 	"github.com/contractd/contractd/engine/store"
 	"github.com/contractd/contractd/engine/store/etcdstore"
@@ -77,7 +76,7 @@ func (h *haFlags) connect(ctx context.Context, getenv func(string) string, log *
 		cli.Close()
 		return nil, nil, nil, err
 	}
-	st := etcdstore.New(ctx, cli, h.prefix, etcdstore.Options{Fence: ha.Fence, Timeout: h.ttl, RecordCheck: engine.CheckHistoryRecord})
+	st := etcdstore.New(ctx, cli, h.prefix, etcdstore.Options{Fence: ha.Fence, Timeout: h.ttl})
 	return cli, ha, st, nil
 }
 
@@ -162,54 +161,48 @@ func (h *etcdFlags) tlsConfig() (*tls.Config, error) {
 	return tc, nil
 }
 
-// stateStore returns where an operator's command reads and changes a
-// contract's ledger: etcd with --etcd (an operator's writes, which never
-// overwrite a run's: see etcdstore.Store.Unfenced), else the state dir. done
-// closes what was opened.
-func (m *Main) stateStore(ctx context.Context, sf stateFlags, ef etcdFlags) (store.Backend, func(), error) {
-	if !ef.on() {
-		st, err := store.Open(sf.stateDir)
-		return st, func() {}, err
-	}
-	cli, err := ef.client(ctx, m.Getenv, nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	return etcdstore.New(ctx, cli, ef.prefix, etcdstore.Options{Timeout: ef.timeout, RecordCheck: engine.CheckHistoryRecord}), func() { cli.Close() }, nil
+// stateSource is where a command reads and changes contracts' state: the
+// state dir, or with --etcd the state a group of `serve --etcd` instances
+// shares, which every node and every host reads alike.
+type stateSource struct {
+	st    store.Backend
+	where string // for messages: "/var/lib/contractd", "etcd under /contractd/"
+	// shared is set for etcd: the contracts' owners are known, and a run
+	// stopped before its end is settled by the owner, not by a reader.
+	shared bool
+	owners func() (map[string]string, error) // nil unless shared
+	close  func()
 }
 
-// etcdSummary is `contractd status --etcd`: every contract with state in
-// etcd under the prefix, with its owner.
-func (m *Main) etcdSummary(ctx context.Context, ef etcdFlags) ([]*engine.Summary, error) {
+// openState opens the state a command reads and changes: the group's etcd
+// with --etcd (an operator's store: its writes never overwrite a run's,
+// see etcdstore.Store.Unfenced), else the state dir. It fails on a bad
+// --etcd flag or an unreadable TLS or password file, or a state dir that
+// cannot be created; an unreachable etcd fails the reads that follow.
+func (m *Main) openState(ctx context.Context, sf stateFlags, ef etcdFlags) (*stateSource, error) {
+	if !ef.on() {
+		st, err := store.Open(sf.stateDir)
+		if err != nil {
+			return nil, err
+		}
+		return &stateSource{st: st, where: sf.stateDir, close: func() {}}, nil
+	}
 	cli, err := ef.client(ctx, m.Getenv, nil)
 	if err != nil {
 		return nil, err
 	}
-	defer cli.Close()
-	st := etcdstore.New(ctx, cli, ef.prefix, etcdstore.Options{Timeout: ef.timeout, RecordCheck: engine.CheckHistoryRecord})
-	names, err := st.Contracts()
-	if err != nil {
-		return nil, err
-	}
-	rctx, cancel := context.WithTimeout(ctx, ef.timeout)
-	owners, err := serve.Owners(rctx, cli, ef.prefix)
-	cancel()
-	if err != nil {
-		return nil, fmt.Errorf("owners: %w", err)
-	}
-	now := time.Now()
-	sums := make([]*engine.Summary, 0, len(names))
-	for _, n := range names {
-		s, err := engine.SummarizeIn(st, n, now)
-		if err != nil {
-			m.errorf("status: %s: %v", n, err)
-			continue
-		}
-		s.Owner = owners[n]
-		if s.Owner == "" {
-			s.Owner = "none"
-		}
-		sums = append(sums, s)
-	}
-	return sums, nil
+	st := etcdstore.New(ctx, cli, ef.prefix, etcdstore.Options{Timeout: ef.timeout})
+	return &stateSource{
+		st: st, where: "etcd under " + ef.prefix, shared: true,
+		owners: func() (map[string]string, error) {
+			rctx, cancel := context.WithTimeout(ctx, ef.timeout)
+			defer cancel()
+			owners, err := serve.Owners(rctx, cli, ef.prefix)
+			if err != nil {
+				return nil, fmt.Errorf("owners: %w: %v", store.ErrUnavailable, err)
+			}
+			return owners, nil
+		},
+		close: func() { cli.Close() },
+	}, nil
 }

@@ -74,6 +74,7 @@ type haRig struct {
 	dir  string // contracts
 	work string // the contract's files: state, repairs, probes, pages.txt
 	vars []string
+	ttl  time.Duration // the lease TTL of every instance
 	// nodeVar passes --var node=NAME to each instance (the contract
 	// declares node).
 	nodeVar bool
@@ -91,8 +92,15 @@ type haNode struct {
 }
 
 // startHA starts a 3-member etcd cluster and n instances serving the
-// contracts, with vars passed to each.
+// contracts, with vars passed to each, on leases of haTTL.
 func startHA(t *testing.T, n int, contracts map[string]string, vars ...string) *haRig {
+	t.Helper()
+	return startHATTL(t, haTTL, n, contracts, vars...)
+}
+
+// startHATTL is startHA with leases of ttl. A contract that reads
+// ${dir} gets the rig's work directory.
+func startHATTL(t *testing.T, ttl time.Duration, n int, contracts map[string]string, vars ...string) *haRig {
 	t.Helper()
 	bin := binary(t)
 	root := t.TempDir()
@@ -100,7 +108,7 @@ func startHA(t *testing.T, n int, contracts map[string]string, vars ...string) *
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &haRig{t: t, bin: bin, etcd: c, dir: filepath.Join(root, "contracts"), work: filepath.Join(root, "work")}
+	r := &haRig{t: t, bin: bin, etcd: c, dir: filepath.Join(root, "contracts"), work: filepath.Join(root, "work"), ttl: ttl}
 	t.Cleanup(r.close)
 	for _, d := range []string{r.dir, r.work} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -117,6 +125,13 @@ func startHA(t *testing.T, n int, contracts map[string]string, vars ...string) *
 		r.vars = append([]string{"dir=" + r.work}, vars...)
 		r.nodeVar = true
 		r.setState("up")
+	} else {
+		for _, src := range contracts {
+			if strings.Contains(src, "${dir}") {
+				r.vars = append([]string{"dir=" + r.work}, vars...)
+				break
+			}
+		}
 	}
 	for i := 0; i < n; i++ {
 		r.start(fmt.Sprintf("n%d", i+1))
@@ -135,7 +150,7 @@ func (r *haRig) start(node string) *haNode {
 	ln.Close()
 	n := &haNode{name: node, addr: addr, log: filepath.Join(r.work, node+".log"), state: filepath.Join(r.work, node+".state"), done: make(chan struct{})}
 	args := []string{"serve", "--dir", r.dir, "--state-dir", n.state, "--listen", addr, "--socket", "none", "--stagger", "0",
-		"--shutdown-grace", "5s", "--etcd", r.etcd.Endpoints(), "--node", node, "--lease-ttl", haTTL.String()}
+		"--shutdown-grace", "5s", "--etcd", r.etcd.Endpoints(), "--node", node, "--lease-ttl", r.ttl.String()}
 	for _, v := range r.vars {
 		args = append(args, "--var", v)
 	}
@@ -379,7 +394,7 @@ func TestHAKillOwnerMidRepairRepairsOnce(t *testing.T) {
 	if owner == "n1" {
 		other = "n2"
 	}
-	took := waitFor(t, 4*haTTL, "the other instance takes the contract over", func() bool { return r.ownerOf("svc") == other })
+	took := waitFor(t, 2*haTTL, "the other instance takes the contract over within 2 × TTL", func() bool { return r.ownerOf("svc") == other })
 	t.Logf("%s took over %s after the kill", other, took.Round(time.Millisecond))
 	n := r.node(other)
 	before := r.probesBy(n)
@@ -440,10 +455,11 @@ func TestHAPausedOwnerWakesFencedNoSecondRepairNorAlert(t *testing.T) {
 }
 
 // (c) one etcd member stopped: nothing changes. Two stopped (no quorum):
-// probing goes on and reports, no repair, etcd_up says 0; members back:
-// the repair runs, once.
+// within one TTL every instance says so (contractd_etcd_up 0, the log,
+// the page), probing goes on and reports, no repair; members back: the
+// repair runs, once.
 func TestHAEtcdMemberLossAndQuorumLoss(t *testing.T) {
-	r := startHA(t, 2, map[string]string{"svc": haContract("svc")})
+	r := startHATTL(t, 3*time.Second, 2, map[string]string{"svc": haContract("svc")})
 	owner := r.settled("svc")
 
 	r.etcd.Stop(0)
@@ -460,14 +476,29 @@ func TestHAEtcdMemberLossAndQuorumLoss(t *testing.T) {
 		return r.probesBy(owner) >= start+5
 	})
 	for _, n := range r.nodes {
-		if log := readFile(t, n.log); strings.Contains(log, "unreachable") || strings.Contains(log, "no longer owned") {
+		if log := readFile(t, n.log); strings.Contains(log, `msg="etcd unreachable`) || strings.Contains(log, "no longer owned") {
 			t.Fatalf("%s noticed the loss of one member:\n%s", n.name, tailOf(log, 2000))
 		}
 	}
 
-	r.etcd.Stop(1)
+	// Killed, not stopped: quorum is lost the moment its raft stops, where a
+	// graceful stop drains its clients for seconds first.
+	lost := time.Now()
+	killed := make(chan struct{})
+	go func() { r.etcd.Kill(1); close(killed) }() // its listeners may take seconds to close
+	for _, n := range r.live() {
+		waitFor(t, time.Until(lost.Add(r.ttl)), n.name+": contractd_etcd_up 0 within one TTL of quorum lost", func() bool { return n.metric("contractd_etcd_up") == 0 })
+	}
+	noticed := time.Since(lost)
+	for _, n := range r.live() {
+		if page, err := n.get("/"); err != nil || !strings.Contains(page, `data-etcd="down"`) {
+			t.Errorf("%s: the page does not say etcd is down: %v", n.name, err)
+		}
+		waitFor(t, 5*time.Second, n.name+" logs that etcd is unreachable", func() bool { return strings.Contains(readFile(t, n.log), `msg="etcd unreachable`) })
+	}
+	t.Logf("quorum lost: every instance said so %s after the second member was killed (TTL %s)", noticed.Round(10*time.Millisecond), r.ttl)
+	<-killed
 	r.setState("down")
-	waitFor(t, 4*haTTL+10*time.Second, "contractd_etcd_up 0 without quorum", func() bool { return owner.metric("contractd_etcd_up") == 0 })
 	start = r.probesBy(owner)
 	waitFor(t, 30*time.Second, "three runs without quorum", func() bool { return r.probesBy(owner) >= start+3 })
 	if got := r.lines("repairs"); got != 0 {

@@ -189,7 +189,11 @@ func TestAReaderThatGoesAwayNeverCutsARunShort(t *testing.T) {
 	if len(hist) != 1 || hist[0].Interrupted != "" || hist[0].OverallSeverity != "healthy" {
 		t.Fatalf("history %+v; want the whole run, healthy after its repair", hist)
 	}
-	if _, err := engine.ReadStatus(c.state, "crashy", time.Now()); err != nil {
+	st, err := store.Open(c.state)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := engine.ReadStatus(st, "crashy", time.Now()); err != nil {
 		t.Errorf("no snapshot: %v", err)
 	}
 }

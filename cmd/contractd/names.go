@@ -46,17 +46,18 @@ func contractFiles(dirs []string) map[string]*contracts.Contract {
 }
 
 // known is what the CLI knows of contract names: the contracts with state
-// in the state dir and the contract files in the searched directories.
+// (in the state dir, or in etcd) and the contract files in the searched
+// directories.
 type known struct {
-	stateDir string
-	dirs     []string
-	state    []string                       // contracts with state files
-	files    map[string]*contracts.Contract // contract files by name
+	src   *stateSource
+	dirs  []string
+	state []string                       // contracts with state
+	files map[string]*contracts.Contract // contract files by name
 }
 
-func (m *Main) known(stateDir, dir string) *known {
-	k := &known{stateDir: stateDir, dirs: contractDirs(dir)}
-	k.state, _ = engine.StateContracts(stateDir)
+func (m *Main) known(src *stateSource, dir string) *known {
+	k := &known{src: src, dirs: contractDirs(dir)}
+	k.state, _ = src.st.Contracts()
 	k.files = contractFiles(k.dirs)
 	return k
 }
@@ -84,7 +85,7 @@ func (k *known) check(name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown contract %q: no state in %s and no contract file of that name in %s%s",
-		name, k.stateDir, strings.Join(k.dirs, ", "), suggest(name, k.names()))
+		name, k.src.where, strings.Join(k.dirs, ", "), suggest(name, k.names()))
 }
 
 // agents are the agents contract name is known to have: from its file
@@ -96,7 +97,7 @@ func (k *known) agents(name string) []string {
 			set[a] = true
 		}
 	}
-	if hist, _ := engine.ReadHistory(k.stateDir, name, 1); len(hist) > 0 {
+	if hist, _ := k.src.st.History(name, 1); len(hist) > 0 {
 		for a := range hist[len(hist)-1].Agents {
 			set[a] = true
 		}

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -113,17 +111,7 @@ func (m *Main) cmdServe(ctx context.Context, args []string) int {
 		Dir: *dir, StateDir: *stateDir, Listen: *listen, TokenFile: *tokenFile,
 		Runner: eng, Load: withoutNotes(serve.ContractLoader(opts)),
 		NotifyDeps: notify.Deps{Logger: log, Getenv: m.Getenv, PageURL: serve.PageURL(*listen)},
-		Snapshot: func(name string) (json.RawMessage, error) {
-			st, err := engine.ReadStatus(*stateDir, name, time.Now())
-			if errors.Is(err, engine.ErrNeverRan) {
-				return nil, nil
-			}
-			if err != nil {
-				return nil, err // logged by the daemon: a corrupt snapshot was moved aside
-			}
-			return json.Marshal(st)
-		},
-		Log: log, Reload: hup, Systemd: serve.SystemdFromEnv(m.Getenv, os.Getpid()),
+		Log:        log, Reload: hup, Systemd: serve.SystemdFromEnv(m.Getenv, os.Getpid()),
 		Stagger: stagger, ShutdownGrace: grace, Socket: sock, Build: serve.ReadBuildInfo(version), PageAuth: *pageAuth,
 		HA: ha, Store: shared,
 		ResidentSessions: func() int {

@@ -29,10 +29,11 @@ func (s *stateFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&s.dir, "dir", getenv("CONTRACTD_DIR"), "contract `DIR` besides /etc/contractd, for telling known contract names from typos")
 }
 
-// checkName returns exitOK when name is a contract with state or a file;
-// otherwise it says so, with the nearest known name, and returns exitUsage.
-func (m *Main) checkName(cmd string, sf stateFlags, name string) (*known, int) {
-	k := m.known(sf.stateDir, sf.dir)
+// checkName returns exitOK when name is a contract with state in src or a
+// file; otherwise it says so, with the nearest known name, and returns
+// exitUsage.
+func (m *Main) checkName(cmd string, sf stateFlags, src *stateSource, name string) (*known, int) {
+	k := m.known(src, sf.dir)
 	if err := k.check(name); err != nil {
 		m.errorf("%s: %v", cmd, err)
 		return k, exitUsage
@@ -51,33 +52,33 @@ func (m *Main) cmdStatus(ctx context.Context, args []string) int {
 	if err != nil {
 		return usageExit(err)
 	}
-	switch {
-	case len(names) == 0 && ef.on():
-		return m.statusSummaryOf(ctx, ef, *asJSON)
-	case len(names) == 0:
-		return m.statusSummary(ctx, sf, *asJSON)
-	case len(names) == 1:
-	default:
+	if len(names) > 1 {
 		m.errorf("usage: contractd status %s", commands["status"].args)
 		return exitUsage
 	}
-	name := names[0]
-	if !ef.on() {
-		m.settle(ctx, "status", sf.stateDir, name)
-	}
-	states, done, err := m.stateStore(ctx, sf, ef)
+	src, err := m.openState(ctx, sf, ef)
 	if err != nil {
 		m.fail("status", err)
 		return exitFailed
 	}
-	defer done()
+	defer src.close()
+	if len(names) == 0 {
+		return m.statusSummary(ctx, src, *asJSON)
+	}
+	name := names[0]
+	m.settle(ctx, "status", src, name)
 	// The last run, when it was interrupted, is said beside the snapshot:
 	// the snapshot is then an older run's, or there is none.
 	var last *engine.HistoryRecord
-	if hist, _ := engine.ReadHistoryIn(states, name, 1); len(hist) > 0 {
+	hist, herr := src.st.History(name, 1)
+	if errors.Is(herr, store.ErrUnavailable) {
+		m.fail("status", herr)
+		return exitFailed
+	}
+	if len(hist) > 0 {
 		last = &hist[len(hist)-1]
 	}
-	st, err := engine.ReadStatusIn(states, name, time.Now())
+	st, err := engine.ReadStatus(src.st, name, time.Now())
 	if err != nil {
 		if errors.Is(err, engine.ErrNeverRan) {
 			if last != nil {
@@ -85,10 +86,10 @@ func (m *Main) cmdStatus(ctx context.Context, args []string) int {
 					name, last.RunID, last.StartedAt.Format(time.RFC3339), nonEmpty(last.Interrupted, "no reason recorded"), name)
 				return exitFailed
 			}
-			if _, code := m.checkName("status", sf, name); code != exitOK {
+			if _, code := m.checkName("status", sf, src, name); code != exitOK {
 				return code
 			}
-			m.errorf("status: %s has not run yet: no snapshot in %s", name, sf.stateDir)
+			m.errorf("status: %s has not run yet: no snapshot in %s", name, src.where)
 			return exitUsage
 		}
 		m.fail("status", err)
@@ -108,9 +109,13 @@ func (m *Main) cmdStatus(ctx context.Context, args []string) int {
 // settle writes the history record of a run of name that was stopped
 // before its end (engine.RecordStopped), so what the command reads next
 // agrees with the ledger, and says on stderr what it did, or that a run is
-// in progress. Only the state dir: with --etcd the contract's owner does it.
-func (m *Main) settle(ctx context.Context, cmd, stateDir, name string) {
-	h, err := engine.RecordStopped(ctx, stateDir, name, time.Now())
+// in progress. Only the state dir: with --etcd the contract's owner does
+// it in its next run (a reader there holds no run lock to do it under).
+func (m *Main) settle(ctx context.Context, cmd string, src *stateSource, name string) {
+	if src.shared {
+		return
+	}
+	h, err := engine.RecordStopped(ctx, src.st, name, time.Now())
 	switch {
 	case errors.Is(err, engine.ErrRunning):
 		m.errorf("%s: %v; it records its end when it finishes", cmd, err)
@@ -129,38 +134,41 @@ func nonEmpty(s, otherwise string) string {
 	return s
 }
 
-// statusSummary prints one line per contract with state in the state dir,
-// like `monit summary`: severity, agents healthy of all, the last run's
-// age, open incidents and maintenance.
-func (m *Main) statusSummary(ctx context.Context, sf stateFlags, asJSON bool) int {
-	names, err := engine.StateContracts(sf.stateDir)
+// statusSummary prints one line per contract with state, like `monit
+// summary`: severity, agents healthy of all, the last run's age, open
+// incidents and maintenance; with --etcd, each contract's owner too.
+func (m *Main) statusSummary(ctx context.Context, src *stateSource, asJSON bool) int {
+	names, err := src.st.Contracts()
 	if err != nil {
 		m.fail("status", err)
 		return exitFailed
+	}
+	var owners map[string]string
+	if src.owners != nil {
+		if owners, err = src.owners(); err != nil {
+			m.fail("status", err)
+			return exitFailed
+		}
 	}
 	now := time.Now()
 	sums := make([]*engine.Summary, 0, len(names))
 	for _, n := range names {
-		m.settle(ctx, "status", sf.stateDir, n)
-		s, err := engine.Summarize(sf.stateDir, n, now)
+		m.settle(ctx, "status", src, n)
+		s, err := engine.Summarize(src.st, n, now)
+		if errors.Is(err, store.ErrUnavailable) {
+			m.fail("status", err)
+			return exitFailed
+		}
 		if err != nil {
 			m.errorf("status: %s: %v", n, err)
 			continue
 		}
+		if src.shared {
+			s.Owner = nonEmpty(owners[n], "none")
+		}
 		sums = append(sums, s)
 	}
-	return m.printSummaries(sums, asJSON, "no contract has state in "+sf.stateDir+" yet")
-}
-
-// statusSummaryOf is statusSummary for the state a group of `serve
-// --etcd` instances keeps in etcd, with an OWNER column.
-func (m *Main) statusSummaryOf(ctx context.Context, ef etcdFlags, asJSON bool) int {
-	sums, err := m.etcdSummary(ctx, ef)
-	if err != nil {
-		m.fail("status", err)
-		return exitFailed
-	}
-	return m.printSummaries(sums, asJSON, "no contract has state in etcd under "+ef.prefix+" yet")
+	return m.printSummaries(sums, asJSON, "no contract has state in "+src.where+" yet")
 }
 
 // printSummaries prints the summary table (or JSON), with an OWNER column
@@ -239,6 +247,8 @@ func (m *Main) cmdHistory(ctx context.Context, args []string) int {
 	n := fs.Int("n", 20, "how many runs")
 	var sf stateFlags
 	sf.register(fs, m.Getenv)
+	var ef etcdFlags
+	ef.register(fs, m.Getenv, "read the history a group of instances (serve --etcd) keeps in etcd at `URL[,URL…]`")
 	names, err := m.parse(fs, args)
 	if err != nil {
 		return usageExit(err)
@@ -247,8 +257,14 @@ func (m *Main) cmdHistory(ctx context.Context, args []string) int {
 		m.errorf("usage: contractd history %s", commands["history"].args)
 		return exitUsage
 	}
-	m.settle(ctx, "history", sf.stateDir, names[0])
-	hist, err := engine.ReadHistory(sf.stateDir, names[0], *n)
+	src, err := m.openState(ctx, sf, ef)
+	if err != nil {
+		m.fail("history", err)
+		return exitFailed
+	}
+	defer src.close()
+	m.settle(ctx, "history", src, names[0])
+	hist, err := src.st.History(names[0], *n)
 	if err != nil {
 		m.errorf("history: %s: %v", names[0], err)
 		if !errors.Is(err, store.ErrCorrupt) {
@@ -257,7 +273,7 @@ func (m *Main) cmdHistory(ctx context.Context, args []string) int {
 		// Bad lines were skipped and named; the good runs still show.
 	}
 	if len(hist) == 0 && err == nil {
-		if _, code := m.checkName("history", sf, names[0]); code != exitOK {
+		if _, code := m.checkName("history", sf, src, names[0]); code != exitOK {
 			return code
 		}
 	}
@@ -265,7 +281,7 @@ func (m *Main) cmdHistory(ctx context.Context, args []string) int {
 		return m.writeJSON(hist)
 	}
 	if len(hist) == 0 {
-		say(m.Stdout, "%s has no recorded run in %s\n", names[0], sf.stateDir)
+		say(m.Stdout, "%s has no recorded run in %s\n", names[0], src.where)
 		return exitOK
 	}
 	tw := tabwriter.NewWriter(m.Stdout, 0, 4, 2, ' ', 0)
@@ -296,6 +312,8 @@ func (m *Main) cmdWhy(ctx context.Context, args []string) int {
 	fs := m.flags("why")
 	var sf stateFlags
 	sf.register(fs, m.Getenv)
+	var ef etcdFlags
+	ef.register(fs, m.Getenv, "read the last run a group of instances (serve --etcd) recorded in etcd at `URL[,URL…]`")
 	names, err := m.parse(fs, args)
 	if err != nil {
 		return usageExit(err)
@@ -305,8 +323,14 @@ func (m *Main) cmdWhy(ctx context.Context, args []string) int {
 		return exitUsage
 	}
 	name := names[0]
-	m.settle(ctx, "why", sf.stateDir, name)
-	hist, err := engine.ReadHistory(sf.stateDir, name, 1)
+	src, err := m.openState(ctx, sf, ef)
+	if err != nil {
+		m.fail("why", err)
+		return exitFailed
+	}
+	defer src.close()
+	m.settle(ctx, "why", src, name)
+	hist, err := src.st.History(name, 1)
 	switch {
 	case err != nil && errors.Is(err, store.ErrCorrupt) && len(hist) > 0:
 		m.errorf("why: %s: %v", name, err)
@@ -314,10 +338,10 @@ func (m *Main) cmdWhy(ctx context.Context, args []string) int {
 		m.errorf("why: %s: %v", name, err)
 		return exitFailed
 	case len(hist) == 0:
-		if _, code := m.checkName("why", sf, name); code != exitOK {
+		if _, code := m.checkName("why", sf, src, name); code != exitOK {
 			return code
 		}
-		m.errorf("why: %s has not run yet: no run history in %s", name, sf.stateDir)
+		m.errorf("why: %s has not run yet: no run history in %s", name, src.where)
 		return exitFailed
 	}
 	h := hist[len(hist)-1]
@@ -339,25 +363,27 @@ func (m *Main) cmdWhy(ctx context.Context, args []string) int {
 	return exitOK
 }
 
-// changeState checks the contract name and the agent (empty: the whole
-// contract) a state-changing command names, and opens the state it changes:
-// the state dir, or the group's etcd. It returns a usage or failure exit
-// code when it cannot; the caller must call done.
-func (m *Main) changeState(ctx context.Context, cmd string, sf stateFlags, ef etcdFlags, name, agent string) (store.Backend, func(), int) {
-	k, code := m.checkName(cmd, sf, name)
+// changeState opens the state a state-changing command changes (the state
+// dir, or the group's etcd) and checks the contract name and the agent
+// (empty: the whole contract) it names. It returns a usage or failure exit
+// code when it cannot; the caller must close what it returns.
+func (m *Main) changeState(ctx context.Context, cmd string, sf stateFlags, ef etcdFlags, name, agent string) (*stateSource, int) {
+	src, err := m.openState(ctx, sf, ef)
+	if err != nil {
+		m.fail(cmd, err)
+		return nil, exitFailed
+	}
+	k, code := m.checkName(cmd, sf, src, name)
 	if code != exitOK {
-		return nil, nil, code
+		src.close()
+		return nil, code
 	}
 	if err := k.checkAgent(name, agent); err != nil {
 		m.errorf("%s: %v", cmd, err)
-		return nil, nil, exitUsage
+		src.close()
+		return nil, exitUsage
 	}
-	st, done, err := m.stateStore(ctx, sf, ef)
-	if err != nil {
-		m.fail(cmd, err)
-		return nil, nil, exitFailed
-	}
-	return st, done, exitOK
+	return src, exitOK
 }
 
 func (m *Main) cmdReset(ctx context.Context, args []string) int {
@@ -376,12 +402,12 @@ func (m *Main) cmdReset(ctx context.Context, args []string) int {
 		return exitUsage
 	}
 	name := names[0]
-	st, done, code := m.changeState(ctx, "reset", sf, ef, name, *unit)
+	src, code := m.changeState(ctx, "reset", sf, ef, name, *unit)
 	if code != exitOK {
 		return code
 	}
-	defer done()
-	if err := engine.ResetIn(ctx, st, name, *unit); err != nil {
+	defer src.close()
+	if err := engine.Reset(ctx, src.st, name, *unit, time.Now()); err != nil {
 		m.fail("reset", err)
 		return exitFailed
 	}
@@ -413,18 +439,19 @@ func (m *Main) cmdMaintenance(ctx context.Context, args []string) int {
 		return exitUsage
 	}
 	name := names[0]
-	st, done, code := m.changeState(ctx, "maintenance", sf, ef, name, *agent)
+	src, code := m.changeState(ctx, "maintenance", sf, ef, name, *agent)
 	if code != exitOK {
 		return code
 	}
-	defer done()
+	defer src.close()
+	st := src.st
 	now := time.Now().UTC()
 	var windows map[string]*guard.Window
 	switch {
 	case dur > 0 || *end:
-		windows, err = engine.SetMaintenanceIn(ctx, st, name, *agent, dur, *reason, now)
+		windows, err = engine.SetMaintenance(ctx, st, name, *agent, dur, *reason, now)
 	default:
-		windows, err = engine.MaintenanceIn(st, name, now)
+		windows, err = engine.Maintenance(st, name, now)
 	}
 	if err != nil {
 		m.fail("maintenance", err)

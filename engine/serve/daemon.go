@@ -11,7 +11,6 @@ package serve
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -98,11 +97,7 @@ type Config struct {
 	// daemon's log (Log, below), one record each; a nil Getenv
 	// is os.Getenv (notifiers read their API keys from the environment).
 	NotifyDeps notify.Deps
-	// Snapshot returns a contract's last Maintains snapshot for
-	// GET /contracts/{name}; a nil result leaves it out. Nil means the
-	// snapshot engine/store keeps in StateDir.
-	Snapshot func(name string) (json.RawMessage, error)
-	Clock    Clock // nil means RealClock
+	Clock      Clock // nil means RealClock
 	// Log receives the daemon's events, one record each at its level with
 	// its fields ("contract", "path", "error", …): start and stop, contracts
 	// loaded and rejected, runs failed, hold-downs. Nil means Logf, or
@@ -163,6 +158,9 @@ var (
 type Daemon struct {
 	cfg   Config
 	store store.Backend
+	// view is the store the page, the API and the metrics read (see
+	// viewStore): with --etcd the group's state, the same on every node.
+	view store.Backend
 	// stateLock is an flock on STATE_DIR/.contractd-serve.lock: one daemon
 	// per state dir, since two would overwrite each other's scheduler state.
 	stateLock *os.File
@@ -255,9 +253,7 @@ func New(cfg Config) (*Daemon, error) {
 	if cfg.Store != nil {
 		st = cfg.Store
 	}
-	if cfg.Snapshot == nil || cfg.Store != nil { // a shared store has the snapshot, not StateDir
-		cfg.Snapshot = storeSnapshot(st)
-	}
+	view := viewStore(st)
 	lock, err := lockStateDir(cfg.StateDir)
 	if err != nil {
 		return nil, err
@@ -270,6 +266,7 @@ func New(cfg Config) (*Daemon, error) {
 	d := &Daemon{
 		cfg:       cfg,
 		store:     st,
+		view:      view,
 		stateLock: lock,
 		clock:     cfg.Clock,
 		log:       cfg.Log,
@@ -302,25 +299,6 @@ func New(cfg Config) (*Daemon, error) {
 		}
 	}
 	return d, nil
-}
-
-// storeSnapshot reads the Maintains snapshot the engine wrote, as
-// {"written_at": …, "data": {…}}; nil when the contract never wrote one.
-func storeSnapshot(st store.Backend) func(string) (json.RawMessage, error) {
-	return func(name string) (json.RawMessage, error) {
-		data, at, err := st.ReadSnapshot(name)
-		if err != nil || data == nil {
-			return nil, err
-		}
-		b, err := json.Marshal(struct {
-			WrittenAt time.Time      `json:"written_at"`
-			Data      map[string]any `json:"data"`
-		}{at, data})
-		if err != nil {
-			return nil, fmt.Errorf("encode snapshot %s: %w", name, err)
-		}
-		return b, nil
-	}
 }
 
 // ErrStateDirInUse is wrapped when another daemon already serves the state dir.

@@ -697,7 +697,7 @@ func TestDetailShowsSnapshotAndHistoryFromTheStateDir(t *testing.T) {
 		if err := st.WriteSnapshot(c.Name, map[string]any{"zulip_server_status": "healthy"}); err != nil {
 			return nil, err
 		}
-		if err := st.AppendHistory(c.Name, map[string]any{"run_id": "r-1", "overall_severity": "healthy"}); err != nil {
+		if err := st.AppendHistory(c.Name, store.RunRecord{RunID: "r-1", StartedAt: time.Now().UTC(), OverallSeverity: "healthy"}); err != nil {
 			return nil, err
 		}
 		ran.Store(true)
@@ -706,14 +706,14 @@ func TestDetailShowsSnapshotAndHistoryFromTheStateDir(t *testing.T) {
 	h.waitFor(5*time.Second, "the on_start run", func() bool { return ran.Load() && h.status("kept").LastResult == ResultOK })
 	var det struct {
 		Snapshot struct {
-			Data map[string]any `json:"data"`
+			Snapshot map[string]any `json:"snapshot"`
 		} `json:"snapshot"`
 		LastRecord map[string]any `json:"last_record"`
 	}
 	if code := h.get("/contracts/kept", &det); code != http.StatusOK {
 		t.Fatalf("GET /contracts/kept = %d", code)
 	}
-	if det.Snapshot.Data["zulip_server_status"] != "healthy" {
+	if det.Snapshot.Snapshot["zulip_server_status"] != "healthy" {
 		t.Errorf("snapshot = %v", det.Snapshot)
 	}
 	if det.LastRecord["run_id"] != "r-1" {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -77,15 +78,27 @@ type HA struct {
 	cfg  HAConfig
 	log  *slog.Logger
 	poll time.Duration
+	// The watch asks etcd every tick, each question bounded by probe,
+	// and calls etcd unreachable once none was answered for downAfter.
+	tick, probe, downAfter time.Duration
 
-	mu        sync.Mutex
-	ctx       context.Context      // run's, for resignations; nil before it runs
-	session   *concurrency.Session // nil while etcd cannot be reached
-	up        bool
-	nodes     []string          // live nodes, as last seen (kept while etcd is down)
-	owners    map[string]string // contract → owner node, as last seen
-	claims    map[string]*claim // the contracts loaded here
-	changed   func(name string, owned bool)
+	mu      sync.Mutex
+	ctx     context.Context      // run's, for resignations; nil before it runs
+	session *concurrency.Session // nil while etcd cannot be reached
+	// Etcd is up while live (the session runs and this node is
+	// registered) and reached (etcd answered within downAfter); said is
+	// what was last said of it, for the log.
+	live, reached, said bool
+	lastAnswer          time.Time
+	nodes               []string          // live nodes, as last seen (kept while etcd is down)
+	owners              map[string]string // contract → owner node, as last seen
+	// seen is the last owner ever seen of each contract, kept when its
+	// election key goes: who a takeover takes the contract from.
+	seen   map[string]string
+	claims map[string]*claim // the contracts loaded here
+	// changed is told of every ownership won (from: the owner before, as
+	// last seen; "" when none was) and lost.
+	changed   func(name string, owned bool, from string)
 	busy      func(name string) bool
 	downSince time.Time
 }
@@ -121,10 +134,17 @@ func NewHA(cfg HAConfig) (*HA, error) {
 	if !strings.HasSuffix(cfg.Prefix, "/") {
 		cfg.Prefix += "/"
 	}
-	h := &HA{cfg: cfg, log: cfg.Log, owners: map[string]string{}, claims: map[string]*claim{}}
+	h := &HA{cfg: cfg, log: cfg.Log, owners: map[string]string{}, seen: map[string]string{}, claims: map[string]*claim{}}
 	// A takeover waits for the lease to expire (TTL) and then for the
 	// next poll: polls at a fifth of the TTL keep it well inside 2 × TTL.
 	h.poll = max(cfg.TTL/5, 100*time.Millisecond)
+	// Quorum lost is said within 0.9 TTL: no answer for 0.6 TTL, the
+	// question that found it out taking up to 0.2 TTL, and the tick. An
+	// etcd leader change (an election: about a second with etcd's default
+	// timeout) stays well below 0.6 TTL for any TTL the docs advise.
+	h.tick = max(cfg.TTL/10, 100*time.Millisecond)
+	h.probe = max(cfg.TTL/5, 200*time.Millisecond)
+	h.downAfter = cfg.TTL * 6 / 10
 	if h.log == nil {
 		h.log = slog.New(slog.DiscardHandler)
 		if cfg.Logf != nil {
@@ -144,14 +164,37 @@ func (h *HA) TTL() time.Duration { return h.cfg.TTL }
 func (h *HA) Up() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return h.up
+	return h.upLocked()
+}
+
+func (h *HA) upLocked() bool { return h.live && h.reached }
+
+// State reports whether etcd is reachable with a live session and, while
+// it is not, since when.
+func (h *HA) State() (up bool, downSince time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.upLocked() {
+		return true, time.Time{}
+	}
+	return false, h.downSince
+}
+
+// Nodes returns the instances of the group as last seen, this one
+// included, sorted.
+func (h *HA) Nodes() []string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := append([]string{h.cfg.Node}, h.nodes...)
+	sort.Strings(out)
+	return slices.Compact(out)
 }
 
 // Mode returns whether this instance runs contract name now.
 func (h *HA) Mode(name string) Mode {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.up {
+	if !h.upLocked() {
 		if !h.downSince.IsZero() && h.preferredLocked(name) == h.cfg.Node {
 			return Local
 		}
@@ -181,7 +224,7 @@ func (h *HA) Owner(name string) string {
 func (h *HA) Fence(name string) ([]clientv3.Cmp, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.up {
+	if !h.upLocked() {
 		return nil, fmt.Errorf("%w: etcd cannot be reached (down since %s)", store.ErrUnavailable, h.downSince.UTC().Format(time.RFC3339))
 	}
 	c := h.claims[name]
@@ -271,7 +314,13 @@ func (h *HA) resign(c *claim) {
 func (h *HA) run(ctx context.Context) {
 	h.mu.Lock()
 	h.ctx = context.WithoutCancel(ctx) // resignations outlive the stop that asks for them
+	// Reached until the watch finds otherwise: the session says first
+	// whether etcd answers at all.
+	h.lastAnswer, h.reached = time.Now(), true
 	h.mu.Unlock()
+	watched := make(chan struct{})
+	defer func() { <-watched }()
+	go func() { defer close(watched); h.watch(ctx) }()
 	var lostID clientv3.LeaseID // the lease of a session that ended, revoked when etcd is back
 	for ctx.Err() == nil {
 		// The lease is granted under a deadline: without quorum a grant
@@ -306,14 +355,9 @@ func (h *HA) run(ctx context.Context) {
 			continue
 		}
 		h.mu.Lock()
-		h.session = s
-		wasDown := !h.up
-		h.up = true
-		down := h.downSince
+		h.session, h.live = s, true
 		h.mu.Unlock()
-		if wasDown && !down.IsZero() {
-			h.log.Info("etcd reachable again; repairs and alerts resume", "down_for", time.Since(down).Round(time.Second))
-		}
+		h.say("")
 		h.serve(ctx, s)
 		// The session ended: ctx is done, or the lease is gone.
 		if ctx.Err() != nil {
@@ -332,20 +376,97 @@ func (h *HA) run(ctx context.Context) {
 	}
 }
 
-// setDown records that etcd cannot be reached; the first time, it says
-// what that means.
+// setDown records that the session ended or could not be had: etcd is
+// down until a new one is registered.
 func (h *HA) setDown(why string) {
 	h.mu.Lock()
-	was, first := h.up, h.downSince.IsZero()
-	h.up = false
+	h.live = false
 	h.session = nil
-	if was || first {
+	h.mu.Unlock()
+	h.say(why)
+}
+
+// say logs a change of etcd's state, up or down, once: down the first
+// time (from the start, or since it was last up), with why; up again with
+// how long it was down.
+func (h *HA) say(why string) {
+	h.mu.Lock()
+	up, was, first := h.upLocked(), h.said, h.downSince.IsZero()
+	h.said = up
+	var down time.Time
+	switch {
+	case !up && (was || first):
 		h.downSince = time.Now()
+	case up && !was:
+		down = h.downSince
 	}
 	h.mu.Unlock()
-	if was || first {
+	switch {
+	case !up && (was || first):
 		h.log.Error("etcd unreachable: probing and reporting go on here, no repairs and no alerts until it is back", "error", why)
+	case up && !was && !down.IsZero():
+		h.log.Info("etcd reachable again; repairs and alerts resume", "down_for", time.Since(down).Round(100*time.Millisecond))
 	}
+}
+
+// watch asks etcd a linearizable question (how many nodes are
+// registered) every tick until ctx ends, and calls it unreachable once
+// none was answered for downAfter: quorum lost is said within one TTL,
+// long before the session's lease would tell. Each question requires a
+// leader, so a member without one says so at once; it is asked as many
+// times at once as there are endpoints, which the client spreads over the
+// members, so one member stuck waiting on a leader that died does not
+// hide the others' answers.
+func (h *HA) watch(ctx context.Context) {
+	for ctx.Err() == nil {
+		err := h.ask(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		now := time.Now()
+		h.mu.Lock()
+		changed := false
+		switch {
+		case err == nil:
+			h.lastAnswer = now
+			changed = !h.reached
+			h.reached = true
+		case h.reached && now.Sub(h.lastAnswer) >= h.downAfter:
+			h.reached, changed = false, true
+		}
+		silent := now.Sub(h.lastAnswer)
+		h.mu.Unlock()
+		if changed {
+			why := ""
+			if err != nil {
+				why = fmt.Sprintf("no answer for %s: %v", silent.Round(10*time.Millisecond), err)
+			}
+			h.say(why)
+		}
+		sleep(ctx, h.tick)
+	}
+}
+
+// ask puts the watch's question to etcd, once per endpoint at once, and
+// returns nil as soon as one answer comes, else the last error.
+func (h *HA) ask(ctx context.Context) error {
+	pctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), h.probe)
+	defer cancel()
+	n := max(len(h.cfg.Client.Endpoints()), 1)
+	errs := make(chan error, n)
+	for i := 0; i < n; i++ {
+		go func() {
+			_, err := h.cfg.Client.Get(pctx, h.cfg.Prefix+"nodes/", clientv3.WithPrefix(), clientv3.WithCountOnly())
+			errs <- err
+		}()
+	}
+	var err error
+	for i := 0; i < n; i++ {
+		if err = <-errs; err == nil {
+			return nil
+		}
+	}
+	return err
 }
 
 // register puts this node's key with the session's lease.
@@ -370,9 +491,17 @@ func (h *HA) register(ctx context.Context, s *concurrency.Session) error {
 }
 
 // serve polls and reconciles until the session ends or ctx is done.
+//
+// It also watches the registered nodes: a node whose lease expired (it
+// died) or that joined is acted on at once, not at the next poll, so a
+// takeover follows the lease's expiry by a round trip. The poll stays for
+// a watch that broke.
 func (h *HA) serve(ctx context.Context, s *concurrency.Session) {
 	t := time.NewTicker(h.poll)
 	defer t.Stop()
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	nodes := h.cfg.Client.Watch(wctx, h.cfg.Prefix+"nodes/", clientv3.WithPrefix())
 	for {
 		h.reconcile(ctx, s)
 		select {
@@ -381,6 +510,10 @@ func (h *HA) serve(ctx context.Context, s *concurrency.Session) {
 		case <-s.Done():
 			return
 		case <-t.C:
+		case _, ok := <-nodes:
+			if !ok {
+				nodes = nil // the poll goes on
+			}
 		}
 	}
 }
@@ -413,6 +546,9 @@ func (h *HA) reconcile(ctx context.Context, s *concurrency.Session) {
 	var all []standing
 	h.mu.Lock()
 	h.nodes, h.owners = live, leaders
+	for name, o := range leaders {
+		h.seen[name] = o
+	}
 	for name, c := range h.claims {
 		all = append(all, standing{name, c, h.preferredLocked(name) == h.cfg.Node, c.owned, c.campaign != nil})
 	}
@@ -427,7 +563,7 @@ func (h *HA) reconcile(ctx context.Context, s *concurrency.Session) {
 		case !st.mine && st.owned && (busy == nil || !busy(st.name)):
 			h.resign(st.c)
 			h.log.Info("contract handed over: rendezvous now gives it to another node", "contract", st.name, "node", h.cfg.Node, "to", h.Preferred(st.name))
-			h.notify(st.name, false)
+			h.notify(st.name, false, "")
 		}
 	}
 }
@@ -491,15 +627,15 @@ func (h *HA) campaign(ctx context.Context, s *concurrency.Session, name string, 
 			return
 		}
 		c.owned, c.key, c.rev = true, el.Key(), el.Rev()
-		prev := h.owners[name]
-		h.owners[name] = h.cfg.Node
+		prev := h.seen[name]
+		h.owners[name], h.seen[name] = h.cfg.Node, h.cfg.Node
 		h.mu.Unlock()
 		args := []any{"contract", name, "node", h.cfg.Node}
 		if prev != "" && prev != h.cfg.Node {
 			args = append(args, "taken_over_from", prev)
 		}
 		h.log.Info("contract owned by this node", args...)
-		h.notify(name, true)
+		h.notify(name, true, prev)
 	}()
 }
 
@@ -521,16 +657,16 @@ func (h *HA) dropAll(why string) {
 	sort.Strings(lost)
 	for _, name := range lost {
 		h.log.Warn("contract no longer owned by this node", "contract", name, "node", h.cfg.Node, "reason", why)
-		h.notify(name, false)
+		h.notify(name, false, "")
 	}
 }
 
-func (h *HA) notify(name string, owned bool) {
+func (h *HA) notify(name string, owned bool, from string) {
 	h.mu.Lock()
 	f := h.changed
 	h.mu.Unlock()
 	if f != nil {
-		f(name, owned)
+		f(name, owned, from)
 	}
 }
 
@@ -547,7 +683,7 @@ func (h *HA) Fenced(name string) {
 	h.mu.Unlock()
 	if owned {
 		h.log.Warn("contract no longer owned by this node: a write was refused, another instance owns it", "contract", name, "node", h.cfg.Node)
-		h.notify(name, false)
+		h.notify(name, false, "")
 	}
 }
 

@@ -18,7 +18,18 @@ import (
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine"
+	"github.com/contractd/contractd/engine/store"
 )
+
+// openStore opens the state dir dir as the engine keeps it.
+func openStore(t *testing.T, dir string) *store.Store {
+	t.Helper()
+	s, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
 
 // fakeRunner is the engine stand-in: a struct of function fields.
 type fakeRunner struct {

@@ -16,6 +16,7 @@ import (
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine"
 	"github.com/contractd/contractd/engine/guard"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
 
@@ -36,6 +37,25 @@ type HAHealth struct {
 	Node  string `json:"node"`
 	Up    bool   `json:"up"`    // etcd reachable with a live lease
 	Owned int    `json:"owned"` // contracts this instance owns
+	// Nodes are the instances of the group as last seen (this one
+	// included), sorted.
+	Nodes []string `json:"nodes"`
+	// DownSince is when etcd became unreachable, while it is.
+	DownSince *time.Time `json:"down_since,omitempty"`
+}
+
+// haHealth is this instance's standing in its group; nil without HA.
+func (d *Daemon) haHealth() *HAHealth {
+	ha := d.cfg.HA
+	if ha == nil {
+		return nil
+	}
+	up, since := ha.State()
+	h := &HAHealth{Node: ha.Node(), Up: up, Owned: ha.OwnedCount(), Nodes: ha.Nodes()}
+	if !up {
+		h.DownSince = timePtr(since)
+	}
+	return h
 }
 
 // ScheduleView is a contract's schedule as the API shows it.
@@ -55,9 +75,15 @@ type ContractStatus struct {
 	State    string       `json:"state"` // idle, running, held_down, standby (serve --etcd: another instance owns it)
 	// Owner is the node that owns the contract (serve --etcd); "" without
 	// HA or while no instance does.
-	Owner               string             `json:"owner,omitempty"`
-	NextRunAt           *time.Time         `json:"next_run_at,omitempty"`
+	Owner     string     `json:"owner,omitempty"`
+	NextRunAt *time.Time `json:"next_run_at,omitempty"`
+	// LastRunAt, LastRunID and LastSeverity are the contract's last
+	// recorded run, read from the state (with --etcd the group's, the
+	// same on every instance), or this instance's own last run when it
+	// runs the contract and that run is newer (one that could record
+	// nothing).
 	LastRunAt           *time.Time         `json:"last_run_at,omitempty"`
+	LastRunID           string             `json:"last_run_id,omitempty"`
 	LastResult          string             `json:"last_result,omitempty"`
 	LastError           string             `json:"last_error,omitempty"`
 	LastSeverity        contracts.Severity `json:"last_severity"`
@@ -68,20 +94,30 @@ type ContractStatus struct {
 	// RejectedEdit holds the diagnostics of an edit of this file that failed
 	// lint; the version shown here keeps running until the file is fixed.
 	RejectedEdit []string `json:"rejected_edit,omitempty"`
+	// Incidents are the open incidents of the contract's ledger, oldest
+	// first.
+	Incidents []*guard.Incident `json:"open_incidents"`
+	// Maintenance lists the contract's maintenance windows in force, by
+	// agent ("*" for the whole contract).
+	Maintenance map[string]*guard.Window `json:"maintenance,omitempty"`
+	// Problems says what of the state could not be read (a corrupt file
+	// moved aside; with --etcd, a shared state that did not answer).
+	Problems []string `json:"problems,omitempty"`
 }
 
 // ContractDetail is the body of GET /contracts/{name}.
 type ContractDetail struct {
 	ContractStatus
-	// LastReport is the report of the last run this daemon made.
+	// LastReport is the report of the last run this daemon made, while it
+	// runs the contract (with --etcd, on its owner only).
 	LastReport *engine.Report `json:"last_report,omitempty"`
-	// LastRecord is the newest record of the run history in the state dir,
-	// which also covers runs made by `contractd run` and before a restart.
-	LastRecord json.RawMessage `json:"last_record,omitempty"`
-	Snapshot   json.RawMessage `json:"snapshot,omitempty"`
-	// Maintenance lists the contract's maintenance windows in force, by
-	// agent ("*" for the whole contract).
-	Maintenance map[string]*guard.Window `json:"maintenance,omitempty"`
+	// LastRecord is the newest record of the run history in the state
+	// (with --etcd the group's), which also covers runs made by `contractd
+	// run`, before a restart, and by another instance.
+	LastRecord *engine.HistoryRecord `json:"last_record,omitempty"`
+	// Snapshot is the last Maintains snapshot, as `contractd status
+	// --json NAME` prints it.
+	Snapshot *engine.Status `json:"snapshot,omitempty"`
 }
 
 // RejectedFile is a contract file kept out because it failed lint.
@@ -94,6 +130,9 @@ type RejectedFile struct {
 type ContractList struct {
 	Contracts []ContractStatus `json:"contracts"`
 	Rejected  []RejectedFile   `json:"rejected"`
+	// ETCD is this instance's standing in a group (serve --etcd), as in
+	// GET /healthz, with the nodes it sees.
+	ETCD *HAHealth `json:"etcd,omitempty"`
 }
 
 // Handler returns the daemon's HTTP API: the status page (GET / and
@@ -115,7 +154,11 @@ func (d *Daemon) Handler() http.Handler {
 	mux.HandleFunc("POST /commands/{command}/run", d.authorized(d.handleCommand))
 	mux.HandleFunc("POST /contracts/{name}/reset", d.authorized(d.handleReset))
 	mux.HandleFunc("POST /contracts/{name}/maintenance", d.authorized(d.handleMaintenance))
-	mux.Handle("GET /metrics", promhttp.HandlerFor(d.metrics.reg, promhttp.HandlerOpts{}))
+	var g prometheus.Gatherer = d.metrics.reg
+	if d.cfg.HA != nil {
+		g = runsOnly{g: g, runs: d.runsHere}
+	}
+	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
 	return mux
 }
 
@@ -142,9 +185,7 @@ func (d *Daemon) handleHealth(w http.ResponseWriter, r *http.Request) {
 	if h.Running == nil {
 		h.Running = []string{}
 	}
-	if ha := d.cfg.HA; ha != nil {
-		h.ETCD = &HAHealth{Node: ha.Node(), Up: ha.Up(), Owned: ha.OwnedCount()}
-	}
+	h.ETCD = d.haHealth()
 	sort.Strings(h.Running)
 	code := http.StatusOK
 	if !ok {
@@ -173,11 +214,19 @@ func timePtr(t time.Time) *time.Time {
 	return &t
 }
 
+// status is what this instance's schedule says of contract e; the views
+// add what the state says (contractStatus). An instance that does not run
+// the contract (serve --etcd, standby) has no runs of its own to tell of:
+// its result, failure streak, hold-down and next run are left out, as
+// what it last knew of them is stale.
 func (d *Daemon) status(e *entry) ContractStatus {
 	mode, owner := d.mode(e.name), d.owner(e.name)
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	st := e.state
+	if mode == Standby {
+		st = SchedulerState{Contract: e.name}
+	}
 	s := ContractStatus{
 		Name:                e.name,
 		Path:                e.path,
@@ -203,7 +252,7 @@ func (d *Daemon) status(e *entry) ContractStatus {
 	case mode == Standby:
 		s.State = "standby"
 	}
-	if !st.HeldDown {
+	if !st.HeldDown && mode != Standby {
 		s.NextRunAt = timePtr(e.next)
 	}
 	return s
@@ -226,10 +275,13 @@ func (d *Daemon) handleList(w http.ResponseWriter, r *http.Request) {
 		list.Rejected = append(list.Rejected, RejectedFile{Path: fs.path, Diagnostics: fs.diags})
 	}
 	d.mu.Unlock()
+	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
+	now := d.clock.Now()
+	var down error
 	for _, e := range entries {
-		list.Contracts = append(list.Contracts, d.status(e))
+		list.Contracts = append(list.Contracts, d.contractStatus(e, d.readState(e.name, 0, now, &down)))
 	}
-	sort.Slice(list.Contracts, func(i, j int) bool { return list.Contracts[i].Name < list.Contracts[j].Name })
+	list.ETCD = d.haHealth()
 	sort.Slice(list.Rejected, func(i, j int) bool { return list.Rejected[i].Path < list.Rejected[j].Path })
 	writeJSON(w, http.StatusOK, list)
 }
@@ -246,25 +298,25 @@ func (d *Daemon) handleDetail(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, apiError{Error: "unknown contract " + r.PathValue("name")})
 		return
 	}
-	det := ContractDetail{ContractStatus: d.status(e)}
-	e.mu.Lock()
-	det.LastReport = e.last
-	e.mu.Unlock()
-	snap, err := d.cfg.Snapshot(e.name)
-	if err != nil {
-		d.log.Error("snapshot unreadable", "contract", e.name, "error", err)
-	} else {
-		det.Snapshot = snap
+	var down error
+	cs := d.readState(e.name, 1, d.clock.Now(), &down)
+	det := ContractDetail{ContractStatus: d.contractStatus(e, cs)}
+	if d.mode(e.name) != Standby {
+		e.mu.Lock()
+		det.LastReport = e.last
+		e.mu.Unlock()
 	}
-	if recs, err := d.store.History(e.name, 1); err != nil {
-		d.log.Error("history unreadable", "contract", e.name, "error", err)
-	} else if len(recs) > 0 {
-		det.LastRecord = recs[len(recs)-1]
+	if len(cs.hist) > 0 {
+		det.LastRecord = &cs.hist[len(cs.hist)-1]
 	}
-	if windows, err := engine.MaintenanceIn(d.operatorStore(), e.name, d.clock.Now()); err != nil {
-		d.log.Error("maintenance windows unreadable", "contract", e.name, "error", err)
-	} else if len(windows) > 0 {
-		det.Maintenance = windows
+	if down == nil {
+		st, err := engine.ReadStatus(d.view, e.name, d.clock.Now())
+		switch {
+		case err == nil:
+			det.Snapshot = st
+		case !errors.Is(err, engine.ErrNeverRan):
+			d.log.Error("snapshot unreadable", "contract", e.name, "error", err)
+		}
 	}
 	writeJSON(w, http.StatusOK, det)
 }
@@ -310,7 +362,7 @@ func (d *Daemon) handleMaintenance(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	windows, err := engine.SetMaintenanceIn(r.Context(), d.operatorStore(), name, req.Agent, dur, req.Reason, d.clock.Now().UTC())
+	windows, err := engine.SetMaintenance(r.Context(), d.operatorStore(), name, req.Agent, dur, req.Reason, d.clock.Now().UTC())
 	if err != nil {
 		writeJSON(w, http.StatusInternalServerError, apiError{Error: err.Error()})
 		return
@@ -427,13 +479,22 @@ func (d *Daemon) handleReset(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, apiError{Error: "unknown contract " + name})
 		return
 	}
+	if d.cfg.HA != nil {
+		// Shared: the release goes into the ledger, where the owner (this
+		// instance or another) reads it, as `contractd reset --etcd` does.
+		if err := engine.Reset(r.Context(), d.operatorStore(), name, "", d.clock.Now()); err != nil {
+			writeJSON(w, http.StatusInternalServerError, apiError{Error: err.Error()})
+			return
+		}
+	}
 	if err := Reset(d.cfg.StateDir, name); err != nil {
 		writeJSON(w, http.StatusInternalServerError, apiError{Error: err.Error()})
 		return
 	}
 	d.syncReset(e)
 	e.poke()
-	writeJSON(w, http.StatusOK, d.status(e))
+	var down error
+	writeJSON(w, http.StatusOK, d.contractStatus(e, d.readState(e.name, 0, d.clock.Now(), &down)))
 }
 
 // startDelay is a contract's schedule.start_delay for the status, "" for none.

@@ -250,13 +250,13 @@ func (d *Daemon) addEntry(e *entry) {
 // recordStopped writes the history record of a run of the contract that
 // was stopped before its end (a daemon or a one-shot run killed during
 // it), so the status page, the history and the ledger agree from the
-// start (engine.RecordStoppedIn). With HA the contract's owner does it
+// start (engine.RecordStopped). With HA the contract's owner does it
 // in its next run.
 func (d *Daemon) recordStopped(name string) {
 	if d.cfg.HA != nil {
 		return
 	}
-	h, err := engine.RecordStoppedIn(d.runCtx, d.store, name, d.clock.Now())
+	h, err := engine.RecordStopped(d.runCtx, d.store, name, d.clock.Now())
 	switch {
 	case err != nil:
 		d.log.Error("the record of a run stopped before its end not written", "contract", name, "error", err)

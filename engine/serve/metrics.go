@@ -12,6 +12,7 @@ import (
 	"github.com/contractd/contractd/engine/notify"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	dto "github.com/prometheus/client_model/go"
 )
 
 // metrics is the daemon's Prometheus registry, named by the Prometheus
@@ -210,6 +211,16 @@ func (m *metrics) routes(name string, c *contracts.Contract) {
 
 // forget drops every series of a contract whose file went away.
 func (m *metrics) forget(name string) {
+	m.drop(name)
+	if m.owned != nil {
+		m.owned.DeletePartialMatch(prometheus.Labels{"contract": name})
+	}
+}
+
+// drop drops the series of a contract's runs, which only the instance
+// that runs it exports (serve --etcd: a former owner's would go on saying
+// what it last saw); contractd_contract_owned stays.
+func (m *metrics) drop(name string) {
 	l := prometheus.Labels{"contract": name}
 	m.runs.DeletePartialMatch(l)
 	m.duration.DeletePartialMatch(l)
@@ -226,9 +237,50 @@ func (m *metrics) forget(name string) {
 	m.overlap.DeletePartialMatch(l)
 	m.panics.DeletePartialMatch(l)
 	m.probes.forget(name)
-	if m.owned != nil {
-		m.owned.DeletePartialMatch(l)
+}
+
+// runsOnly is the registry as /metrics exposes it under serve --etcd: the
+// series of a contract (every series with a contract label but
+// contractd_contract_owned) only while this instance runs it, so a rule
+// never fires from what a former owner last saw. Node-level series stay.
+type runsOnly struct {
+	g    prometheus.Gatherer
+	runs func(contract string) bool
+}
+
+var _ prometheus.Gatherer = runsOnly{}
+
+// Gather returns the registry's families with the series of contracts
+// this instance does not run left out (and families left empty by that).
+func (r runsOnly) Gather() ([]*dto.MetricFamily, error) {
+	mfs, err := r.g.Gather()
+	out := mfs[:0]
+	for _, mf := range mfs {
+		if mf.GetName() != "contractd_contract_owned" {
+			kept := mf.Metric[:0]
+			for _, m := range mf.Metric {
+				if c, ok := labelValue(m, "contract"); ok && !r.runs(c) {
+					continue
+				}
+				kept = append(kept, m)
+			}
+			mf.Metric = kept
+			if len(kept) == 0 {
+				continue
+			}
+		}
+		out = append(out, mf)
 	}
+	return out, err
+}
+
+func labelValue(m *dto.Metric, name string) (string, bool) {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue(), true
+		}
+	}
+	return "", false
 }
 
 // record counts one finished run that ended at now.

@@ -32,37 +32,95 @@ func (d *Daemon) isRunning(name string) bool {
 }
 
 // ownershipChanged is told by HA when this instance wins or loses a
-// contract. A new owner carries on the cadence the state shows: the
-// contract runs one interval after the last snapshot any instance wrote,
-// at once when that is past, and as a fresh start when there is none.
-func (d *Daemon) ownershipChanged(name string, owned bool) {
+// contract; from is the owner it last saw before (itself, or "" when it
+// saw none).
+//
+// A contract taken over from another instance (it died, was cut off or
+// handed the contract over) runs at once: the new owner verifies what a
+// stopped run left and sees for itself, without waiting for this
+// instance's stagger or the contract's start_delay, which are for a daemon
+// starting, not for a takeover. Otherwise (a group starting) a contract
+// carries on the cadence its state shows: one interval after the last
+// snapshot any instance wrote, at once when that is past or when a run was
+// stopped before its end (the ledger still names it); a contract nobody
+// ran yet starts as on a fresh start.
+func (d *Daemon) ownershipChanged(name string, owned bool, from string) {
 	d.metrics.setOwned(name, owned)
 	e := d.entry(name)
-	if e == nil || !owned {
+	if e == nil {
 		return
 	}
-	_, last, err := d.store.ReadSnapshot(name)
-	if err != nil {
-		d.log.Error("snapshot unreadable", "contract", name, "error", err)
+	if !owned {
+		// What this instance last saw of the contract's runs is no longer
+		// the truth: the owner's series say it. A contract it still runs
+		// (etcd lost: rendezvous over the last nodes seen) keeps its
+		// series.
+		if d.mode(name) == Standby {
+			d.metrics.drop(name)
+		}
+		return
+	}
+	d.metrics.drop(name) // counters start afresh with the ownership
+	d.addSeries(e)
+	takeover := from != "" && from != d.cfg.HA.Node()
+	var last time.Time
+	inFlight := false
+	if !takeover {
+		var err error
+		if _, last, err = d.view.ReadSnapshot(name); err != nil {
+			d.log.Error("snapshot unreadable", "contract", name, "error", err)
+		}
+		if l, err := d.view.ReadLedger(name); err == nil && l.Run != nil {
+			inFlight = true
+		}
 	}
 	now := d.clock.Now()
 	e.mu.Lock()
 	iv := every(e.c)
 	var next time.Time
 	switch {
+	case takeover || inFlight:
+		next = now
 	case !last.IsZero():
 		next = last.Add(iv)
 		if next.Before(now) {
 			next = now
 		}
 	case e.c.Schedule.OnStart:
-		next = now.Add(e.phase)
+		next = d.afterStartDelay(e.c, now.Add(e.phase), e.phase)
 	default:
-		next = now.Add(e.phase + iv)
+		next = d.afterStartDelay(e.c, now.Add(e.phase+iv), e.phase)
 	}
-	e.next = d.afterStartDelay(e.c, next, e.phase)
+	e.next = next
 	e.mu.Unlock()
 	e.poke()
+}
+
+// runsHere reports whether this instance runs contract name now (it owns
+// it, or etcd is unreachable and it runs it locally): the contract's
+// series are exported by such an instance only. A contract not loaded
+// here keeps its series until they are dropped.
+func (d *Daemon) runsHere(name string) bool {
+	if d.entry(name) == nil {
+		return true
+	}
+	return d.mode(name) != Standby
+}
+
+// addSeries makes a contract's series exist (at zero, the last run's end
+// from the state) on an instance that starts running it.
+func (d *Daemon) addSeries(e *entry) {
+	var lastRun time.Time
+	if hist, err := d.view.History(e.name, 1); err == nil && len(hist) > 0 {
+		h := hist[len(hist)-1]
+		lastRun = h.StartedAt.Add(time.Duration(h.DurationMS) * time.Millisecond)
+	}
+	e.mu.Lock()
+	c, held := e.c, e.state.HeldDown
+	e.mu.Unlock()
+	d.metrics.add(e.name, lastRun)
+	d.metrics.routes(e.name, c)
+	d.metrics.setHeld(e.name, held)
 }
 
 // operatorStore is the store an operator's change (maintenance) is written

@@ -79,6 +79,7 @@ func ago(now, t time.Time) string {
 type pageData struct {
 	Now       time.Time
 	Build     BuildInfo
+	HA        *HAHealth // serve --etcd: this node, the group's nodes, etcd's health
 	Contracts []*pageContract
 	Rejected  []RejectedFile
 	Worst     string
@@ -97,6 +98,7 @@ type pageContract struct {
 	LastRunID   string
 	Report      *engine.Report // the last report, on the contract's page
 	Snapshot    string
+	SnapshotAt  time.Time
 }
 
 type pageAgent struct {
@@ -110,35 +112,29 @@ type pageWindow struct {
 	Window *guard.Window
 }
 
-// contractView gathers what the page shows of one contract: its schedule
-// state, the state dir's summary (agents, incidents, maintenance) and the
-// history strips.
-func (d *Daemon) contractView(e *entry, now time.Time) *pageContract {
-	pc := &pageContract{Status: d.status(e), Severity: contracts.SeverityUnknown.String()}
-	sum, err := engine.Summarize(d.cfg.StateDir, e.name, now)
-	if err != nil {
-		pc.Problems = append(pc.Problems, err.Error())
-		return pc
+// contractView gathers what the page shows of one contract: its status
+// (this instance's schedule and the state's last run, see contractStatus),
+// the state's summary (agents, incidents, maintenance) and the history
+// strips. down is shared by the contracts of one page (see readState).
+func (d *Daemon) contractView(e *entry, now time.Time, down *error) *pageContract {
+	cs := d.readState(e.name, historyRuns, now, down)
+	pc := &pageContract{Status: d.contractStatus(e, cs), Severity: contracts.SeverityUnknown.String()}
+	pc.Problems = pc.Status.Problems
+	pc.Incidents = pc.Status.Incidents
+	pc.Maintenance = sortedWindows(pc.Status.Maintenance)
+	pc.LastRunID = pc.Status.LastRunID
+	if pc.Status.LastRunAt != nil {
+		pc.Severity = pc.Status.LastSeverity.String()
 	}
-	pc.Problems = append(pc.Problems, sum.Problems...)
-	pc.Incidents = sum.Incidents
-	if !sum.LastRun.IsZero() {
-		pc.Severity = sum.Severity.String()
+	var agents map[string]string
+	if cs.sum != nil {
+		agents = cs.sum.Agents
 	}
-	pc.LastRunID = sum.LastRunID
-	for a, w := range sum.Maintenance {
-		pc.Maintenance = append(pc.Maintenance, pageWindow{Agent: a, Window: w})
+	for _, ah := range engine.HistoryByAgent(cs.hist) {
+		pc.Agents = append(pc.Agents, pageAgent{Name: ah.Agent, Severity: agents[ah.Agent], Runs: ah.Runs})
 	}
-	sort.Slice(pc.Maintenance, func(i, j int) bool { return pc.Maintenance[i].Agent < pc.Maintenance[j].Agent })
-	hist, herr := engine.ReadHistory(d.cfg.StateDir, e.name, historyRuns)
-	if herr != nil {
-		pc.Problems = append(pc.Problems, "history: "+herr.Error())
-	}
-	for _, ah := range engine.HistoryByAgent(hist) {
-		pc.Agents = append(pc.Agents, pageAgent{Name: ah.Agent, Severity: sum.Agents[ah.Agent], Runs: ah.Runs})
-	}
-	if len(hist) > 0 {
-		for _, a := range hist[len(hist)-1].Actions {
+	if len(cs.hist) > 0 {
+		for _, a := range cs.hist[len(cs.hist)-1].Actions {
 			if a.Kind != engine.KindLog && a.Kind != engine.KindMonitor {
 				pc.Actions = append(pc.Actions, a)
 			}
@@ -164,10 +160,11 @@ func (d *Daemon) handlePage(w http.ResponseWriter, r *http.Request) {
 	}
 	d.mu.Unlock()
 	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
-	data := pageData{Now: now, Build: d.cfg.Build, Rejected: rejected, Counts: map[string]int{}, Worst: "healthy"}
+	data := pageData{Now: now, Build: d.cfg.Build, Rejected: rejected, Counts: map[string]int{}, Worst: "healthy", HA: d.haHealth()}
 	rank := map[string]int{"healthy": 0, "skipped": 0, "unknown": 1, "degraded": 2, "unreachable": 3, "critical": 4}
+	var down error
 	for _, e := range entries {
-		pc := d.contractView(e, now)
+		pc := d.contractView(e, now, &down)
 		data.Contracts = append(data.Contracts, pc)
 		data.Counts[pc.Severity]++
 		if rank[pc.Severity] > rank[data.Worst] {
@@ -188,22 +185,28 @@ func (d *Daemon) handleContractPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	now := d.clock.Now()
-	pc := d.contractView(e, now)
-	e.mu.Lock()
-	pc.Report = e.last
-	e.mu.Unlock()
-	if snap, err := d.cfg.Snapshot(e.name); err == nil && snap != nil {
-		var v any
-		if json.Unmarshal(snap, &v) == nil {
-			b, _ := json.MarshalIndent(v, "", "  ")
+	var down error
+	pc := d.contractView(e, now, &down)
+	if d.mode(e.name) != Standby {
+		// This instance's own last report, while it runs the contract;
+		// another instance's page shows the recorded run's actions.
+		e.mu.Lock()
+		pc.Report = e.last
+		e.mu.Unlock()
+	}
+	if down == nil { // else the store did not answer: the snapshot would not either
+		if st, err := engine.ReadStatus(d.view, e.name, now); err == nil {
+			b, _ := json.MarshalIndent(st.Snapshot, "", "  ")
 			pc.Snapshot = string(b)
+			pc.SnapshotAt = st.WrittenAt
 		}
 	}
 	d.render(w, "contract.html", struct {
 		Now   time.Time
 		Build BuildInfo
+		HA    *HAHealth
 		C     *pageContract
-	}{now, d.cfg.Build, pc})
+	}{now, d.cfg.Build, d.haHealth(), pc})
 }
 
 func (d *Daemon) render(w http.ResponseWriter, name string, data any) {

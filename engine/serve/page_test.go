@@ -66,7 +66,7 @@ func startPageDaemon(t *testing.T) *daemon {
 	}
 	// The fault: web's probe says "down"; its repair fails.
 	os.WriteFile(filepath.Join(dir, "web"), []byte("down\n"), 0o644)
-	if _, err := engine.SetMaintenance(context.Background(), state, "queue", "worker", 2*time.Hour, "kernel upgrade", time.Now().UTC()); err != nil {
+	if _, err := engine.SetMaintenance(context.Background(), openStore(t, state), "queue", "worker", 2*time.Hour, "kernel upgrade", time.Now().UTC()); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []string{"web", "queue"} {

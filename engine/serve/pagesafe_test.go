@@ -34,7 +34,7 @@ func hostilePageDaemon(t *testing.T, cfg Config) *daemon {
 	cfg.Dir, cfg.StateDir, cfg.Runner = cdir, state, eng
 	h := startDaemon(t, cfg)
 	os.WriteFile(filepath.Join(dir, "web"), []byte("\x1b[2Jred\x07 \u202eelif "+strings.Repeat("x", 20000)+"\n"), 0o644)
-	if _, err := engine.SetMaintenance(context.Background(), state, "queue", "worker", 2*time.Hour, "upgrade \x1b]0;owned\x07 \u202eevil", time.Now().UTC()); err != nil {
+	if _, err := engine.SetMaintenance(context.Background(), openStore(t, state), "queue", "worker", 2*time.Hour, "upgrade \x1b]0;owned\x07 \u202eevil", time.Now().UTC()); err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []string{"web", "queue"} {

@@ -64,7 +64,7 @@ func TestAPanicInOneContractsRunNeverStopsTheDaemon(t *testing.T) {
 	if st := h.status("steady"); st.LastResult != ResultOK || st.ConsecutiveFailures != 0 {
 		t.Errorf("steady's status %+v; want ok", st)
 	}
-	hist, err := engine.ReadHistory(state, "boom", 0)
+	hist, err := openStore(t, state).History("boom", 0)
 	if err != nil || len(hist) != 1 || !strings.HasPrefix(hist[0].Interrupted, "engine panic in stage local") {
 		t.Errorf("boom's history %+v (%v); want its run, interrupted by the panic", hist, err)
 	}

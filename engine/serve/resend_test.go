@@ -100,7 +100,7 @@ func TestScheduleSeriesAndZeroCounters(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
-	if _, err := engine.SetMaintenanceIn(t.Context(), st, "sched", "ops", time.Hour, "upgrade", now); err != nil {
+	if _, err := engine.SetMaintenance(t.Context(), st, "sched", "ops", time.Hour, "upgrade", now); err != nil {
 		t.Fatal(err)
 	}
 	for series, v := range map[string]float64{`contractd_maintenance{agent="ops",contract="sched"}`: 1, `contractd_maintenance{agent="*",contract="sched"}`: 0} {
@@ -108,10 +108,10 @@ func TestScheduleSeriesAndZeroCounters(t *testing.T) {
 			t.Errorf("with the agent's window: %s = %v (present %v), want %v", series, got, ok, v)
 		}
 	}
-	if _, err := engine.SetMaintenanceIn(t.Context(), st, "sched", "ops", 0, "", now); err != nil {
+	if _, err := engine.SetMaintenance(t.Context(), st, "sched", "ops", 0, "", now); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := engine.SetMaintenanceIn(t.Context(), st, "sched", "", time.Hour, "network", now); err != nil {
+	if _, err := engine.SetMaintenance(t.Context(), st, "sched", "", time.Hour, "network", now); err != nil {
 		t.Fatal(err)
 	}
 	for series, v := range map[string]float64{`contractd_maintenance{agent="ops",contract="sched"}`: 1, `contractd_maintenance{agent="*",contract="sched"}`: 1,
@@ -266,7 +266,7 @@ func TestScrapeNeverWaitsOnTheStore(t *testing.T) {
 		return ok && v == 0
 	})
 	hs.hang.Store(true)
-	if _, err := engine.SetMaintenanceIn(t.Context(), files, "slow", "ops", time.Hour, "upgrade", time.Now().UTC()); err != nil {
+	if _, err := engine.SetMaintenance(t.Context(), files, "slow", "ops", time.Hour, "upgrade", time.Now().UTC()); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 3 {

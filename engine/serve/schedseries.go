@@ -143,7 +143,7 @@ func (s *scheduleSeries) read(names []string) <-chan struct{} {
 		defer close(done)
 		got := make(map[string]map[string]*guard.Window, len(names))
 		for _, name := range names {
-			if w, err := engine.MaintenanceIn(st, name, now); err == nil {
+			if w, err := engine.Maintenance(st, name, now); err == nil {
 				got[name] = w
 			}
 		}

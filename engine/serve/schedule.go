@@ -195,6 +195,13 @@ func (d *Daemon) syncReset(e *entry) bool {
 		d.log.Error("scheduler state unreadable", "contract", e.name, "error", err)
 		return false
 	}
+	if d.cfg.HA != nil {
+		// A reset made on any host (`contractd reset --etcd`, another
+		// instance's API) is in the shared ledger.
+		if l, err := d.view.ReadLedger(e.name); err == nil && l.ReleasedAt.After(st.ResetAt) {
+			st.ResetAt = l.ReleasedAt
+		}
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return d.applyResetLocked(e, st)

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"time"
 )
@@ -28,10 +27,17 @@ type Backend interface {
 	ReadSnapshot(name string) (map[string]any, time.Time, error)
 	// WriteSnapshot replaces the Maintains snapshot.
 	WriteSnapshot(name string, data map[string]any) error
-	// AppendHistory adds one run record, keeping a bounded history.
-	AppendHistory(name string, record any) error
-	// History returns up to the last n run records, oldest first.
-	History(name string, n int) ([]json.RawMessage, error)
+	// AppendHistory adds one run record, keeping a bounded history. It
+	// fails when rec is not a run record (RunRecord.Check).
+	AppendHistory(name string, rec RunRecord) error
+	// History returns up to the last n run records, oldest first (all
+	// when n <= 0). Records that are not run records are left out and
+	// named by a *SkippedError (wrapping ErrCorrupt) returned beside the
+	// good ones.
+	History(name string, n int) ([]RunRecord, error)
+	// Contracts returns the names of the contracts that have state,
+	// sorted.
+	Contracts() ([]string, error)
 }
 
 var _ Backend = (*Store)(nil)

@@ -44,7 +44,7 @@ func Example() {
 
 	st.WriteSnapshot("zulip-health", map[string]any{"zulip_server_status": "up"})
 	st.WriteLedger("zulip-health", ledger)
-	st.AppendHistory("zulip-health", map[string]any{"severity": "critical", "repairs": 1})
+	st.AppendHistory("zulip-health", store.RunRecord{RunID: "r1", StartedAt: clock.Now(), OverallSeverity: "critical"})
 
 	again, _ := st.ReadLedger("zulip-health")
 	snap, at, _ := st.ReadSnapshot("zulip-health")

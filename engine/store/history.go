@@ -2,7 +2,6 @@ package store
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -50,81 +49,51 @@ func (e *SkippedError) Error() string {
 // Is makes errors.Is(err, ErrCorrupt) true.
 func (e *SkippedError) Is(target error) bool { return target == ErrCorrupt }
 
-// WithRecordCheck returns the store checking every history record it reads
-// with check (a record is a JSON object in any case): a record check
-// rejects is skipped and reported like a line that is not JSON.
-func (s *Store) WithRecordCheck(check func(json.RawMessage) error) *Store {
-	c := *s
-	c.checkRecord = check
-	return &c
-}
-
-// readHistory returns the good records of a history file and the lines it
-// skipped: lines that are not JSON objects, or that the record check
-// rejects.
-func (s *Store) readHistory(path string) ([]json.RawMessage, []BadLine, error) {
+// readHistory returns the good records of a history file, each with its
+// line as it is in the file, and the lines it skipped: lines that are not
+// run records (DecodeRecord).
+func (s *Store) readHistory(path string) ([]RunRecord, [][]byte, []BadLine, error) {
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil, nil
+		return nil, nil, nil, nil
 	}
 	if err != nil {
-		return nil, nil, fmt.Errorf("read history: %w", err)
+		return nil, nil, nil, fmt.Errorf("read history: %w", err)
 	}
-	var recs []json.RawMessage
+	var recs []RunRecord
+	var lines [][]byte
 	var bad []BadLine
 	for i, line := range bytes.Split(b, []byte("\n")) {
 		line = bytes.TrimSpace(line)
 		if len(line) == 0 {
 			continue
 		}
-		if err := s.record(line); err != nil {
+		r, err := DecodeRecord(line)
+		if err != nil {
 			bad = append(bad, BadLine{Line: i + 1, Err: err})
 			continue
 		}
-		recs = append(recs, json.RawMessage(line))
+		recs, lines = append(recs, r), append(lines, line)
 	}
-	return recs, bad, nil
+	return recs, lines, bad, nil
 }
 
-// record checks one history line.
-func (s *Store) record(line []byte) error {
-	return CheckRecord(line, s.checkRecord)
-}
-
-// CheckRecord checks one history record as every backend does: a JSON
-// object that check (when not nil) accepts.
-func CheckRecord(line []byte, check func(json.RawMessage) error) error {
-	if !json.Valid(line) {
-		return errors.New("not JSON")
-	}
-	if line[0] != '{' {
-		return errors.New("not a JSON object")
-	}
-	if check != nil {
-		return check(line)
-	}
-	return nil
-}
-
-// AppendHistory adds one run record (anything that encodes as a JSON
-// object) to the contract's history, keeping the last HistoryLimit records.
-// It fails when the record does not encode or the file cannot be written.
-// When the old history held lines that are not run records, the file as it
-// was is moved aside, the new history keeps its good records and this one,
-// and the error is a *SkippedError (wrapping ErrCorrupt) naming the lines.
-func (s *Store) AppendHistory(name string, record any) error {
+// AppendHistory adds one run record to the contract's history, keeping
+// the last HistoryLimit records. It fails when rec is not a run record
+// (RunRecord.Check) or the file cannot be written. When the old history
+// held lines that are not run records, the file as it was is moved aside,
+// the new history keeps its good records and this one, and the error is a
+// *SkippedError (wrapping ErrCorrupt) naming the lines.
+func (s *Store) AppendHistory(name string, rec RunRecord) error {
 	path, err := s.path(name, ".history.jsonl")
 	if err != nil {
 		return err
 	}
-	rec, err := json.Marshal(record)
+	line, err := EncodeRecord(rec)
 	if err != nil {
-		return fmt.Errorf("encode run record %s: %w", name, err)
+		return fmt.Errorf("%s: %w", name, err)
 	}
-	if err := s.record(rec); err != nil {
-		return fmt.Errorf("encode run record %s: %w", name, err)
-	}
-	recs, bad, err := s.readHistory(path)
+	_, lines, bad, err := s.readHistory(path)
 	if err != nil {
 		return err
 	}
@@ -138,17 +107,17 @@ func (s *Store) AppendHistory(name string, record any) error {
 		}
 		skipped.MovedTo = ce.MovedTo
 	}
-	recs = append(recs, rec)
+	lines = append(lines, line)
 	limit := s.HistoryLimit
 	if limit <= 0 {
 		limit = DefaultHistory
 	}
-	if len(recs) > limit {
-		recs = recs[len(recs)-limit:]
+	if len(lines) > limit {
+		lines = lines[len(lines)-limit:]
 	}
 	var buf bytes.Buffer
-	for _, r := range recs {
-		buf.Write(r)
+	for _, l := range lines {
+		buf.Write(l)
 		buf.WriteByte('\n')
 	}
 	if err := WriteAtomic(path, buf.Bytes()); err != nil {
@@ -165,12 +134,12 @@ func (s *Store) AppendHistory(name string, record any) error {
 // records are skipped, and the records come back with a *SkippedError
 // (wrapping ErrCorrupt) that names them; the next AppendHistory moves the
 // file aside and drops them.
-func (s *Store) History(name string, n int) ([]json.RawMessage, error) {
+func (s *Store) History(name string, n int) ([]RunRecord, error) {
 	path, err := s.path(name, ".history.jsonl")
 	if err != nil {
 		return nil, err
 	}
-	recs, bad, err := s.readHistory(path)
+	recs, _, bad, err := s.readHistory(path)
 	if err != nil {
 		return nil, err
 	}

@@ -53,6 +53,11 @@ type Ledger struct {
 	// recorded its end; the next reader that holds the run lock writes its
 	// history record from what the ledger holds (engine: interrupted).
 	Run *RunMark `json:"run,omitempty"`
+	// ReleasedAt is when an operator last reset the contract (`contractd
+	// reset`): the daemon that runs it releases its hold-down and failure
+	// streak when this is newer than the last release it applied, so a
+	// reset made on any host reaches the owner of a shared contract.
+	ReleasedAt time.Time `json:"released_at,omitzero"`
 }
 
 // RunMark names a run whose effects are in the ledger before its history

@@ -24,6 +24,8 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"sort"
+	"strings"
 	"time"
 
 	"github.com/contractd/contractd/engine/guard"
@@ -66,8 +68,6 @@ type Store struct {
 	clock guard.Clock
 	// HistoryLimit bounds NAME.history.jsonl (DefaultHistory when zero).
 	HistoryLimit int
-	// checkRecord, when set, vets each history record (WithRecordCheck).
-	checkRecord func(json.RawMessage) error
 }
 
 // DefaultDir returns $XDG_STATE_HOME/contractd, falling back to
@@ -120,6 +120,39 @@ func CheckName(name string) error {
 		return fmt.Errorf("%w: %q", ErrName, name)
 	}
 	return nil
+}
+
+// stateSuffixes are the files a contract's state is kept in.
+var stateSuffixes = []string{".history.jsonl", ".snapshot.json", ".ledger.json"}
+
+// Contracts returns the names of the contracts that have state (a run
+// history, a snapshot or a ledger) in the directory, sorted. A directory
+// that does not exist has none; other read errors are returned.
+func (s *Store) Contracts() ([]string, error) {
+	ents, err := os.ReadDir(s.dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read state dir: %w", err)
+	}
+	set := map[string]bool{}
+	for _, e := range ents {
+		if e.IsDir() || strings.HasPrefix(e.Name(), ".") {
+			continue
+		}
+		for _, suf := range stateSuffixes {
+			if n, ok := strings.CutSuffix(e.Name(), suf); ok && n != "" {
+				set[n] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(set))
+	for n := range set {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out, nil
 }
 
 // path returns the file for a contract and suffix, or ErrName.

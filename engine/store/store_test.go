@@ -253,7 +253,7 @@ func TestWritesLeaveNoTempFiles(t *testing.T) {
 		if err := s.WriteSnapshot("c", map[string]any{"i": i}); err != nil {
 			t.Fatal(err)
 		}
-		if err := s.AppendHistory("c", map[string]int{"run": i}); err != nil {
+		if err := s.AppendHistory("c", run(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -274,7 +274,7 @@ func TestHistoryIsBounded(t *testing.T) {
 	dir := t.TempDir()
 	s := openAt(t, dir, guard.NewFakeClock(t0))
 	for i := 1; i <= DefaultHistory+5; i++ {
-		if err := s.AppendHistory("zulip-health", map[string]any{"run": i, "severity": "healthy"}); err != nil {
+		if err := s.AppendHistory("zulip-health", run(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -282,12 +282,12 @@ func TestHistoryIsBounded(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(all) != DefaultHistory || string(all[0]) != `{"run":6,"severity":"healthy"}` {
-		t.Fatalf("kept %d records starting %s, want %d starting with run 6", len(all), all[0], DefaultHistory)
+	if len(all) != DefaultHistory || all[0].RunID != "r6" {
+		t.Fatalf("kept %d records starting %+v, want %d starting with run 6", len(all), all[0], DefaultHistory)
 	}
 	last, _ := s.History("zulip-health", 2)
-	if len(last) != 2 || string(last[1]) != `{"run":205,"severity":"healthy"}` {
-		t.Errorf("last two = %s", last)
+	if len(last) != 2 || last[1].RunID != "r205" || last[1].OverallSeverity != "healthy" {
+		t.Errorf("last two = %+v", last)
 	}
 	none, err := s.History("never-ran", 10)
 	if len(none) != 0 || err != nil {
@@ -297,18 +297,10 @@ func TestHistoryIsBounded(t *testing.T) {
 
 func TestHistorySkipsAndReportsBadLines(t *testing.T) {
 	dir := t.TempDir()
-	check := func(b json.RawMessage) error {
-		var r struct {
-			Run int `json:"run"`
-		}
-		if err := json.Unmarshal(b, &r); err != nil {
-			return fmt.Errorf("not a run record: %v", err)
-		}
-		return nil
-	}
-	s := openAt(t, dir, guard.NewFakeClock(t0)).WithRecordCheck(check)
+	s := openAt(t, dir, guard.NewFakeClock(t0))
 	path := filepath.Join(dir, "c.history.jsonl")
-	content := "{\"run\":1}\n{\"run\":2\n[3]\n{\"run\":\"four\"}\nnull\n{\"run\":6}\n"
+	good := func(i int) string { b, _ := EncodeRecord(run(i)); return string(b) }
+	content := good(1) + "\n{\"run_id\":\"r2\"\n[3]\n{\"run_id\":4}\nnull\n" + good(6) + "\n"
 	os.WriteFile(path, []byte(content), 0o600)
 	for range 2 { // reading changes nothing: the second read says the same
 		recs, err := s.History("c", 0)
@@ -321,20 +313,20 @@ func TestHistorySkipsAndReportsBadLines(t *testing.T) {
 				t.Errorf("error %q lacks %q", err, want)
 			}
 		}
-		if len(recs) != 2 || string(recs[0]) != `{"run":1}` || string(recs[1]) != `{"run":6}` {
-			t.Errorf("records %s, want runs 1 and 6", recs)
+		if len(recs) != 2 || recs[0].RunID != "r1" || recs[1].RunID != "r6" {
+			t.Errorf("records %+v, want runs 1 and 6", recs)
 		}
 		if b, _ := os.ReadFile(path); string(b) != content {
 			t.Fatalf("History changed the file: %q", b)
 		}
 	}
 	last, _ := s.History("c", 1)
-	if len(last) != 1 || string(last[0]) != `{"run":6}` {
-		t.Errorf("last good record = %s", last)
+	if len(last) != 1 || last[0].RunID != "r6" {
+		t.Errorf("last good record = %+v", last)
 	}
 
 	// The next append keeps the good records and moves the old file aside.
-	err := s.AppendHistory("c", map[string]int{"run": 7})
+	err := s.AppendHistory("c", run(7))
 	var se *SkippedError
 	if !errors.As(err, &se) || se.MovedTo != path+".corrupt-20261129T193000Z" || !strings.Contains(err.Error(), "kept as c.history.jsonl.corrupt-20261129T193000Z") {
 		t.Fatalf("append over bad lines: err = %v", err)
@@ -343,16 +335,40 @@ func TestHistorySkipsAndReportsBadLines(t *testing.T) {
 		t.Errorf("moved file holds %q", moved)
 	}
 	recs, err := s.History("c", 0)
-	if err != nil || len(recs) != 3 || string(recs[2]) != `{"run":7}` {
-		t.Errorf("after append: %s %v", recs, err)
+	if err != nil || len(recs) != 3 || recs[2].RunID != "r7" {
+		t.Errorf("after append: %+v %v", recs, err)
+	}
+	if b, _ := os.ReadFile(path); !strings.HasPrefix(string(b), good(1)+"\n"+good(6)+"\n") {
+		t.Errorf("the good lines were not kept as they were: %q", b)
 	}
 }
 
-func TestAppendRefusesARecordThatIsNotAnObject(t *testing.T) {
+func TestAppendRefusesWhatIsNotARunRecord(t *testing.T) {
 	s := openAt(t, t.TempDir(), guard.NewFakeClock(t0))
-	if err := s.AppendHistory("c", []int{1}); err == nil || !strings.Contains(err.Error(), "not a JSON object") {
-		t.Errorf("err = %v", err)
+	for _, tc := range []struct {
+		name string
+		rec  RunRecord
+		want string
+	}{
+		{"no run id", RunRecord{StartedAt: t0}, "run_id missing"},
+		{"no start", RunRecord{RunID: "r1"}, "started_at missing"},
+		{"a null action", RunRecord{RunID: "r1", StartedAt: t0, Actions: []*Action{nil}}, "actions[0] is null"},
+		{"a null alert", RunRecord{RunID: "r1", StartedAt: t0, Alerts: []*Alert{nil}}, "alerts[0] is null"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := s.AppendHistory("c", tc.rec); err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("err = %v, want %q", err, tc.want)
+			}
+		})
 	}
+	if recs, err := s.History("c", 0); len(recs) != 0 || err != nil {
+		t.Errorf("refused records were kept: %+v %v", recs, err)
+	}
+}
+
+// run is a run record numbered i.
+func run(i int) RunRecord {
+	return RunRecord{RunID: fmt.Sprintf("r%d", i), StartedAt: t0.Add(time.Duration(i) * time.Minute), OverallSeverity: "healthy", Agents: map[string]string{"a": "healthy"}}
 }
 
 func TestNamesCannotEscapeTheDir(t *testing.T) {
@@ -544,5 +560,27 @@ func TestLedgerWindowCoversAgentOrWholeContract(t *testing.T) {
 	l.PruneWindows(t0.Add(2 * time.Hour))
 	if len(l.Maintenance) != 1 || l.Maintenance["abiba"] == nil {
 		t.Errorf("after pruning at +2h: %v, want only abiba's", l.Maintenance)
+	}
+}
+
+func TestContractsAreThoseWithState(t *testing.T) {
+	dir := t.TempDir()
+	s := openAt(t, dir, guard.NewFakeClock(t0))
+	if err := s.WriteLedger("b", NewLedger("b")); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.AppendHistory("a", run(1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteSnapshot("a", map[string]any{}); err != nil {
+		t.Fatal(err)
+	}
+	// Neither a lock, a scheduler file nor a file moved aside is state.
+	for _, f := range []string{"c.lock", "d.scheduler.json", "e.ledger.json.corrupt-20261129T193000Z", ".contractd-serve.lock"} {
+		os.WriteFile(filepath.Join(dir, f), nil, 0o600)
+	}
+	got, err := s.Contracts()
+	if err != nil || strings.Join(got, " ") != "a b" {
+		t.Fatalf("Contracts() = %v, %v; want a b", got, err)
 	}
 }

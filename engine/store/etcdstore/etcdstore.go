@@ -28,7 +28,6 @@ package etcdstore
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -86,9 +85,6 @@ type Options struct {
 	// that must answer without quorum, at the price of lagging a member
 	// that is behind. Runs and operators read linearizably.
 	Serializable bool
-	// RecordCheck vets each history record read, as
-	// store.Store.WithRecordCheck does.
-	RecordCheck func(json.RawMessage) error
 }
 
 // Store is the etcd backend. It is safe for concurrent use.
@@ -513,23 +509,20 @@ func (s *Store) put(name, what string, ops ...clientv3.Op) error {
 }
 
 // AppendHistory adds one run record under a key that sorts by time, and
-// drops the oldest beyond Options.HistoryLimit. It fails when the record
-// is not a JSON object the record check accepts, with store.ErrFenced, or
-// with store.ErrUnavailable.
-func (s *Store) AppendHistory(name string, record any) error {
+// drops the oldest beyond Options.HistoryLimit. It fails when rec is not a
+// run record (store.RunRecord.Check), with store.ErrFenced, or with
+// store.ErrUnavailable.
+func (s *Store) AppendHistory(name string, rec store.RunRecord) error {
 	dir, err := s.key(name, "history/")
 	if err != nil {
 		return err
 	}
-	rec, err := json.Marshal(record)
+	b, err := store.EncodeRecord(rec)
 	if err != nil {
-		return fmt.Errorf("encode run record %s: %w", name, err)
-	}
-	if err := store.CheckRecord(rec, s.opts.RecordCheck); err != nil {
-		return fmt.Errorf("encode run record %s: %w", name, err)
+		return fmt.Errorf("%s: %w", name, err)
 	}
 	key := fmt.Sprintf("%s%020d-%08x", dir, s.opts.Clock.Now().UnixNano(), rand.Uint32())
-	if err := s.put(name, "append history", clientv3.OpPut(key, string(rec))); err != nil {
+	if err := s.put(name, "append history", clientv3.OpPut(key, string(b))); err != nil {
 		return err
 	}
 	resp, err := s.get(dir, clientv3.WithPrefix(), clientv3.WithCountOnly())
@@ -549,7 +542,7 @@ func (s *Store) AppendHistory(name string, record any) error {
 // n <= 0). Records that are not run records are left out and named by a
 // *store.SkippedError returned beside the good ones. It fails with
 // store.ErrUnavailable when etcd cannot be reached.
-func (s *Store) History(name string, n int) ([]json.RawMessage, error) {
+func (s *Store) History(name string, n int) ([]store.RunRecord, error) {
 	dir, err := s.key(name, "history/")
 	if err != nil {
 		return nil, err
@@ -565,15 +558,15 @@ func (s *Store) History(name string, n int) ([]json.RawMessage, error) {
 	if err != nil {
 		return nil, unavailable("read history "+name, err)
 	}
-	var recs []json.RawMessage
+	var recs []store.RunRecord
 	var bad []store.BadLine
 	for i := len(resp.Kvs) - 1; i >= 0; i-- {
-		v := resp.Kvs[i].Value
-		if err := store.CheckRecord(v, s.opts.RecordCheck); err != nil {
+		r, err := store.DecodeRecord(resp.Kvs[i].Value)
+		if err != nil {
 			bad = append(bad, store.BadLine{Line: len(resp.Kvs) - i, Err: fmt.Errorf("%s: %w", resp.Kvs[i].Key, err)})
 			continue
 		}
-		recs = append(recs, json.RawMessage(v))
+		recs = append(recs, r)
 	}
 	if len(bad) > 0 {
 		return recs, &store.SkippedError{Path: dir, Lines: bad}

@@ -2,7 +2,6 @@ package etcdstore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -30,6 +29,11 @@ func cluster(t *testing.T) *clientv3.Client {
 	}
 	t.Cleanup(func() { cli.Close() })
 	return cli
+}
+
+// record is a run record numbered i.
+func record(i int) store.RunRecord {
+	return store.RunRecord{RunID: fmt.Sprint(i), StartedAt: time.Now().UTC(), OverallSeverity: "healthy"}
 }
 
 // owner wins the election of contract name on a session of its own, and
@@ -81,7 +85,7 @@ func TestStoreKeepsTheStateOfAContract(t *testing.T) {
 	}
 
 	for i := 0; i < 5; i++ {
-		if err := s.AppendHistory("svc", map[string]any{"run_id": fmt.Sprint(i)}); err != nil {
+		if err := s.AppendHistory("svc", record(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -89,10 +93,24 @@ func TestStoreKeepsTheStateOfAContract(t *testing.T) {
 	if err != nil || len(recs) != 3 {
 		t.Fatalf("history of 5 runs with a limit of 3: %d records, %v", len(recs), err)
 	}
-	var first map[string]any
-	_ = json.Unmarshal(recs[0], &first)
-	if first["run_id"] != "2" {
-		t.Fatalf("oldest kept record is %v, want run 2", first["run_id"])
+	if recs[0].RunID != "2" {
+		t.Fatalf("oldest kept record is %v, want run 2", recs[0].RunID)
+	}
+	if err := s.AppendHistory("svc", store.RunRecord{RunID: "no start"}); err == nil || !strings.Contains(err.Error(), "started_at missing") {
+		t.Fatalf("a record without a start: %v", err)
+	}
+	// A value under the history that is not a run record is left out and
+	// named.
+	if _, err := cli.Put(context.Background(), "/t/contracts/svc/history/99999999999999999999-bad", `{"run_id": 7}`); err != nil {
+		t.Fatal(err)
+	}
+	recs, err = s.History("svc", 0)
+	var se *store.SkippedError
+	if !errors.As(err, &se) || len(recs) != 3 || !strings.Contains(err.Error(), "-bad: not a run record") {
+		t.Fatalf("history with a bad value: %d records, %v", len(recs), err)
+	}
+	if names, err := s.Contracts(); err != nil || strings.Join(names, " ") != "svc" {
+		t.Fatalf("Contracts() = %v, %v", names, err)
 	}
 }
 
@@ -259,7 +277,7 @@ func TestWritesRideOutLeaderKills(t *testing.T) {
 			if err := s.WriteSnapshot("svc", map[string]any{"i": i}); err != nil {
 				r.errs = append(r.errs, fmt.Errorf("write %d: snapshot: %w", i, err))
 			}
-			if err := s.AppendHistory("svc", map[string]any{"run_id": fmt.Sprint(i)}); err != nil {
+			if err := s.AppendHistory("svc", record(i)); err != nil {
 				r.errs = append(r.errs, fmt.Errorf("write %d: history: %w", i, err))
 			}
 			r.longest = max(r.longest, time.Since(start))
