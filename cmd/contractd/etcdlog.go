@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -9,6 +10,8 @@ import (
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // The etcd client logs with zap. Its warnings and errors (a member that
@@ -73,9 +76,15 @@ func (c *etcdCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.Che
 	return ce
 }
 
-// Write logs the entry, unless the same message was logged less than
-// repeatWindow ago.
+// Write logs the entry, unless it is about a request its caller
+// cancelled (the caller's decision: a shutdown, a campaign given up) or
+// the same message was logged less than repeatWindow ago.
 func (c *etcdCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
+	for _, f := range fields {
+		if err, ok := f.Interface.(error); ok && f.Type == zapcore.ErrorType && (status.Code(err) == codes.Canceled || errors.Is(err, context.Canceled)) {
+			return nil
+		}
+	}
 	held, ok := c.repeats.allow(e.Message)
 	if !ok {
 		return nil

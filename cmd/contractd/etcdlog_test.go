@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 )
 
 // The etcd client's warnings and errors reach contractd's log at their
@@ -28,6 +30,7 @@ func TestEtcdClientLogReachesOurLogAtItsLevel(t *testing.T) {
 	zl := zap.New(core).With(zap.String("target", "etcd-endpoints://x"))
 
 	zl.Info("dialing")
+	zl.Warn("retrying of unary invoker failed", zap.Error(status.Error(codes.Canceled, "context canceled"))) // the caller's own doing
 	zl.Warn("retrying of unary invoker failed", zap.Error(errors.New("etcdserver: no leader")), zap.Uint("attempt", 0))
 	zl.Error("auth failed", zap.Error(errors.New("authentication failed, invalid user ID or password")))
 	zl.Warn("retrying of unary invoker failed", zap.Uint("attempt", 1))

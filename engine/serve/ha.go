@@ -448,14 +448,16 @@ func (h *HA) watch(ctx context.Context) {
 }
 
 // ask puts the watch's question to etcd, once per endpoint at once, and
-// returns nil as soon as one answer comes, else the last error.
+// returns nil as soon as one answer comes, else the last error. The other
+// questions are left to end by their own deadline, not cancelled: a
+// cancelled request is logged by the client as a failed one.
 func (h *HA) ask(ctx context.Context) error {
-	pctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), h.probe)
-	defer cancel()
 	n := max(len(h.cfg.Client.Endpoints()), 1)
 	errs := make(chan error, n)
 	for i := 0; i < n; i++ {
 		go func() {
+			pctx, cancel := context.WithTimeout(clientv3.WithRequireLeader(ctx), h.probe)
+			defer cancel()
 			_, err := h.cfg.Client.Get(pctx, h.cfg.Prefix+"nodes/", clientv3.WithPrefix(), clientv3.WithCountOnly())
 			errs <- err
 		}()
@@ -564,7 +566,26 @@ func (h *HA) reconcile(ctx context.Context, s *concurrency.Session) {
 			h.resign(st.c)
 			h.log.Info("contract handed over: rendezvous now gives it to another node", "contract", st.name, "node", h.cfg.Node, "to", h.Preferred(st.name))
 			h.notify(st.name, false, "")
+		case !st.mine && !st.owned && !st.going && leaders[st.name] == h.cfg.Node:
+			h.dropOrphan(ctx, s, st.name)
 		}
+	}
+}
+
+// dropOrphan deletes this session's candidate key in contract name's
+// election, which leads though this instance does not campaign: a campaign
+// cancelled (resigned) while its key was being written left it, and
+// nothing else would delete it while the session lives, so the instance
+// that should own the contract would wait behind it for ever.
+func (h *HA) dropOrphan(ctx context.Context, s *concurrency.Session, name string) {
+	// The election's prefix is owners/NAME/, and concurrency.Election
+	// adds a "/" of its own before the lease.
+	key := fmt.Sprintf("%sowners/%s//%x", h.cfg.Prefix, name, s.Lease())
+	rctx, cancel := context.WithTimeout(ctx, h.cfg.TTL)
+	defer cancel()
+	resp, err := h.cfg.Client.Delete(rctx, key)
+	if err == nil && resp.Deleted > 0 {
+		h.log.Warn("contract election: dropped this node's key left by a cancelled campaign", "contract", name, "node", h.cfg.Node)
 	}
 }
 
