@@ -44,7 +44,11 @@ func (d *Daemon) isRunning(name string) bool {
 // snapshot any instance wrote, at once when that is past or when a run was
 // stopped before its end (the ledger still names it); a contract nobody
 // ran yet starts as on a fresh start.
-func (d *Daemon) ownershipChanged(name string, owned bool, from string) {
+func (d *Daemon) ownershipChanged(name string, _ bool, from string) {
+	// HA tells of a win and a loss from different goroutines, so a notice
+	// may come after a later change (won, then handed over before the win
+	// was told): what HA holds now is the truth, not what the notice says.
+	owned := d.mode(name) == Owned
 	d.metrics.setOwned(name, owned)
 	e := d.entry(name)
 	if e == nil {

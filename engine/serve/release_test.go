@@ -65,3 +65,38 @@ func TestSharedLedgerReleaseReachesTheOwnersHoldDown(t *testing.T) {
 		t.Errorf("the release was not logged:\n%s", strings.Join(h.logs.lines, "\n"))
 	}
 }
+
+// HA tells of a win and a loss from different goroutines, so a notice can
+// come late, after the ownership changed again: the daemon acts on what
+// HA holds, never on a stale notice (a handover told before the win it
+// followed left contractd_contract_owned 1 on a node that did not own the
+// contract).
+func TestALateOwnershipNoticeDoesNotOverrideTheTruth(t *testing.T) {
+	t.Parallel()
+	c, err := etcdcluster.Start(t.TempDir(), 1, etcdcluster.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(c.Close)
+	cli, err := clientv3.New(clientv3.Config{Endpoints: strings.Split(c.Endpoints(), ","), DialTimeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cli.Close() })
+	ha, err := NewHA(HAConfig{Client: cli, Node: "a", Prefix: "/t/", TTL: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	writeContract(t, dir, "c", "1", "1h", false)
+	h := startDaemon(t, Config{Dir: dir, StateDir: t.TempDir(), Runner: &fakeRunner{}, HA: ha})
+	owned := func() float64 { v, _ := h.metric(`contractd_contract_owned{contract="c"}`); return v }
+	h.waitFor(20*time.Second, "the only node owns c", func() bool { return owned() == 1 })
+	h.d.ownershipChanged("c", false, "") // a loss told late: the node owns c again
+	if v := owned(); v != 1 {
+		t.Fatalf("contractd_contract_owned = %v after a stale loss notice, want 1: the node owns c", v)
+	}
+	if v, ok := h.metric(`contractd_runs_total{contract="c",result="ok"}`); !ok || v != 0 {
+		t.Fatalf("runs_total{ok} = %v (exported: %v), want the owner's series, at 0", v, ok)
+	}
+}
