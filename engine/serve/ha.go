@@ -107,9 +107,28 @@ type HA struct {
 type claim struct {
 	campaign context.CancelFunc // set while campaigning
 	el       *concurrency.Election
-	owned    bool
-	key      string // the election key while owned
-	rev      int64  // its create revision: what every write compares
+	// ended is closed when the last campaign's goroutine has returned,
+	// its key resigned if it had to be: a campaign of the same session
+	// has the same key (the contract's, under the session's lease), so a
+	// new one waits for the last to end rather than share its key and
+	// have it deleted under it.
+	ended chan struct{}
+	owned bool
+	key   string // the election key while owned
+	rev   int64  // its create revision: what every write compares
+}
+
+// idle reports whether no campaign of the claim is still ending.
+func (c *claim) idle() bool {
+	if c.ended == nil {
+		return true
+	}
+	select {
+	case <-c.ended:
+		return true
+	default:
+		return false
+	}
 }
 
 // NewHA checks cfg and returns the instance's HA state; nothing talks to
@@ -290,7 +309,11 @@ func (h *HA) setContracts(names []string) {
 
 // resign gives up a claim: a campaign is cancelled (which deletes its key),
 // a lead is resigned.
-func (h *HA) resign(c *claim) {
+//
+// It reports whether the claim was owned when it gave it up: a campaign
+// may have been won since the caller looked, and then the loss must be
+// told like any other.
+func (h *HA) resign(c *claim) bool {
 	h.mu.Lock()
 	cancel, el, owned := c.campaign, c.el, c.owned
 	c.campaign, c.el, c.owned, c.key, c.rev = nil, nil, false, "", 0
@@ -306,6 +329,7 @@ func (h *HA) resign(c *claim) {
 		defer done()
 		_ = el.Resign(ctx) // when it fails, the lease ends it
 	}
+	return owned
 }
 
 // run keeps the session, polls nodes and owners, and campaigns or resigns
@@ -541,9 +565,9 @@ func (h *HA) reconcile(ctx context.Context, s *concurrency.Session) {
 	sort.Strings(live)
 
 	type standing struct {
-		name               string
-		c                  *claim
-		mine, owned, going bool
+		name                     string
+		c                        *claim
+		mine, owned, going, idle bool
 	}
 	var all []standing
 	h.mu.Lock()
@@ -552,20 +576,21 @@ func (h *HA) reconcile(ctx context.Context, s *concurrency.Session) {
 		h.seen[name] = o
 	}
 	for name, c := range h.claims {
-		all = append(all, standing{name, c, h.preferredLocked(name) == h.cfg.Node, c.owned, c.campaign != nil})
+		all = append(all, standing{name, c, h.preferredLocked(name) == h.cfg.Node, c.owned, c.campaign != nil, c.idle()})
 	}
 	busy := h.busy
 	h.mu.Unlock()
 	for _, st := range all {
 		switch {
-		case st.mine && !st.owned && !st.going:
+		case st.mine && !st.owned && !st.going && st.idle:
 			h.campaign(ctx, s, st.name, st.c)
-		case !st.mine && st.going && !st.owned:
-			h.resign(st.c)
-		case !st.mine && st.owned && (busy == nil || !busy(st.name)):
-			h.resign(st.c)
-			h.log.Info("contract handed over: rendezvous now gives it to another node", "contract", st.name, "node", h.cfg.Node, "to", h.Preferred(st.name))
-			h.notify(st.name, false, "")
+		case !st.mine && (st.going && !st.owned || st.owned && (busy == nil || !busy(st.name))):
+			// A campaign given up may have been won since the snapshot:
+			// then it is a handover like the other.
+			if h.resign(st.c) {
+				h.log.Info("contract handed over: rendezvous now gives it to another node", "contract", st.name, "node", h.cfg.Node, "to", h.Preferred(st.name))
+				h.notify(st.name, false, "")
+			}
 		case !st.mine && !st.owned && !st.going && leaders[st.name] == h.cfg.Node:
 			h.dropOrphan(ctx, s, st.name)
 		}
@@ -624,10 +649,12 @@ func (h *HA) Preferred(name string) string {
 func (h *HA) campaign(ctx context.Context, s *concurrency.Session, name string, c *claim) {
 	cctx, cancel := context.WithCancel(ctx)
 	el := concurrency.NewElection(s, h.cfg.Prefix+"owners/"+name+"/")
+	ended := make(chan struct{})
 	h.mu.Lock()
-	c.campaign, c.el = cancel, el
+	c.campaign, c.el, c.ended = cancel, el, ended
 	h.mu.Unlock()
 	go func() {
+		defer close(ended)
 		err := el.Campaign(cctx, h.cfg.Node)
 		h.mu.Lock()
 		if c.el != el {
