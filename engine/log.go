@@ -103,20 +103,6 @@ func (h *logfHandler) WithGroup(name string) slog.Handler {
 // discardLogger logs nothing.
 var discardLogger = slog.New(slog.DiscardHandler)
 
-// logAt logs msg at level through l's leveled methods.
-func logAt(l *slog.Logger, level slog.Level, msg string, args ...any) {
-	switch {
-	case level >= slog.LevelError:
-		l.Error(msg, args...)
-	case level >= slog.LevelWarn:
-		l.Warn(msg, args...)
-	case level >= slog.LevelInfo:
-		l.Info(msg, args...)
-	default:
-		l.Debug(msg, args...)
-	}
-}
-
 // event logs one event of the run at level, with the run's contract and
 // run_id; msg and every string or error value in args (key, value pairs or
 // slog.Attrs) are redacted and made Printable.
@@ -125,7 +111,7 @@ func (r *run) event(level slog.Level, msg string, args ...any) {
 	for i, a := range args {
 		clean[i] = r.cleanValue(a)
 	}
-	logAt(r.log, level, r.clean(msg), clean...)
+	r.log.Log(context.Background(), level, r.clean(msg), clean...)
 }
 
 // unitEvent is event about unit u: its agent (or stage, for an agentless
@@ -161,7 +147,7 @@ func (r *run) logMessage(m notify.Message) {
 	for i, a := range args {
 		clean[i] = r.cleanValue(a)
 	}
-	logAt(r.log, level, r.clean(m.Text), clean...)
+	r.log.Log(context.Background(), level, r.clean(m.Text), clean...)
 }
 
 // logEnd logs how a run ended, unless the engine failed (the caller says
@@ -189,6 +175,6 @@ func logEnd(log *slog.Logger, rep *Report, err error) {
 	if rep.OverallSeverity == contracts.SeverityHealthy && len(rep.Actions) == 0 && len(rep.Alerts) == 0 && len(rep.Errors) == 0 {
 		level = slog.LevelDebug
 	}
-	logAt(log, level, "run finished", "severity", rep.OverallSeverity.String(), "duration_ms", rep.DurationMS,
+	log.Log(context.Background(), level, "run finished", "severity", rep.OverallSeverity.String(), "duration_ms", rep.DurationMS,
 		"repairs_ran", ran, "repairs_failed", failed, "alerts", len(rep.Alerts), "errors", len(rep.Errors))
 }

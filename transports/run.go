@@ -46,7 +46,7 @@ func (l logger) event(level slog.Level, secrets []string, target fmt.Stringer, f
 	msg := Printable(Redact(fmt.Sprintf(format, args...), secrets))
 	name := Printable(target.String())
 	if l.slog != nil {
-		logAt(l.slog, level, msg, "target", name)
+		l.slog.Log(context.Background(), level, msg, "target", name)
 		return
 	}
 	l.logf("%s: %s", name, msg)
@@ -65,25 +65,10 @@ func (l logger) failed(secrets []string, target fmt.Stringer, err error) {
 	}
 	msg := Printable(Redact(err.Error(), secrets))
 	if l.slog != nil {
-		logAt(l.slog, slog.LevelWarn, msg, "target", Printable(target.String()))
+		l.slog.Log(context.Background(), slog.LevelWarn, msg, "target", Printable(target.String()))
 		return
 	}
 	l.logf("%s", msg)
-}
-
-// logAt logs msg at level through l's leveled methods (they bring the
-// context slog wants; logging takes no deadline).
-func logAt(l *slog.Logger, level slog.Level, msg string, args ...any) {
-	switch {
-	case level >= slog.LevelError:
-		l.Error(msg, args...)
-	case level >= slog.LevelWarn:
-		l.Warn(msg, args...)
-	case level >= slog.LevelInfo:
-		l.Info(msg, args...)
-	default:
-		l.Debug(msg, args...)
-	}
 }
 
 func (l logger) debug(secrets []string, target fmt.Stringer, format string, args ...any) {
