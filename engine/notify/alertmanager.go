@@ -1,13 +1,11 @@
 package notify
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
-	"net/http"
 	"net/url"
 	"strings"
 	"sync"
@@ -210,18 +208,7 @@ func (a *Alertmanager) post(ctx context.Context, alerts []PostableAlert) []error
 			defer wg.Done()
 			p := t.post
 			p.secrets = []string{bearer}
-			err := p.do(ctx, func(ctx context.Context) (*http.Request, error) {
-				req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.endpoint, bytes.NewReader(body))
-				if err != nil {
-					return nil, err
-				}
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("User-Agent", "contractd")
-				if bearer != "" {
-					req.Header.Set("Authorization", "Bearer "+bearer)
-				}
-				return req, nil
-			}, nil)
+			err := p.do(ctx, postJSON(t.endpoint, body, bearer), nil)
 			if err != nil {
 				mu.Lock()
 				errs = append(errs, err)

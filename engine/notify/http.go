@@ -1,6 +1,7 @@
 package notify
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -40,6 +41,23 @@ func newPoster(deps Deps, rawURL string, timeout time.Duration, retries int, bac
 		return p, fmt.Errorf("%w: timeout and backoff must be positive, retries at least 0", ErrConfig)
 	}
 	return p, nil
+}
+
+// postJSON builds a POST of a JSON body to url, with the bearer token
+// when there is one: what the webhook and alertmanager routes send.
+func postJSON(url string, body []byte, bearer string) func(context.Context) (*http.Request, error) {
+	return func(ctx context.Context) (*http.Request, error) {
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("User-Agent", "contractd")
+		if bearer != "" {
+			req.Header.Set("Authorization", "Bearer "+bearer)
+		}
+		return req, nil
+	}
 }
 
 // redactURL keeps only the scheme and host of a URL-looking string.

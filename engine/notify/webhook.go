@@ -1,11 +1,9 @@
 package notify
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/http"
 
 	"github.com/contractd/contractd/contracts"
 )
@@ -66,18 +64,7 @@ func (w *Webhook) Notify(ctx context.Context, m Message) error {
 	}
 	post := w.post
 	post.secrets = []string{w.url, bearer}
-	err = post.do(ctx, func(ctx context.Context) (*http.Request, error) {
-		req, err := http.NewRequestWithContext(ctx, http.MethodPost, w.url, bytes.NewReader(body))
-		if err != nil {
-			return nil, err
-		}
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("User-Agent", "contractd")
-		if bearer != "" {
-			req.Header.Set("Authorization", "Bearer "+bearer)
-		}
-		return req, nil
-	}, nil)
+	err = post.do(ctx, postJSON(w.url, body, bearer), nil)
 	if err != nil {
 		return err
 	}
