@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine/notify"
@@ -157,4 +158,31 @@ func dirStore(t *testing.T, dir string) *store.Store {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// runOnPool runs c once through the real transports of pool with a fresh
+// engine (a state dir of its own, no wait for a grace), as a new process
+// would; opts adds to the engine's options.
+func runOnPool(t *testing.T, pool *transports.Pool, c *contracts.Contract, opts Options) *Report {
+	t.Helper()
+	opts.StateDir, opts.Opener = t.TempDir(), PoolOpener{Pool: pool}
+	opts.Sleep = func(context.Context, time.Duration) error { return nil }
+	eng, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	rep, err := eng.Run(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
+}
+
+// localPool is a transport pool closed when the test ends.
+func localPool(t *testing.T, opts transports.PoolOptions) *transports.Pool {
+	pool := transports.NewPool(opts)
+	t.Cleanup(func() { pool.Close() })
+	return pool
 }

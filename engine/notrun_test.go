@@ -1,9 +1,7 @@
 package engine
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/transports"
@@ -41,27 +39,13 @@ Expected: ` + "`never`" + `
 
 Expected: ` + "`after`" + `
 `
-	c, diags := contracts.Parse("cut.md", []byte(src), contracts.Options{})
-	if diags.HasErrors() {
-		t.Fatal(diags.Err())
-	}
+	c := parse(t, src)
 	for _, resident := range []bool{false, true} {
 		opts := transports.PoolOptions{}
 		if resident {
 			opts.Resident = &transports.ResidentOptions{}
 		}
-		pool := transports.NewPool(opts)
-		defer pool.Close()
-		eng, err := New(Options{StateDir: t.TempDir(), Opener: PoolOpener{Pool: pool}, Sleep: func(context.Context, time.Duration) error { return nil }})
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		rep, err := eng.Run(ctx, c)
-		if err != nil {
-			t.Fatal(err)
-		}
+		rep := runOnPool(t, localPool(t, opts), c, Options{})
 		st := rep.Stages[0].Steps
 		if len(st) != 3 || st[0].Severity != contracts.SeverityHealthy {
 			t.Fatalf("resident %v: steps %+v", resident, st)

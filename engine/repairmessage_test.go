@@ -1,14 +1,12 @@
 package engine
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/transports"
 )
 
@@ -44,28 +42,15 @@ targets:
 |-----------|--------|---------|
 | ` + "`st.stdout == \"stopped\"`" + ` | ` + "`cat " + filepath.Join(dir, "next") + " > " + state + "`" + ` | restarted {{.Unit}} (was: {{.Findings}}) |
 `
-	c, diags := contracts.Parse("msg.md", []byte(src), contracts.Options{})
-	if diags.HasErrors() {
-		t.Fatal(diags.Err())
-	}
-	pool := transports.NewPool(transports.PoolOptions{})
-	defer pool.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	c := parse(t, src)
+	pool := localPool(t, transports.PoolOptions{})
 	for _, tc := range []struct{ next, want, not string }{
 		{"running", "restarted svc (was: ", "did not help"},
 		{"stopped", "did not help", "restarted svc"},
 	} {
-		eng, err := New(Options{StateDir: t.TempDir(), Opener: PoolOpener{Pool: pool}, Sleep: func(context.Context, time.Duration) error { return nil }})
-		if err != nil {
-			t.Fatal(err)
-		}
 		os.WriteFile(state, []byte("stopped\n"), 0o644)
 		os.WriteFile(filepath.Join(dir, "next"), []byte(tc.next+"\n"), 0o644)
-		rep, err := eng.Run(ctx, c)
-		if err != nil {
-			t.Fatal(err)
-		}
+		rep := runOnPool(t, pool, c, Options{})
 		var texts []string
 		for _, a := range rep.Alerts {
 			texts = append(texts, a.Text)

@@ -1,12 +1,10 @@
 package engine
 
 import (
-	"context"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/transports"
 )
 
@@ -38,22 +36,7 @@ targets:
 |-----------|--------|
 | ` + "`st.stdout == \"stopped\"`" + ` | ` + "`sleep 60`" + ` |
 `
-	c, diags := contracts.Parse("slowfix.md", []byte(src), contracts.Options{})
-	if diags.HasErrors() {
-		t.Fatal(diags.Err())
-	}
-	pool := transports.NewPool(transports.PoolOptions{})
-	defer pool.Close()
-	eng, err := New(Options{StateDir: t.TempDir(), Opener: PoolOpener{Pool: pool}, StepTimeout: time.Second, Sleep: func(context.Context, time.Duration) error { return nil }})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	rep, err := eng.Run(ctx, c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := runOnPool(t, localPool(t, transports.PoolOptions{}), parse(t, src), Options{StepTimeout: time.Second})
 	if len(rep.Actions) != 1 {
 		t.Fatalf("actions %+v", rep.Actions)
 	}

@@ -1,14 +1,11 @@
 package engine
 
 import (
-	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine/guard"
 	"github.com/contractd/contractd/transports"
 )
@@ -47,28 +44,15 @@ notify:
 |-----------|--------|
 | ` + "`st.stdout == \"stopped\"`" + ` | ` + "`cat " + filepath.Join(dir, "next") + " > " + state + "`" + ` |
 `
-	c, diags := contracts.Parse("starter.md", []byte(src), contracts.Options{})
-	if diags.HasErrors() {
-		t.Fatal(diags.Err())
-	}
-	pool := transports.NewPool(transports.PoolOptions{})
-	defer pool.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
+	c := parse(t, src)
+	pool := localPool(t, transports.PoolOptions{})
 	for _, tc := range []struct{ next, verify, word string }{
 		{"starting", guard.Undecided, "undecided"},
 		{"running", guard.Remediated, "repaired"},
 	} {
-		eng, err := New(Options{StateDir: t.TempDir(), Opener: PoolOpener{Pool: pool}, Sleep: func(context.Context, time.Duration) error { return nil }})
-		if err != nil {
-			t.Fatal(err)
-		}
 		os.WriteFile(state, []byte("stopped\n"), 0o644)
 		os.WriteFile(filepath.Join(dir, "next"), []byte(tc.next+"\n"), 0o644)
-		rep, err := eng.Run(ctx, c)
-		if err != nil {
-			t.Fatal(err)
-		}
+		rep := runOnPool(t, pool, c, Options{})
 		if len(rep.Actions) != 1 || rep.Actions[0].Verify != tc.verify {
 			t.Fatalf("%s: actions %+v; want verify %q", tc.next, rep.Actions[0], tc.verify)
 		}
