@@ -90,3 +90,45 @@ func TestSnapshotFieldReportedNullIsNull(t *testing.T) {
 		t.Fatalf("an unreachable run lost the last seen value: %v", abiba)
 	}
 }
+
+// TestTemplateThatReadsTheOutcomeShapesEveryRepair: a Message template that
+// reads {{.Verify}} says the outcome itself, so it shapes a repair that did
+// not help too.
+func TestTemplateThatReadsTheOutcomeShapesEveryRepair(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	src := "---\n" + `kind: responsibility
+name: msg
+version: 1.0.0
+runtime_contract: 2
+agent: svc
+guards: {grace: 0s}
+targets:
+  box: {local: true}
+` + "---\n" + `
+# Msg
+
+## Execution
+
+### Svc {#svc agent=svc on=box}
+
+` + "```sh {id=st}\ncat " + state + "\n```" + `
+
+| Field | Healthy | Critical |
+|-------|---------|----------|
+| ` + "`stdout`" + ` | ` + "`running`" + ` | ` + "`stopped`" + ` |
+
+| Condition | Action | Message |
+|-----------|--------|---------|
+| ` + "`st.stdout == \"stopped\"`" + ` | ` + "`true`" + ` | restart of {{.Unit}}: {{.Verify}} |
+`
+	os.WriteFile(state, []byte("stopped\n"), 0o644)
+	rep := runOnPool(t, localPool(t, transports.PoolOptions{}), parse(t, src), Options{})
+	var texts []string
+	for _, a := range rep.Alerts {
+		texts = append(texts, a.Text)
+	}
+	if all := strings.Join(texts, "\n"); !strings.Contains(all, "restart of svc: remediation failed") {
+		t.Fatalf("messages %q; want the template, saying the repair failed", all)
+	}
+}
