@@ -193,8 +193,7 @@ func evalBool(p *vm.Program, env map[string]any) (bool, error) {
 	if err != nil {
 		// expr's message goes on with the source and a caret under the
 		// column on lines of their own; the row's position says where.
-		msg, _, _ := strings.Cut(err.Error(), "\n")
-		return false, errors.New(msg)
+		return false, errors.New(steps.FirstLine(err.Error()))
 	}
 	b, _ := out.(bool)
 	return b, nil

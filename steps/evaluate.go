@@ -136,7 +136,7 @@ func EvaluateRow(row *contracts.HealthRow, env map[string]any) (contracts.Severi
 			env["it"] = it
 		}
 		if err != nil {
-			errs = append(errs, firstLine(err.Error()))
+			errs = append(errs, FirstLine(err.Error()))
 			continue
 		}
 		if b, ok := out.(bool); ok && b {
@@ -196,7 +196,9 @@ func numericString(v any) (float64, bool) {
 	return n, err == nil
 }
 
-func firstLine(s string) string {
+// FirstLine is s up to its first newline: expr's errors go on with the
+// source and a caret on lines of their own.
+func FirstLine(s string) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
 		return s[:i]
 	}
