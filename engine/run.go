@@ -196,11 +196,7 @@ func (r *run) do(ctx context.Context) (*Report, error) {
 func (r *run) open() error {
 	c, rep, now := r.c, r.rep, r.e.opts.Now()
 	r.notifiers = r.buildNotifiers()
-	r.chain = guard.NewChain(c.Guards, clockFunc(r.e.opts.Now))
-	r.chain.Every = c.Schedule.Every // slow_retry's factor multiplies it
-	if b := c.Guards.BlastRadius; b != nil {
-		r.chain.Blast = guard.BlastRadius{MaxRepairs: b.MaxRepairs, Trip: b.Trip, MinUnits: b.MinUnits, Clock: r.chain.Clock}
-	}
+	r.chain = guard.NewChain(c.Guards, c.Schedule, clockFunc(r.e.opts.Now))
 	var err error
 	r.ledger, err = r.st.ReadLedger(c.Name)
 	if errors.Is(err, store.ErrUnavailable) {

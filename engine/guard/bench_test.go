@@ -11,7 +11,7 @@ import (
 // a unit with a day of history; the engine's per-step budget is 1 ms.
 func BenchmarkDecide(b *testing.B) {
 	clock := NewFakeClock(t0)
-	c := NewChain(zulipGuards, clock)
+	c := NewChain(zulipGuards, contracts.Schedule{}, clock)
 	u := &Unit{}
 	for range 100 {
 		c.RecordRepair(u, "stuck", 0)

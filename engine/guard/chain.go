@@ -19,20 +19,12 @@ const (
 	StatusDryRun     = "dry-run"     // --dry-run: every guard allowed it, nothing runs
 )
 
-// Guard names, as they appear in a Verdict and its Trace, in chain order.
+// The names of the two steps that close every chain, after the guards of
+// the table: each guard's own name is beside its type (GuardDebounce in
+// debounce.go, …).
 const (
-	GuardMaintenance = "maintenance"
-	GuardSeverity    = "severity"
-	GuardTiers       = "tiers"
-	GuardCrashLoop   = "crash-loop"
-	GuardBlastRadius = "blast-radius"
-	GuardGrace       = "grace"
-	GuardSlowRetry   = "slow-retry"
-	GuardHysteresis  = "hysteresis"
-	GuardBudget      = "budget"
-	GuardDebounce    = "debounce"
-	GuardReportOnly  = "report-only"
-	GuardDryRun      = "dry-run"
+	GuardReportOnly = "report-only"
+	GuardDryRun     = "dry-run"
 )
 
 // Reminder intervals of an open incident: the first after DefaultRepeat
@@ -108,51 +100,75 @@ type Candidate struct {
 	// The engine must not record anything in dry-run.
 	DryRun bool
 	// Fleet is the whole contract's state in this run, for the
-	// blast-radius guard (Chain.Blast).
+	// blast-radius guard.
 	Fleet Fleet
 	// Maintenance is the operator's window covering the unit, if any.
 	Maintenance *Window
 }
 
-// Chain runs the guards in a fixed order for one candidate repair and
-// records what happened. The order is:
+// Guard is one rule of the chain: its answer for one candidate repair of a
+// unit allows the repair, or says what the guard imposes instead (pending,
+// blocked, escalate, alert) and why. Decide reads u and the candidate and
+// changes nothing: the engine records what it did afterwards, with the
+// chain's Record methods.
+type Guard interface {
+	// Name is the guard's name in a Step and a Verdict ("debounce").
+	Name() string
+	// Decide returns the guard's answer for cand on u, under the
+	// candidate row's own settings (cand.Guard) where it has some.
+	Decide(u *Unit, cand Candidate) Step
+}
+
+// guards lists the chain's guards in the order Decide asks them, each as
+// the function that builds it from the chain (the contract's guards with
+// defaults applied, the schedule interval, the clock). The first denial in
+// this order decides. A new guard is a file of its own, holding its type,
+// its name and its constructor, and one row here.
+var guards = []func(*Chain) Guard{
+	newMaintenance,   // inside an operator's maintenance window (blocked)
+	newKnownSeverity, // unknown never acts (blocked)
+	newTiers,         // escalated, or EscalateAfter failed repairs (escalate)
+	newCrashLoop,     // too many restarts in the window (alert)
+	newBlastRadius,   // too many units failing at once (alert), or the per-run repair cap reached (pending)
+	newGrace,         // inside the post-repair grace (pending)
+	newSlowRetry,     // slowed after failed repairs, and not yet due (pending)
+	newHysteresis,    // condition not yet held After consecutive runs (pending)
+	newBudget,        // N per WINDOW used up (blocked)
+	newDebounce,      // inside the per-agent window (pending restart since T)
+}
+
+// Chain runs the guards of one contract for each candidate repair and
+// records what happened: first every guard of the table guards, in its
+// order (maintenance first, debounce last), then two steps that close every
+// chain and that no row can move or outrank:
 //
-//  1. maintenance — inside an operator's maintenance window (blocked)
-//  2. severity   — unknown never acts (blocked)
-//  3. tiers      — escalated, or EscalateAfter failed repairs (escalate)
-//  4. crash-loop — too many restarts in the window (alert)
-//  5. blast-radius — too many units failing at once (alert), or the
-//     per-run repair cap reached (pending)
-//  6. grace      — inside the post-repair grace (pending)
-//  7. slow-retry — slowed after failed repairs, and not yet due (pending)
-//  8. hysteresis — condition not yet held After consecutive runs (pending)
-//  9. budget     — N per WINDOW used up (blocked)
-//  10. debounce  — inside the per-agent window (pending restart since T)
-//  11. report-only — report-only agents never run; the verdict lists what the
-//     other guards would have said
-//  12. dry-run   — nothing runs; the verdict says what would have
+//   - report-only — report-only agents never run; the verdict lists what the
+//     guards would have said
+//   - dry-run — nothing runs; the verdict says what would have
 //
 // Every guard is evaluated even after one denies, so the Trace is complete;
 // the first denial (or report-only, which outranks all) decides.
+//
+// A Chain is built whole by NewChain and not changed after.
 type Chain struct {
-	Guards contracts.Guards // contract-wide guards with defaults applied
-	// Blast limits repairs across the contract's units per run; the zero
-	// value (NewChain's default) allows everything.
-	Blast BlastRadius
-	// Every is the contract's schedule interval, which slow_retry's factor
+	settings contracts.Guards // contract-wide guards with defaults applied
+	// every is the contract's schedule interval, which slow_retry's factor
 	// multiplies; zero means contracts.DefaultEvery.
-	Every time.Duration
-	Clock Clock
+	every time.Duration
+	clock Clock
+	rules []Guard // built from the table guards, in its order
 }
 
-// NewChain returns a chain for a contract's guards as given: the contract's
-// defaults (debounce 300s, grace 30s, …) are applied where it is loaded
-// (package contracts), the one place they are decided, so what `explain`
-// shows is what runs. A zero debounce, grace, escalate_after or crash loop
-// is off; only the counts (after, unreachable_after, recover_after) are at
-// least 1, and a zero reminder interval means DefaultRepeat. A nil clock
-// means RealClock.
-func NewChain(g contracts.Guards, clock Clock) *Chain {
+// NewChain returns the chain of a contract's guards and schedule, as given:
+// the contract's defaults (debounce 300s, grace 30s, …) are applied where
+// it is loaded (package contracts), the one place they are decided, so what
+// `explain` shows is what runs. A zero debounce, grace, escalate_after,
+// crash loop or blast radius is off; only the counts (after,
+// unreachable_after, recover_after) are at least 1, and a zero reminder
+// interval means DefaultRepeat. The schedule's interval is what slow_retry's
+// factor multiplies (zero: contracts.DefaultEvery). A nil clock means
+// RealClock.
+func NewChain(g contracts.Guards, s contracts.Schedule, clock Clock) *Chain {
 	if clock == nil {
 		clock = RealClock{}
 	}
@@ -162,18 +178,23 @@ func NewChain(g contracts.Guards, clock Clock) *Chain {
 	g.After = atLeastOne(g.After)
 	g.UnreachableAfter = atLeastOne(g.UnreachableAfter)
 	g.RecoverAfter = atLeastOne(g.RecoverAfter)
-	return &Chain{Guards: g, Clock: clock}
+	c := &Chain{settings: g, every: s.Every, clock: clock}
+	c.rules = make([]Guard, len(guards))
+	for i, build := range guards {
+		c.rules[i] = build(c)
+	}
+	return c
 }
 
 // Hysteresis returns the unit-level hysteresis of the contract.
 func (c *Chain) Hysteresis() Hysteresis {
-	return Hysteresis{After: c.Guards.After, UnreachableAfter: c.Guards.UnreachableAfter, RecoverAfter: c.Guards.RecoverAfter, Clock: c.Clock}
+	return Hysteresis{After: c.settings.After, UnreachableAfter: c.settings.UnreachableAfter, RecoverAfter: c.settings.RecoverAfter, Clock: c.clock}
 }
 
 // Incidents returns the contract's alert policy over the given incidents
 // (the ledger's map, which must not be nil).
 func (c *Chain) Incidents(state map[string]*Incident) Incidents {
-	return Incidents{Repeat: c.Guards.Repeat, MaxRepeat: DefaultMaxRepeat, State: state, Clock: c.Clock}
+	return Incidents{Repeat: c.settings.Repeat, MaxRepeat: DefaultMaxRepeat, State: state, Clock: c.clock}
 }
 
 // Observe folds one run's observation of u into its state (see
@@ -188,15 +209,11 @@ func (c *Chain) Observe(u *Unit, o Observation) Settled {
 // SlowRetry returns the slow-retry guard for a row: its own slow_retry,
 // else the contract's (off when neither sets one).
 func (c *Chain) SlowRetry(g contracts.ActionGuard) SlowRetry {
-	s := SlowRetry{Every: c.Every, Clock: c.Clock}
-	sr := c.Guards.SlowRetry
-	if g.SlowRetry != nil {
-		sr = g.SlowRetry
-	}
-	if sr.On() {
+	s := SlowRetry{Every: c.every, Clock: c.clock}
+	if sr := c.settings.SlowRetry; sr.On() {
 		s.After, s.Factor = sr.After, sr.Factor
 	}
-	return s
+	return s.forRow(g)
 }
 
 // RecordSlowRetry folds the verification of a repair of row g's condition
@@ -216,30 +233,7 @@ func (c *Chain) Grace(g contracts.ActionGuard) time.Duration {
 	if g.Grace > 0 {
 		return g.Grace
 	}
-	return c.Guards.Grace
-}
-
-// rules returns the guards for a candidate, row overrides applied.
-func (c *Chain) rules(g contracts.ActionGuard) (Tiers, CrashLoop, Grace, Hysteresis, Budget, Debounce) {
-	h := c.Hysteresis()
-	if g.After > 0 {
-		h.After = g.After
-	}
-	esc := c.Guards.EscalateAfter
-	if g.EscalateAfter > 0 {
-		esc = g.EscalateAfter
-	}
-	b := Budget{Clock: c.Clock}
-	if g.Budget != nil {
-		b.Count, b.Window = g.Budget.Count, g.Budget.Window
-	} else if c.Guards.Budget != nil {
-		b.Count, b.Window = c.Guards.Budget.Count, c.Guards.Budget.Window
-	}
-	return Tiers{EscalateAfter: esc, Clock: c.Clock},
-		CrashLoop{MaxRestarts: c.Guards.CrashLoop.MaxRestarts, Per: c.Guards.CrashLoop.Per, Then: c.Guards.CrashLoop.Then, Clock: c.Clock},
-		Grace{Clock: c.Clock},
-		h, b,
-		Debounce{Window: c.Guards.Debounce, Clock: c.Clock}
+	return c.settings.Grace
 }
 
 // Decide runs every guard for one candidate repair of unit u and returns the
@@ -250,18 +244,11 @@ func (c *Chain) Decide(u *Unit, cand Candidate) Verdict {
 	if u == nil {
 		u = &Unit{}
 	}
-	tiers, crash, grace, hyst, budget, debounce := c.rules(cand.Guard)
-	trace := []Step{
-		Maintenance{Clock: c.Clock}.Check(cand.Maintenance),
-		KnownSeverity{}.Check(cand.Severity),
-		tiers.Check(u, cand.Condition),
-		crash.Check(u),
-		c.Blast.Check(cand.Fleet),
-		grace.Check(u),
-		c.SlowRetry(cand.Guard).Check(u),
-		hyst.Check(u, cand.Condition),
-		budget.Check(u),
-		debounce.Check(u, cand.Condition),
+	trace := make([]Step, 0, len(c.rules)+2)
+	for _, g := range c.rules {
+		s := g.Decide(u, cand)
+		s.Guard = g.Name()
+		trace = append(trace, s)
 	}
 	var first *Step
 	for i := range trace {
@@ -313,11 +300,11 @@ func summary(trace []Step) string {
 // longest window any guard reads, and at least a day.
 func (c *Chain) keep() time.Duration {
 	k := 24 * time.Hour
-	for _, d := range []time.Duration{c.Guards.CrashLoop.Per, c.Guards.Debounce} {
+	for _, d := range []time.Duration{c.settings.CrashLoop.Per, c.settings.Debounce} {
 		k = max(k, d)
 	}
-	if c.Guards.Budget != nil {
-		k = max(k, c.Guards.Budget.Window)
+	if c.settings.Budget != nil {
+		k = max(k, c.settings.Budget.Window)
 	}
 	return k
 }
@@ -326,7 +313,7 @@ func (c *Chain) keep() time.Duration {
 // toward debounce, budget and crash-loop, starts the post-repair grace
 // (Grace for the row), clears the pending mark and counts an attempt.
 func (c *Chain) RecordRepair(u *Unit, cond string, grace time.Duration) {
-	now := c.Clock.Now()
+	now := c.clock.Now()
 	u.Repairs = append(u.Repairs, now)
 	cut := now.Add(-c.keep())
 	i := 0
@@ -347,7 +334,7 @@ func (c *Chain) RecordRepair(u *Unit, cond string, grace time.Duration) {
 // RecordPending marks the repair for cond as pending from now, unless it is
 // already pending (the first time is kept, so reports say "since T").
 func (c *Chain) RecordPending(u *Unit, cond string) {
-	now := c.Clock.Now()
+	now := c.clock.Now()
 	k := u.ensure(cond, now)
 	if k.PendingSince.IsZero() {
 		k.PendingSince = now
@@ -358,7 +345,7 @@ func (c *Chain) RecordPending(u *Unit, cond string) {
 // remediated resets the failed-repair count; otherwise it grows toward
 // escalation. Either way the post-repair grace ends.
 func (c *Chain) RecordVerify(u *Unit, cond string, remediated bool) {
-	k := u.ensure(cond, c.Clock.Now())
+	k := u.ensure(cond, c.clock.Now())
 	u.GraceUntil = time.Time{}
 	if remediated {
 		k.LastVerify = Remediated
@@ -377,7 +364,7 @@ func (c *Chain) RecordVerify(u *Unit, cond string, remediated bool) {
 // so FailedRepairs stays as it was; the condition's count starts afresh,
 // since it was seen not holding.
 func (c *Chain) RecordUndecided(u *Unit, cond string) {
-	k := u.ensure(cond, c.Clock.Now())
+	k := u.ensure(cond, c.clock.Now())
 	u.GraceUntil = time.Time{}
 	k.LastVerify = Undecided
 	k.Held, k.PendingSince = 0, time.Time{}
@@ -395,7 +382,7 @@ func (c *Chain) SettleHealthy(u *Unit) {
 // RecordEscalated marks cond as escalated: repairs stop until it clears or
 // Reset. It reports whether the mark is new, so the engine pages once.
 func (c *Chain) RecordEscalated(u *Unit, cond string) bool {
-	k := u.ensure(cond, c.Clock.Now())
+	k := u.ensure(cond, c.clock.Now())
 	if k.Escalated {
 		return false
 	}
@@ -410,7 +397,7 @@ func (c *Chain) RecordEscalated(u *Unit, cond string) bool {
 // the last means the counter was reset (the process manager restarted), and
 // the reading itself counts as the increase since.
 func (c *Chain) RecordRestartCounter(u *Unit, value int64) {
-	now := c.Clock.Now()
+	now := c.clock.Now()
 	if u.Restarts == nil {
 		u.Restarts = &Counter{Last: value, LastAt: now}
 		return

@@ -28,7 +28,7 @@ func TestChainDecide(t *testing.T) {
 		unit       *Unit
 		cand       Candidate
 		now        time.Duration
-		blast      BlastRadius
+		blast      *contracts.BlastRadius
 		wantRun    bool
 		wantStatus string
 		wantGuard  string
@@ -51,7 +51,7 @@ func TestChainDecide(t *testing.T) {
 			cand: Candidate{Severity: C}, now: 30 * time.Minute,
 			wantStatus: StatusAlert, wantGuard: GuardCrashLoop, wantReason: "11 restarts in the last 1h"},
 		{name: "blast radius: all units failing alerts once instead", unit: &Unit{Conditions: held(1)},
-			cand: Candidate{Severity: C, Fleet: Fleet{Units: 4, Failing: 4}}, blast: BlastRadius{Trip: 1},
+			cand: Candidate{Severity: C, Fleet: Fleet{Units: 4, Failing: 4}}, blast: &contracts.BlastRadius{Trip: 1},
 			wantStatus: StatusAlert, wantGuard: GuardBlastRadius, wantReason: "circuit open"},
 		{name: "escalated condition escalates", unit: &Unit{Conditions: map[string]*Condition{"stuck": {Held: 9, FailedRepairs: 3}}},
 			cand: Candidate{Severity: C}, wantStatus: StatusEscalate, wantGuard: GuardTiers, wantReason: "3 repairs did not clear stuck"},
@@ -88,8 +88,9 @@ func TestChainDecide(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			c := NewChain(zulipGuards, NewFakeClock(at(tt.now)))
-			c.Blast = tt.blast
+			g := zulipGuards
+			g.BlastRadius = tt.blast
+			c := NewChain(g, contracts.Schedule{}, NewFakeClock(at(tt.now)))
 			tt.cand.Condition, tt.cand.Action = "stuck", action
 			v := c.Decide(tt.unit, tt.cand)
 			if v.Run != tt.wantRun || v.Status != tt.wantStatus || v.Guard != tt.wantGuard {
@@ -114,7 +115,7 @@ func TestChainOrderIsFixed(t *testing.T) {
 		Restarts:   &Counter{Increments: []Sample{{At: at(0), N: 20}}},
 		Conditions: map[string]*Condition{"stuck": {Escalated: true}},
 	}
-	v := NewChain(zulipGuards, NewFakeClock(at(2*time.Minute))).Decide(u, Candidate{Condition: "stuck", Action: "x", Severity: C})
+	v := NewChain(zulipGuards, contracts.Schedule{}, NewFakeClock(at(2*time.Minute))).Decide(u, Candidate{Condition: "stuck", Action: "x", Severity: C})
 	var order, statuses []string
 	for _, s := range v.Trace {
 		order = append(order, s.Guard)
@@ -139,7 +140,7 @@ func TestChainOrderIsFixed(t *testing.T) {
 // runs.
 func TestDebounceScenario(t *testing.T) {
 	clock := NewFakeClock(t0)
-	c := NewChain(contracts.Guards{Debounce: 300 * time.Second}, clock)
+	c := NewChain(contracts.Guards{Debounce: 300 * time.Second}, contracts.Schedule{}, clock)
 	u := &Unit{}
 	cand := Candidate{Condition: "response_pipeline=blocked", Action: "pm2 restart abiba-zulip"}
 	run := func(conds ...string) Verdict {
@@ -184,7 +185,7 @@ func TestDebounceScenario(t *testing.T) {
 // clears, or an operator resets the unit.
 func TestEscalationScenario(t *testing.T) {
 	clock := NewFakeClock(t0)
-	c := NewChain(contracts.Guards{Debounce: time.Minute, EscalateAfter: 2}, clock)
+	c := NewChain(contracts.Guards{Debounce: time.Minute, EscalateAfter: 2}, contracts.Schedule{}, clock)
 	u := &Unit{}
 	cand := Candidate{Condition: "stuck", Action: "systemctl --user restart lab-a2a-sol"}
 	var statuses []string
@@ -232,7 +233,7 @@ func TestEscalationScenario(t *testing.T) {
 
 func TestRecordRepairPrunesOldTimes(t *testing.T) {
 	clock := NewFakeClock(t0)
-	c := NewChain(contracts.Guards{}, clock)
+	c := NewChain(contracts.Guards{}, contracts.Schedule{}, clock)
 	u := &Unit{}
 	for range 30 {
 		c.RecordRepair(u, "stuck", 0)
@@ -245,7 +246,7 @@ func TestRecordRepairPrunesOldTimes(t *testing.T) {
 
 func TestTraceLines(t *testing.T) {
 	u := &Unit{Conditions: map[string]*Condition{"stuck": {Held: 1}}, Repairs: repairsAt(0)}
-	v := NewChain(contracts.Guards{Debounce: 5 * time.Minute}, NewFakeClock(at(time.Minute))).Decide(u, Candidate{Condition: "stuck", Action: "x", Severity: C})
+	v := NewChain(contracts.Guards{Debounce: 5 * time.Minute}, contracts.Schedule{}, NewFakeClock(at(time.Minute))).Decide(u, Candidate{Condition: "stuck", Action: "x", Severity: C})
 	lines := v.TraceLines()
 	if len(lines) != len(v.Trace) || lines[0] != "maintenance: allow (no maintenance window)" || lines[1] != "severity: allow (critical)" ||
 		!strings.HasPrefix(lines[9], "debounce: pending (pending restart since 2026-11-29T19:01:00Z") {

@@ -1,14 +1,18 @@
 // Package guard decides whether a repair may run, and when alerts are sent.
 //
 // Every repair the action tables ask for passes through a Chain of small
-// rules, each a type with an injected Clock and its rule in its doc comment:
-// KnownSeverity (unknown never acts), Tiers (escalate after K failed repairs),
-// CrashLoop (alert instead of repair), BlastRadius (per-run repair cap and a
-// circuit breaker when most units fail at once), Grace (post-repair grace), Hysteresis
-// (consecutive runs before acting, asymmetric recovery), Budget (N per
-// WINDOW), Debounce (pending restart since T), then report-only and dry-run.
-// The verdict names the guard that decided and carries a Trace of every
-// guard's answer, which `--dry-run` and `contractd why` print.
+// rules, each a Guard (a name and a Decide) in a file of its own, with an
+// injected Clock and its rule in its doc comment: Maintenance (an
+// operator's window), KnownSeverity (unknown never acts), Tiers (escalate
+// after K failed repairs), CrashLoop (alert instead of repair), BlastRadius
+// (per-run repair cap and a circuit breaker when most units fail at once),
+// Grace (post-repair grace), SlowRetry (slowed after failed repairs),
+// Hysteresis (consecutive runs before acting, asymmetric recovery), Budget
+// (N per WINDOW), Debounce (pending restart since T), then report-only and
+// dry-run. The table guards in chain.go lists them once, in that order;
+// NewChain builds each from the contract. The verdict names the guard that
+// decided and carries a Trace of every guard's answer, which `--dry-run`
+// and `contractd why` print.
 //
 // The rules read and write plain state: a Unit per agent (or for_each item)
 // with a Condition per action-table condition, Incidents keyed by (contract,
@@ -18,7 +22,7 @@
 //
 // One run, per unit:
 //
-//	chain := guard.NewChain(contract.Guards, guard.RealClock{})
+//	chain := guard.NewChain(contract.Guards, contract.Schedule, guard.RealClock{})
 //	settled := chain.Observe(unit, guard.Observation{Severity: sev, Conditions: held})
 //	for each candidate repair:
 //	    v := chain.Decide(unit, guard.Candidate{Condition: key, Action: row.Action,

@@ -13,7 +13,7 @@ import (
 // after the window repairs again because the condition still holds.
 func Example() {
 	clock := guard.NewFakeClock(time.Date(2026, 11, 29, 19, 0, 0, 0, time.UTC))
-	chain := guard.NewChain(contracts.Guards{Debounce: 300 * time.Second}, clock)
+	chain := guard.NewChain(contracts.Guards{Debounce: 300 * time.Second}, contracts.Schedule{}, clock)
 	unit := &guard.Unit{} // from the ledger: ledger.Units["abiba"]
 	incidents := chain.Incidents(map[string]*guard.Incident{})
 

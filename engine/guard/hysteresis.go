@@ -7,6 +7,9 @@ import (
 	"github.com/contractd/contractd/contracts"
 )
 
+// GuardHysteresis names the hysteresis guard in a Step and a Verdict.
+const GuardHysteresis = "hysteresis"
+
 // Observation is one run's result for a unit, before hysteresis.
 type Observation struct {
 	// Severity is the unit's raw severity this run.
@@ -62,6 +65,23 @@ type Hysteresis struct {
 	UnreachableAfter int
 	RecoverAfter     int
 	Clock            Clock
+}
+
+var _ Guard = Hysteresis{}
+
+// newHysteresis builds the hysteresis guard from the contract's counts.
+func newHysteresis(c *Chain) Guard { return c.Hysteresis() }
+
+// Name returns GuardHysteresis.
+func (Hysteresis) Name() string { return GuardHysteresis }
+
+// Decide is Check for the candidate's condition, under the row's own
+// after when it sets one.
+func (h Hysteresis) Decide(u *Unit, cand Candidate) Step {
+	if n := cand.Guard.After; n > 0 {
+		h.After = n
+	}
+	return h.Check(u, cand.Condition)
 }
 
 func atLeastOne(n int) int {

@@ -95,7 +95,7 @@ func TestHysteresisReasons(t *testing.T) {
 
 func TestGraceIsNotCountedAsFailing(t *testing.T) {
 	clock := NewFakeClock(t0)
-	c := NewChain(contracts.Guards{After: 2}, clock)
+	c := NewChain(contracts.Guards{After: 2}, contracts.Schedule{}, clock)
 	u := &Unit{}
 	c.Observe(u, Observation{Severity: C, Conditions: []string{"stuck"}})
 	c.Observe(u, Observation{Severity: C, Conditions: []string{"stuck"}})
@@ -159,7 +159,7 @@ func TestConditionsClear(t *testing.T) {
 func TestAfterStartsAfreshAfterAVerifiedRepair(t *testing.T) {
 	for _, undecided := range []bool{false, true} {
 		clock := NewFakeClock(t0)
-		c := NewChain(contracts.Guards{After: 2}, clock)
+		c := NewChain(contracts.Guards{After: 2}, contracts.Schedule{}, clock)
 		u := &Unit{}
 		cand := Candidate{Condition: "stuck", Action: "x"}
 		decide := func() Verdict {

@@ -25,7 +25,7 @@ func TestReportOnlyNeverRuns(t *testing.T) {
 		for _, sev := range []contracts.Severity{U, H, D, C, R} {
 			for _, dry := range []bool{false, true} {
 				t.Run(fmt.Sprintf("%s/%s/dry=%v", name, sev, dry), func(t *testing.T) {
-					v := NewChain(zulipGuards, NewFakeClock(at(time.Second))).Decide(u, Candidate{Condition: "c", Action: "pm2 restart koby", Severity: sev, ReportOnly: true, DryRun: dry})
+					v := NewChain(zulipGuards, contracts.Schedule{}, NewFakeClock(at(time.Second))).Decide(u, Candidate{Condition: "c", Action: "pm2 restart koby", Severity: sev, ReportOnly: true, DryRun: dry})
 					if v.Run || v.Status != StatusReportOnly {
 						t.Errorf("report-only agent got %s", v)
 					}
@@ -55,7 +55,7 @@ func TestGuardsHoldUnderRandomRuns(t *testing.T) {
 	for seed := range uint64(50) {
 		rng := rand.New(rand.NewPCG(seed, 7))
 		clock := NewFakeClock(t0)
-		c := NewChain(g, clock)
+		c := NewChain(g, contracts.Schedule{}, clock)
 		u := &Unit{}
 		var repairs []time.Time
 		for run := range 300 {

@@ -2,9 +2,13 @@ package guard
 
 import (
 	"fmt"
-	"github.com/contractd/contractd/contracts"
 	"time"
+
+	"github.com/contractd/contractd/contracts"
 )
+
+// GuardMaintenance names the maintenance guard in a Step and a Verdict.
+const GuardMaintenance = "maintenance"
 
 // Window is an operator's maintenance window (`contractd maintenance`):
 // until Until, the repairs of the units it covers are paused and no new
@@ -35,6 +39,18 @@ func (w *Window) String() string {
 type Maintenance struct {
 	Clock Clock
 }
+
+var _ Guard = Maintenance{}
+
+// newMaintenance builds the maintenance guard; the window comes with each
+// candidate (Candidate.Maintenance).
+func newMaintenance(c *Chain) Guard { return Maintenance{Clock: c.clock} }
+
+// Name returns GuardMaintenance.
+func (Maintenance) Name() string { return GuardMaintenance }
+
+// Decide is Check for the window covering the candidate's unit.
+func (m Maintenance) Decide(_ *Unit, cand Candidate) Step { return m.Check(cand.Maintenance) }
 
 // Check returns the guard's answer for a unit whose covering window is w
 // (nil when none).

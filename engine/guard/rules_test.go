@@ -145,7 +145,7 @@ func TestCrashLoop(t *testing.T) {
 
 func TestRestartCounterDeltas(t *testing.T) {
 	clock := NewFakeClock(t0)
-	c := NewChain(contracts.Guards{CrashLoop: contracts.CrashLoop{MaxRestarts: 5, Per: time.Hour}}, clock)
+	c := NewChain(contracts.Guards{CrashLoop: contracts.CrashLoop{MaxRestarts: 5, Per: time.Hour}}, contracts.Schedule{}, clock)
 	u := &Unit{}
 	// pm2 restarts read each run: baseline 40, then +2, +0, a reset to 1, +3.
 	for _, v := range []int64{40, 42, 42, 1, 4} {

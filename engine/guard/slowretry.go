@@ -8,6 +8,9 @@ import (
 	"github.com/contractd/contractd/contracts"
 )
 
+// GuardSlowRetry names the slow-retry guard in a Step and a Verdict.
+const GuardSlowRetry = "slow-retry"
+
 // SlowState is the slow-retry guard's persisted state of one unit. A
 // restart restarts the unit whichever condition asked for it, so failed
 // repairs are counted per unit; nil means no repair of the unit has failed
@@ -43,6 +46,31 @@ type SlowRetry struct {
 	// Every is the schedule interval; zero means contracts.DefaultEvery.
 	Every time.Duration
 	Clock Clock
+}
+
+var _ Guard = SlowRetry{}
+
+// newSlowRetry builds the slow-retry guard from the contract's slow_retry
+// and schedule interval.
+func newSlowRetry(c *Chain) Guard { return c.SlowRetry(contracts.ActionGuard{}) }
+
+// Name returns GuardSlowRetry.
+func (SlowRetry) Name() string { return GuardSlowRetry }
+
+// Decide is Check for the candidate's unit, under the row's own
+// slow_retry when it sets one.
+func (s SlowRetry) Decide(u *Unit, cand Candidate) Step { return s.forRow(cand.Guard).Check(u) }
+
+// forRow returns s under row g's own slow_retry when the row sets one (a
+// row's slow_retry=off turns it off), else s as it is.
+func (s SlowRetry) forRow(g contracts.ActionGuard) SlowRetry {
+	if sr := g.SlowRetry; sr != nil {
+		s.After, s.Factor = 0, 0
+		if sr.On() {
+			s.After, s.Factor = sr.After, sr.Factor
+		}
+	}
+	return s
 }
 
 // Interval is the schedule interval the factor multiplies.

@@ -84,8 +84,7 @@ func TestSlowRetryCountsVerificationsNotTicks(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			clock := NewFakeClock(t0)
-			c := NewChain(contracts.Guards{SlowRetry: &contracts.SlowRetry{After: 3, Factor: 5}}, clock)
-			c.Every = time.Minute
+			c := NewChain(contracts.Guards{SlowRetry: &contracts.SlowRetry{After: 3, Factor: 5}}, contracts.Schedule{Every: time.Minute}, clock)
 			u := &Unit{}
 			slowedAt := -1
 			for i, e := range tt.events {
@@ -136,8 +135,7 @@ func TestSlowRetryCountsVerificationsNotTicks(t *testing.T) {
 
 func TestSlowRetryInTheChain(t *testing.T) {
 	clock := NewFakeClock(t0)
-	c := NewChain(contracts.Guards{Debounce: time.Second, SlowRetry: &contracts.SlowRetry{After: 3, Factor: 5}}, clock)
-	c.Every = time.Minute
+	c := NewChain(contracts.Guards{Debounce: time.Second, SlowRetry: &contracts.SlowRetry{After: 3, Factor: 5}}, contracts.Schedule{Every: time.Minute}, clock)
 	u := &Unit{}
 	cand := Candidate{Condition: "stopped", Action: "systemctl start sib", Severity: C}
 	// One start per tick: three starts that do not help, then one every

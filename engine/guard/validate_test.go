@@ -36,7 +36,7 @@ func TestNullEntriesDoNotPanic(t *testing.T) {
 		}
 		u.Conditions["stuck"] = nil
 		Reset(u)
-		if v := NewChain(contracts.Guards{}, clock).Decide(u, Candidate{Condition: "stuck", Action: "pm2 restart", Severity: contracts.SeverityCritical}); v.Run || v.Status != StatusPending {
+		if v := NewChain(contracts.Guards{}, contracts.Schedule{}, clock).Decide(u, Candidate{Condition: "stuck", Action: "pm2 restart", Severity: contracts.SeverityCritical}); v.Run || v.Status != StatusPending {
 			t.Errorf("a null condition has held no run, so its repair is pending: %s", v)
 		}
 	})

@@ -54,7 +54,7 @@ func FuzzStateReaders(f *testing.F) {
 			}
 		}
 		// Whatever came back, the guards run on it.
-		chain := guard.NewChain(contracts.Guards{Debounce: time.Minute}, clock)
+		chain := guard.NewChain(contracts.Guards{Debounce: time.Minute}, contracts.Schedule{}, clock)
 		for key, u := range l.Units {
 			set := chain.Observe(u, guard.Observation{Severity: contracts.SeverityCritical, Conditions: []string{"x"}})
 			chain.Decide(u, guard.Candidate{Condition: "x", Action: "restart", Severity: set.Severity})

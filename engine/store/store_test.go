@@ -67,7 +67,7 @@ func TestGuardsSurviveRestart(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		chain := guard.NewChain(g, clock)
+		chain := guard.NewChain(g, contracts.Schedule{}, clock)
 		u := l.Unit(unit)
 		set := chain.Observe(u, guard.Observation{Severity: contracts.SeverityCritical, Conditions: []string{cond}})
 		if v := chain.Decide(u, guard.Candidate{Condition: cond, Action: "pm2 restart abiba-zulip", Severity: set.Severity}); !v.Run {
@@ -89,7 +89,7 @@ func TestGuardsSurviveRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	chain := guard.NewChain(g, clock)
+	chain := guard.NewChain(g, contracts.Schedule{}, clock)
 	u := l.Unit(unit)
 	set := chain.Observe(u, guard.Observation{Severity: contracts.SeverityCritical, Conditions: []string{cond}})
 	v := chain.Decide(u, guard.Candidate{Condition: cond, Action: "pm2 restart abiba-zulip", Severity: set.Severity})
@@ -518,7 +518,7 @@ func TestOperatorResetSurvivesRestart(t *testing.T) {
 	l, _ = openAt(t, dir, clock).ReadLedger("zulip-health")
 
 	clock.Advance(time.Hour)
-	chain := guard.NewChain(contracts.Guards{}, clock)
+	chain := guard.NewChain(contracts.Guards{}, contracts.Schedule{}, clock)
 	for unit, wantRun := range map[string]bool{"abiba": true, "koby": false} {
 		v := chain.Decide(l.Unit(unit), guard.Candidate{Condition: "stuck", Action: "pm2 restart", Severity: contracts.SeverityCritical})
 		if v.Run != wantRun {
