@@ -510,7 +510,7 @@ var reDollarVar = regexp.MustCompile(`\$\{([^}]*)\}`)
 
 // refs checks the ${name} references in the text of a step or an action
 // and leaves them as written: the engine fills them at run time, as data
-// (see steps.Script and the steps fill functions), never by splicing text
+// (see steps.Script and package fill), never by splicing text
 // here. A name must be a var, a secret or, in a for_each stage, an item
 // key; any other is an error at its column.
 func (b *bodyParser) refs(s string, tm textMap, base int) string {

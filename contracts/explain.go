@@ -11,7 +11,7 @@ import (
 	"text/template"
 	"time"
 
-	stepfill "github.com/contractd/contractd/steps/fill"
+	stepfill "github.com/contractd/contractd/contracts/fill"
 )
 
 // Plan is what a contract will do, in order: the JSON form of

@@ -5,7 +5,7 @@ import (
 	"sort"
 	"strings"
 
-	stepfill "github.com/contractd/contractd/steps/fill"
+	stepfill "github.com/contractd/contractd/contracts/fill"
 )
 
 // validate runs the checks that need the whole contract: target references

@@ -7,7 +7,7 @@ import (
 	"strings"
 
 	"github.com/contractd/contractd/contracts"
-	"github.com/contractd/contractd/steps/fill"
+	"github.com/contractd/contractd/contracts/fill"
 )
 
 // This file is where a ${name} reference in a script or a command meets

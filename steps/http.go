@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/contracts"
-	"github.com/contractd/contractd/steps/fill"
+	"github.com/contractd/contractd/contracts/fill"
 	"github.com/contractd/contractd/transports"
 )
 
