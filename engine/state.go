@@ -156,7 +156,7 @@ func Maintenance(st store.Backend, name string, now time.Time) (map[string]*guar
 
 // Reset is the operator's release of a contract (`contractd reset NAME`):
 // escalations, failed-repair counts and pending repairs of every unit (or
-// of the named unit) are cleared in st (store.Ledger.Reset), under the run
+// of the named unit) are cleared in st (store.Ledger.ClearUnits), under the run
 // lock. Repair times stay, so budgets and the crash-loop guard still hold.
 // The ledger records the release at now (store.Ledger.ReleasedAt): a
 // daemon that runs the contract from a shared store releases its
@@ -173,7 +173,7 @@ func Reset(ctx context.Context, st store.Backend, name, unit string, now time.Ti
 	if err != nil {
 		return err
 	}
-	l.Reset(unit)
+	l.ClearUnits(unit)
 	l.ReleasedAt = now.UTC()
 	return st.WriteLedger(name, l)
 }

@@ -380,7 +380,7 @@ func (c *Chain) SettleHealthy(u *Unit) {
 }
 
 // RecordEscalated marks cond as escalated: repairs stop until it clears or
-// Reset. It reports whether the mark is new, so the engine pages once.
+// ClearUnit. It reports whether the mark is new, so the engine pages once.
 func (c *Chain) RecordEscalated(u *Unit, cond string) bool {
 	k := u.ensure(cond, c.clock.Now())
 	if k.Escalated {
@@ -420,11 +420,11 @@ func (c *Chain) RecordRestartCounter(u *Unit, value int64) {
 	u.Restarts.Last, u.Restarts.LastAt = value, now
 }
 
-// Reset is the operator's release of a unit: escalations, failed-repair
+// ClearUnit is the operator's release of a unit: escalations, failed-repair
 // counts (the slow-retry streak too), pending repairs and the grace are
 // cleared. Repair times stay, so budgets and the crash-loop guard still
 // hold.
-func Reset(u *Unit) {
+func ClearUnit(u *Unit) {
 	u.GraceUntil = time.Time{}
 	u.Slow = nil
 	for _, k := range u.Conditions {

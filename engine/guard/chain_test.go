@@ -212,7 +212,7 @@ func TestEscalationScenario(t *testing.T) {
 		t.Errorf("paged %d times, want once", pages)
 	}
 
-	Reset(u)
+	ClearUnit(u)
 	cand.Severity = c.Observe(u, Observation{Severity: C, Conditions: []string{"stuck"}}).Severity
 	if v := c.Decide(u, cand); !v.Run {
 		t.Fatalf("after operator reset: %s", v)

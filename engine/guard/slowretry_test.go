@@ -165,9 +165,9 @@ func TestSlowRetryInTheChain(t *testing.T) {
 		t.Errorf("slow_retry=off on the row: %s", v)
 	}
 	// An operator's reset runs it at full speed again.
-	Reset(u)
+	ClearUnit(u)
 	if v := c.Decide(u, cand); !v.Run {
-		t.Errorf("after Reset: %s", v)
+		t.Errorf("after ClearUnit: %s", v)
 	}
 }
 

@@ -35,7 +35,7 @@ func TestNullEntriesDoNotPanic(t *testing.T) {
 			t.Errorf("the null condition stayed")
 		}
 		u.Conditions["stuck"] = nil
-		Reset(u)
+		ClearUnit(u)
 		if v := NewChain(contracts.Guards{}, contracts.Schedule{}, clock).Decide(u, Candidate{Condition: "stuck", Action: "pm2 restart", Severity: contracts.SeverityCritical}); v.Run || v.Status != StatusPending {
 			t.Errorf("a null condition has held no run, so its repair is pending: %s", v)
 		}

@@ -288,16 +288,16 @@ func EncodeLedger(name string, l *Ledger) ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// Reset is the operator's `contractd reset NAME [UNIT]`: it clears
+// ClearUnits is the operator's `contractd reset NAME [UNIT]`: it clears
 // escalations, failed-repair counts, pending repairs and graces of one unit
 // (or of every unit when unit is ""). Repair times stay, so budgets and the
 // crash-loop guard still hold. It returns the units it reset, sorted. (The
 // daemon's hold-down lives in its own state file; see serve.Reset.)
-func (l *Ledger) Reset(unit string) []string {
+func (l *Ledger) ClearUnits(unit string) []string {
 	var done []string
 	for key, u := range l.Units {
 		if unit == "" || key == unit {
-			guard.Reset(u)
+			guard.ClearUnit(u)
 			done = append(done, key)
 		}
 	}

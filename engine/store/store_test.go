@@ -511,7 +511,7 @@ func TestOperatorResetSurvivesRestart(t *testing.T) {
 	s.WriteLedger("zulip-health", l)
 
 	l, _ = openAt(t, dir, clock).ReadLedger("zulip-health")
-	if got := l.Reset("abiba"); fmt.Sprint(got) != "[abiba]" {
+	if got := l.ClearUnits("abiba"); fmt.Sprint(got) != "[abiba]" {
 		t.Fatalf("reset %v", got)
 	}
 	s.WriteLedger("zulip-health", l)
