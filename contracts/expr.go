@@ -383,3 +383,60 @@ func collectIdents(n ast.Node) ([]ident, []string) {
 	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
 	return out, v.badWindows
 }
+
+// exprUse is one compiled expression waiting for the identifier lint, which
+// needs the whole contract (every step id and field) to be known.
+type exprUse struct {
+	c     *compiled
+	pos   Pos
+	scope scope
+	stage *Stage // the stage a cell or action condition belongs to
+	src   string // the cell's text as written, which pos points at
+}
+
+// scope is where an expression is written, which decides the names it may
+// read (scopeNames).
+type scope int
+
+const (
+	scopeCell scope = iota
+	scopeAction
+	scopeEscalation
+	scopeSnapshot      // a top-level Maintains key's Value
+	scopeAgentSnapshot // a per-agent Maintains key's Value
+)
+
+// compile compiles exprText through the cache and reports an expr error at
+// the offending token: when the expression is the cell's own backticked
+// text, the column is the cell's column plus expr's; otherwise the cell's.
+// Past the contract's expression budget (MaxExprs, MaxExprBytes) it
+// compiles nothing more, and says so once, at the first expression over.
+func (b *bodyParser) compile(exprText string, value bool, src string, at Pos) *compiled {
+	// One over MaxExprSize costs nothing: Compile refuses it unread.
+	if len(exprText) <= MaxExprSize {
+		if msg, over := b.exprs.take(len(exprText)); over {
+			if msg != "" {
+				b.d.errorf(at, "%s", msg)
+			}
+			return nil
+		}
+	}
+	comp := b.cache.get(exprText, value)
+	if comp.err == nil {
+		return comp
+	}
+	col, msg := exprErrorColumn(comp.err)
+	p := at
+	if col >= 0 {
+		if inner, ok := wholeTicks(strings.TrimSpace(src)); ok && strings.TrimSpace(inner) == exprText {
+			lead := strings.Index(src, inner) + (len(inner) - len(strings.TrimLeft(inner, " ")))
+			p = offsetPos(at, src, lead)
+			p.Col += col
+		} else if strings.TrimSpace(src) == exprText {
+			p = offsetPos(at, src, strings.Index(src, exprText))
+			p.Col += col
+		}
+	}
+	b.d.errorf(p, "expression %s: %s", quoteExpr(exprText), msg)
+	return nil
+}

@@ -1,10 +1,15 @@
 package contracts
 
 import (
+	"encoding/json"
+	"errors"
+	"io"
+	"regexp"
 	"sort"
 	"strings"
 
 	"github.com/expr-lang/expr"
+	"github.com/yuin/goldmark/ast"
 )
 
 // The Maintains rule, the same for lint and the run. A top-level key is
@@ -319,4 +324,210 @@ func (b *bodyParser) stepField(name string) bool {
 		}
 	}
 	return false
+}
+
+var (
+	reMaintainsKey  = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*)\s*:\s*(.*)$`)
+	reEnumValue     = regexp.MustCompile(`^"([^"]*)"\s*`)
+	reEnumSep       = regexp.MustCompile(`^\|\s*`)
+	reDocSep        = regexp.MustCompile(`^(—|–|--|-)\s*`)
+	maintainedTypes = []string{"timestamp", "map", "bool", "int", "number", "string"}
+)
+
+func (b *bodyParser) maintainsList(l *ast.List) {
+	for item := l.FirstChild(); item != nil; item = item.NextSibling() {
+		first := item.FirstChild()
+		if first == nil || first.Lines().Len() == 0 {
+			continue
+		}
+		seg := first.Lines().At(0)
+		line := strings.TrimSpace(string(seg.Value(b.s.src)))
+		at := b.s.pos(seg.Start)
+		m := reMaintainsKey.FindStringSubmatchIndex(line)
+		if m == nil {
+			b.d.errorf(at, "Maintains bullet must read `key: type — doc`, got %q", line)
+			continue
+		}
+		key := &MaintainedKey{Name: line[m[2]:m[3]], Pos: at}
+		rest := line[m[4]:m[5]]
+		typeOff := m[4]
+		if strings.HasPrefix(rest, `"`) {
+			key.Type = "enum"
+			for {
+				em := reEnumValue.FindStringSubmatchIndex(rest)
+				if em == nil {
+					break
+				}
+				key.Enum = append(key.Enum, rest[em[2]:em[3]])
+				rest = rest[em[1]:]
+				sm := reEnumSep.FindStringIndex(rest)
+				if sm == nil {
+					break
+				}
+				rest = rest[sm[1]:]
+			}
+		} else {
+			word := firstWord(rest)
+			if !contains(maintainedTypes, word) {
+				b.d.errorf(offsetPos(at, line, typeOff), "unknown type %q for maintained key %s (want \"a\" | \"b\", timestamp, map, bool, int, number or string)", firstField(rest), key.Name)
+				continue
+			}
+			key.Type = word
+			rest = strings.TrimSpace(rest[len(word):])
+		}
+		if dm := reDocSep.FindStringIndex(rest); dm != nil {
+			rest = rest[dm[1]:]
+		}
+		key.Doc = strings.TrimSpace(rest)
+		b.c.Maintains.Keys = append(b.c.Maintains.Keys, key)
+	}
+}
+
+// agentSchema reads the per-agent snapshot example: an object of agents, each
+// an object of fields. It records each agent's keys with their example
+// values, and the union of all agents' keys in order of first appearance,
+// typed from the first non-null example value.
+func (b *bodyParser) agentSchema(f *ast.FencedCodeBlock) {
+	tm := blockText(f, b.s.src)
+	dec := json.NewDecoder(strings.NewReader(tm.text))
+	dec.UseNumber()
+	fail := func(err error) {
+		// A full decode gives the offset just past the offending byte.
+		var probe any
+		if derr := json.Unmarshal([]byte(tm.text), &probe); derr != nil {
+			err = derr
+		}
+		off := int(dec.InputOffset())
+		var se *json.SyntaxError
+		if errors.As(err, &se) {
+			off = int(se.Offset)
+		}
+		if off > 0 {
+			off--
+		}
+		b.d.errorf(b.s.pos(tm.fileOff(off)), "per-agent snapshot schema: %v", err)
+	}
+	shape := func() {
+		b.d.errorf(b.s.pos(tm.fileOff(0)), "per-agent snapshot schema: must be an object of agents, each an object of fields")
+	}
+	byName := map[string]*MaintainedKey{}
+	var union []*MaintainedKey
+	perAgent := map[string][]*MaintainedKey{}
+	var agents []string
+	agent := ""
+	// setType types the agent's key and, if still untyped, the union's.
+	setType := func(own, shared *MaintainedKey, typ string, example any) {
+		own.Type, own.Example = typ, example
+		if shared.Type == "" || shared.Type == "any" {
+			shared.Type = typ
+		}
+	}
+	// Walk tokens once: depth 1 holds agents, depth 2 their fields.
+	depth := 0
+	var shared, own *MaintainedKey // the field whose value comes next
+	nested := 0                    // depth of a value object or list being skipped
+	for {
+		tok, err := dec.Token()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			fail(err)
+			return
+		}
+		if nested > 0 {
+			if d, ok := tok.(json.Delim); ok {
+				if d == '{' || d == '[' {
+					nested++
+				} else {
+					nested--
+				}
+			}
+			continue
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			switch {
+			case (v == '{' || v == '[') && own != nil:
+				setType(own, shared, map[json.Delim]string{'{': "map", '[': "list"}[v], nil)
+				shared, own, nested = nil, nil, 1
+			case v == '{' && depth < 2:
+				depth++
+			case v == '}':
+				depth--
+			default:
+				shape()
+				return
+			}
+		case string:
+			switch {
+			case depth == 2 && own == nil:
+				pos := b.s.pos(tm.fileOff(int(dec.InputOffset()) - len(v) - 2))
+				k, ok := byName[v]
+				if !ok {
+					k = &MaintainedKey{Name: v, Pos: pos}
+					byName[v] = k
+					union = append(union, k)
+				}
+				shared, own = k, &MaintainedKey{Name: v, Pos: pos}
+				perAgent[agent] = append(perAgent[agent], own)
+			case own != nil:
+				setType(own, shared, "string", v)
+				shared, own = nil, nil
+			case depth == 1:
+				agent = v
+				agents = append(agents, v)
+			default:
+				shape()
+				return
+			}
+		default:
+			if own == nil {
+				shape()
+				return
+			}
+			switch x := v.(type) {
+			case nil:
+				own.Type = "any"
+				if shared.Type == "" {
+					shared.Type = "any"
+				}
+			case bool:
+				setType(own, shared, "bool", x)
+			case json.Number:
+				if strings.ContainsAny(string(x), ".eE") {
+					f, _ := x.Float64()
+					setType(own, shared, "number", f)
+				} else {
+					n, _ := x.Int64()
+					setType(own, shared, "int", n)
+				}
+			}
+			shared, own = nil, nil
+		}
+	}
+	b.c.Maintains.Agent = append(b.c.Maintains.Agent, union...)
+	b.c.Maintains.PerAgent = perAgent
+	b.c.Maintains.Agents = agents
+}
+
+// snapshotValues reads a `Key | Value` table under `## Maintains`: for each
+// key, the expression that fills it (see bindSnapshotValues).
+func (b *bodyParser) snapshotValues(header []cell, rows [][]cell) {
+	for i := 2; i < len(header); i++ {
+		b.d.errorf(header[i].pos, "unknown snapshot-table column %q", strings.TrimSpace(header[i].text))
+	}
+	for _, row := range rows {
+		if len(row) < 2 {
+			continue
+		}
+		name := unquoteTicks(row[0].text)
+		src := strings.TrimSpace(row[1].text)
+		text := unquoteTicks(src)
+		if text == "" {
+			b.d.errorf(row[1].pos, "snapshot key %s needs a value expression", name)
+			continue
+		}
+		b.snapshotRows = append(b.snapshotRows, snapshotBinding{name: name, text: text, src: src, keyPos: row[0].pos, valPos: row[1].pos})
+	}
 }

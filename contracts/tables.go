@@ -1,0 +1,536 @@
+package contracts
+
+import (
+	"bytes"
+	"regexp"
+	"strconv"
+	"strings"
+
+	"github.com/yuin/goldmark/ast"
+	extast "github.com/yuin/goldmark/extension/ast"
+)
+
+// The body's tables, each read by the first two header cells: health
+// tables (Field | Healthy | …) and the Expected: line that is a one-row
+// health table, action tables (Condition | Action | …) with their guards,
+// and escalation tables (Aggregate | Action). Maintains' Key | Value
+// tables are read in maintains.go.
+
+// cell is one table cell's raw text and position.
+type cell struct {
+	text string
+	pos  Pos
+	off  int
+}
+
+func (b *bodyParser) rowCells(row ast.Node) []cell {
+	var out []cell
+	for c := row.FirstChild(); c != nil; c = c.NextSibling() {
+		var ce cell
+		if c.Lines().Len() > 0 {
+			seg := c.Lines().At(0)
+			ce.text = string(seg.Value(b.s.src))
+			if strings.Contains(ce.text, `\|`) {
+				ce.text = strings.ReplaceAll(ce.text, `\|`, "|")
+			}
+			ce.off = seg.Start
+			ce.pos = b.s.pos(seg.Start)
+		} else {
+			ce.off = c.Pos()
+			ce.pos = b.s.pos(c.Pos())
+		}
+		out = append(out, ce)
+	}
+	return out
+}
+
+func headerName(s string) string {
+	return strings.ToLower(strings.Trim(strings.TrimSpace(s), "`*_"))
+}
+
+func (b *bodyParser) table(t *extast.Table) {
+	var header []cell
+	var rows [][]cell
+	for r := t.FirstChild(); r != nil; r = r.NextSibling() {
+		switch r.(type) {
+		case *extast.TableHeader:
+			header = b.rowCells(r)
+		case *extast.TableRow:
+			rows = append(rows, b.rowCells(r))
+		}
+	}
+	if len(header) < 2 {
+		return
+	}
+	h0, h1 := headerName(header[0].text), headerName(header[1].text)
+	switch {
+	case h0 == "field":
+		b.healthTable(header, rows)
+	case h0 == "condition" && h1 == "action":
+		b.actionTable(header, rows)
+	case h0 == "aggregate" && h1 == "action":
+		b.escalationTable(header, rows)
+	case h0 == "key" && h1 == "value" && b.section == "maintains":
+		b.snapshotValues(header, rows)
+	case h0 == "key" && h1 == "value":
+		// Documentation, unless its keys say it was meant to fill the
+		// snapshot (strayValues).
+		var keys []snapshotBinding
+		for _, row := range rows {
+			if len(row) > 0 {
+				keys = append(keys, snapshotBinding{name: unquoteTicks(row[0].text), keyPos: row[0].pos})
+			}
+		}
+		b.strayValues = append(b.strayValues, keys)
+	}
+}
+
+var severityColumns = map[string]Severity{
+	"healthy":  SeverityHealthy,
+	"degraded": SeverityDegraded,
+	"warning":  SeverityDegraded,
+	"critical": SeverityCritical,
+}
+
+func (b *bodyParser) healthTable(header []cell, rows [][]cell) {
+	cols := make([]Severity, len(header))
+	seen := map[Severity]bool{}
+	bad := false
+	for i, h := range header[1:] {
+		sev, ok := severityColumns[headerName(h.text)]
+		if !ok {
+			b.d.errorf(h.pos, "unknown health column %q (want Healthy, Degraded, Warning or Critical)", strings.TrimSpace(h.text))
+			bad = true
+			continue
+		}
+		if seen[sev] {
+			b.d.errorf(h.pos, "health column %q repeats the %s column", strings.TrimSpace(h.text), sev)
+			bad = true
+		}
+		seen[sev] = true
+		cols[i+1] = sev
+	}
+	if b.stage == nil || b.lastStep == nil {
+		b.d.errorf(header[0].pos, "health table has no step before it in a stage")
+		return
+	}
+	if bad {
+		return
+	}
+	step := b.lastStep
+	for _, row := range rows {
+		if len(row) == 0 {
+			continue
+		}
+		fieldCell, export, ok := b.fieldAttrs(row[0])
+		if !ok {
+			continue
+		}
+		field := unquoteTicks(fieldCell)
+		if field == "" {
+			b.d.errorf(row[0].pos, "health row needs a field name")
+			continue
+		}
+		if !reIdent.MatchString(field) {
+			b.d.errorf(row[0].pos, "field %q is not a field name (letters, digits, _ and dots)", field)
+			continue
+		}
+		b.fields[fieldRoot(field)] = true
+		hr := &HealthRow{Field: field, Pos: row[0].pos, Export: export}
+		for i := 1; i < len(row) && i < len(cols); i++ {
+			src := strings.TrimSpace(row[i].text)
+			if src == "" {
+				continue
+			}
+			exprText, err := b.cache.cell(src, field)
+			if err != nil {
+				b.d.errorf(row[i].pos, "%v", err)
+				continue
+			}
+			comp := b.compile(exprText, false, src, row[i].pos)
+			if comp == nil {
+				continue
+			}
+			hr.Cells = append(hr.Cells, &Cell{
+				Severity: cols[i],
+				Source:   unquoteTicks(src),
+				Expr:     exprText,
+				Program:  comp.prog,
+				Pos:      row[i].pos,
+			})
+			b.uses = append(b.uses, exprUse{c: comp, pos: row[i].pos, scope: scopeCell, stage: b.stage, src: row[i].text})
+		}
+		step.Health = append(step.Health, hr)
+	}
+}
+
+var reExpected = regexp.MustCompile("^Expected:\\s*")
+
+var reExpectedValue = regexp.MustCompile("^`([^`]*)`\\s*")
+
+var reExpectedSep = regexp.MustCompile(`^(or|,|/)\s*`)
+
+func (b *bodyParser) paragraph(p ast.Node) {
+	if p.Lines().Len() == 0 {
+		return
+	}
+	seg := p.Lines().At(0)
+	if !bytes.HasPrefix(seg.Value(b.s.src), []byte("Expected:")) {
+		return
+	}
+	line := string(seg.Value(b.s.src))
+	m := reExpected.FindStringIndex(line)
+	if m == nil {
+		return
+	}
+	at := b.s.pos(seg.Start)
+	if b.stage == nil || b.lastStep == nil {
+		if b.section == "execution" {
+			b.d.errorf(at, "Expected: has no step before it in a stage")
+		}
+		return
+	}
+	rest := line[m[1]:]
+	off := m[1]
+	var values []string
+	var valuePos Pos
+	for {
+		vm := reExpectedValue.FindStringSubmatchIndex(rest)
+		if vm == nil {
+			break
+		}
+		if len(values) == 0 {
+			valuePos = b.s.pos(seg.Start + off)
+		}
+		values = append(values, rest[vm[2]:vm[3]])
+		off += vm[1]
+		rest = rest[vm[1]:]
+		sm := reExpectedSep.FindStringIndex(rest)
+		if sm == nil {
+			break
+		}
+		off += sm[1]
+		rest = rest[sm[1]:]
+	}
+	if len(values) == 0 {
+		// Prose that starts with "Expected:" stays prose; a bare value is
+		// almost certainly a missing pair of backticks.
+		words := strings.Fields(strings.TrimRight(line[m[1]:], ". "))
+		if len(words) == 1 || len(words) > 0 && reNumber.MatchString(strings.TrimRight(words[0], ".,;")) {
+			b.d.errorf(at, "Expected: write the value in backticks, like Expected: `%s`", strings.TrimRight(words[0], ".,;"))
+		}
+		return
+	}
+	step := b.lastStep
+	field := "stdout"
+	if step.Kind == KindHTTP {
+		field = "http_status"
+	}
+	quoted := make([]string, len(values))
+	for i, v := range values {
+		quoted[i] = strconv.Quote(v)
+	}
+	list := "[" + strings.Join(quoted, ", ") + "]"
+	src := "`" + strings.Join(values, "` or `") + "`"
+	hr := &HealthRow{Field: field, Pos: valuePos, Expected: true}
+	for _, c := range []struct {
+		sev  Severity
+		expr string
+	}{{SeverityHealthy, "it in " + list}, {SeverityCritical, "it not in " + list}} {
+		comp := b.compile(c.expr, false, "", valuePos)
+		if comp == nil {
+			return
+		}
+		hr.Cells = append(hr.Cells, &Cell{Severity: c.sev, Source: src, Expr: c.expr, Program: comp.prog, Pos: valuePos})
+	}
+	step.Health = append(step.Health, hr)
+}
+
+var actionKeywords = []string{ActionLog, ActionAlert, ActionMonitor, ActionEscalate}
+
+func firstWord(s string) string {
+	s = strings.TrimSpace(s)
+	end := strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z')
+	})
+	if end < 0 {
+		end = len(s)
+	}
+	return strings.ToLower(s[:end])
+}
+
+func (b *bodyParser) actionTable(header []cell, rows [][]cell) {
+	if b.stage == nil {
+		b.d.errorf(header[0].pos, "action table outside a stage (put it under the stage's H3)")
+		return
+	}
+	guardCol, tierCol, msgCol := -1, -1, -1
+	for i := 2; i < len(header); i++ {
+		switch headerName(header[i].text) {
+		case "guards":
+			guardCol = i
+		case "tier":
+			tierCol = i
+		case "message":
+			msgCol = i
+		default:
+			b.d.errorf(header[i].pos, "unknown action-table column %q (want Guards, Tier or Message)", strings.TrimSpace(header[i].text))
+		}
+	}
+	st := b.stage
+	if ro := b.reportOnlyAgents(st); len(ro) > 0 && len(rows) > 0 {
+		// A deliberate choice, said once by lint: a note, which --strict
+		// passes and no other command prints.
+		b.d.notef(header[0].pos, "actions for report-only %s %s are logged, never executed (report_only_agents)",
+			plural(len(ro), "agent", "agents"), strings.Join(ro, ", "))
+	}
+	var prev *ActionRow
+	for _, row := range rows {
+		if len(row) < 2 {
+			continue
+		}
+		cond := strings.TrimSpace(row[0].text)
+		ar := &ActionRow{Condition: unquoteTicks(cond), On: st.On, Pos: row[0].pos}
+		exprText, err := b.cache.condition(cond)
+		ok := true
+		if err != nil {
+			b.d.errorf(row[0].pos, "%v", err)
+			ok = false
+		} else if comp := b.compile(exprText, false, cond, row[0].pos); comp != nil {
+			ar.Expr, ar.Program = exprText, comp.prog
+			ar.CallsRestarts = comp.calls("restarts")
+			ar.Reads = comp.reads
+			b.uses = append(b.uses, exprUse{c: comp, pos: row[0].pos, scope: scopeAction, stage: st, src: row[0].text})
+		} else {
+			ok = false
+		}
+		if !b.action(ar, row[1], prev) {
+			ok = false
+		}
+		if guardCol >= 0 && guardCol < len(row) {
+			b.actionGuards(ar, row[guardCol], st)
+		}
+		if msgCol >= 0 && msgCol < len(row) {
+			if text := unquoteTicks(strings.TrimSpace(row[msgCol].text)); text != "" {
+				t, err := parseMessage("message", text)
+				if err != nil {
+					b.d.errorf(row[msgCol].pos, "%v", err)
+					ok = false
+				}
+				ar.Template = t
+			}
+		}
+		if tierCol >= 0 && tierCol < len(row) {
+			if t := strings.TrimSpace(row[tierCol].text); t != "" {
+				n, err := strconv.Atoi(unquoteTicks(t))
+				if err != nil || n < 1 {
+					b.d.errorf(row[tierCol].pos, "tier: expected a whole number of at least 1, got %q", t)
+				} else {
+					ar.Tier = n
+				}
+			}
+		}
+		if ok {
+			st.Actions = append(st.Actions, ar)
+		}
+		prev = ar
+	}
+}
+
+// reportOnlyAgents are the agents of st that report_only_agents lists: its
+// agent=, or in a for_each stage whose agent= reads an item key
+// (agent=$name), the agents its items make.
+func (b *bodyParser) reportOnlyAgents(st *Stage) []string {
+	if st.ForEach == "" || !strings.Contains(st.Agent, "$") {
+		if b.c.IsReportOnly(st.Agent) {
+			return []string{st.Agent}
+		}
+		return nil
+	}
+	var out []string
+	for _, item := range b.c.ForEach[st.ForEach] {
+		if a := ExpandAttr(st.Agent, b.c.StageVars(item)); b.c.IsReportOnly(a) && !contains(out, a) {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// isSameAsAbove matches "Same as above", any case, with trailing punctuation.
+func isSameAsAbove(s string) bool {
+	const phrase = "same as above"
+	if len(s) < len(phrase) || !strings.EqualFold(s[:len(phrase)], phrase) {
+		return false
+	}
+	return strings.Trim(s[len(phrase):], " .!;:—-") == ""
+}
+
+// action reads the Action cell: a backticked literal command, a built-in
+// (log, alert, monitor, escalate; the whole text is the message), or "Same as
+// above".
+func (b *bodyParser) action(ar *ActionRow, c cell, prev *ActionRow) bool {
+	text := strings.TrimSpace(c.text)
+	if text == "" {
+		b.d.errorf(c.pos, "empty action (want a `command`, log, alert, monitor or escalate)")
+		return false
+	}
+	if isSameAsAbove(text) {
+		if prev == nil {
+			b.d.errorf(c.pos, "%q has no row above it", text)
+			return false
+		}
+		if prev.Action == "" {
+			b.d.errorf(c.pos, "%q: the row above has no valid action to copy", text)
+			return false
+		}
+		ar.Action, ar.Builtin, ar.Message = prev.Action, prev.Builtin, prev.Message
+		return true
+	}
+	if cmd, ok := wholeTicks(text); ok {
+		cmd = strings.TrimSpace(cmd)
+		lead := strings.Index(c.text, cmd)
+		posOf := func(off int) Pos { return offsetPos(c.pos, c.text, lead+off) }
+		ar.Action = b.refsAt(cmd, true, posOf)
+		for _, off := range singleQuotedRefs(cmd) {
+			b.d.warnf(posOf(off), "%s is inside single quotes, where the shell does not expand it (a var is passed as a shell variable); use double quotes", cmd[off:off+strings.IndexByte(cmd[off:], '}')+1])
+		}
+		return true
+	}
+	if w := firstWord(text); contains(actionKeywords, w) {
+		ar.Action, ar.Builtin, ar.Message = w, w, strings.ReplaceAll(text, "`", "")
+		return true
+	}
+	b.d.errorf(c.pos, "unknown action %q (want a `command` in backticks, or text starting with log, alert, monitor or escalate)", text)
+	return false
+}
+
+// fieldAttrs splits a health row's field cell into the field and its
+// attributes: “ `used_pct` {export=true} “ exports the field's numeric
+// value as a metric and as Nagios perfdata. It reports false, with a
+// diagnostic, for an attribute it does not know.
+func (b *bodyParser) fieldAttrs(c cell) (string, bool, bool) {
+	text := strings.TrimSpace(c.text)
+	if !strings.HasSuffix(text, "}") {
+		return c.text, false, true
+	}
+	open := strings.LastIndex(text, "{")
+	if open < 0 {
+		return c.text, false, true
+	}
+	inner := text[open+1 : len(text)-1]
+	base := c.off + strings.Index(c.text, text) + open + 1
+	attrs, aerr := parseAttrs(inner, base)
+	if aerr != nil {
+		b.d.errorf(b.s.pos(aerr.Off), "field attributes: %s", aerr.Msg)
+		return "", false, false
+	}
+	export := false
+	for _, a := range attrs {
+		switch {
+		case a.Key == "export" && (a.Value == "true" || a.Value == "false"):
+			export = a.Value == "true"
+		case a.Key == "export":
+			b.d.errorf(b.s.pos(a.Off), "field attributes: export is true or false, got %q", a.Value)
+			return "", false, false
+		default:
+			b.d.errorf(b.s.pos(a.Off), "field attributes: unknown attribute %q (want export=true)", a.Key)
+			return "", false, false
+		}
+	}
+	return strings.TrimSpace(text[:open]), export, true
+}
+
+func (b *bodyParser) actionGuards(ar *ActionRow, c cell, st *Stage) {
+	text := unquoteTicks(c.text)
+	if text == "" {
+		return
+	}
+	base := c.off + strings.Index(c.text, text)
+	attrs, aerr := parseAttrs(text, base)
+	if aerr != nil {
+		b.d.errorf(b.s.pos(aerr.Off), "guards: %s", aerr.Msg)
+		return
+	}
+	for _, a := range attrs {
+		p := b.s.pos(a.Off)
+		switch a.Key {
+		case "after", "escalate_after":
+			n, err := strconv.Atoi(a.Value)
+			if err != nil || n < 1 {
+				b.d.errorf(p, "guards: %s must be a whole number of at least 1, got %q", a.Key, a.Value)
+				continue
+			}
+			if a.Key == "after" {
+				ar.Guard.After = n
+			} else {
+				ar.Guard.EscalateAfter = n
+			}
+		case "budget":
+			bud, err := parseBudget(a.Value)
+			if err != nil {
+				b.d.errorf(p, "guards: budget: %v", err)
+				continue
+			}
+			ar.Guard.Budget = bud
+		case "grace":
+			d, err := ParseDuration(a.Value)
+			if err != nil || d <= 0 {
+				b.d.errorf(p, "guards: grace must be a duration like 30s, got %q", a.Value)
+				continue
+			}
+			ar.Guard.Grace = d
+		case "slow_retry":
+			sr, err := parseSlowRetry(a.Value)
+			if err != nil {
+				b.d.errorf(p, "guards: slow_retry: %v", err)
+				continue
+			}
+			ar.Guard.SlowRetry = sr
+		case "restart_count":
+			ar.Guard.RestartCount = a.Value
+			valueOff := strings.Index(text[a.Off-base:], "=") + 1
+			if comp := b.compile(a.Value, true, a.Value, offsetPos(p, text[a.Off-base:], valueOff)); comp != nil {
+				ar.Guard.RestartCountProgram = comp.prog
+				b.uses = append(b.uses, exprUse{c: comp, pos: p, scope: scopeAction, stage: st})
+			}
+		default:
+			b.d.errorf(p, "guards: unknown guard %q (want after, budget, grace, escalate_after, slow_retry or restart_count)", a.Key)
+		}
+	}
+}
+
+var escalationKeywords = []string{"log", "alert", "relay", "recover", "escalate", "page"}
+
+func (b *bodyParser) escalationTable(header []cell, rows [][]cell) {
+	for i := 2; i < len(header); i++ {
+		b.d.errorf(header[i].pos, "unknown escalation-table column %q", strings.TrimSpace(header[i].text))
+	}
+	for _, row := range rows {
+		if len(row) < 2 {
+			continue
+		}
+		cond := strings.TrimSpace(row[0].text)
+		r := &EscalationRule{Condition: unquoteTicks(cond), Pos: row[0].pos}
+		ok := true
+		exprText, err := b.cache.condition(cond)
+		if err != nil {
+			b.d.errorf(row[0].pos, "%v", err)
+			ok = false
+		} else if comp := b.compile(exprText, false, cond, row[0].pos); comp != nil {
+			r.Expr, r.Program = exprText, comp.prog
+			b.uses = append(b.uses, exprUse{c: comp, pos: row[0].pos, scope: scopeEscalation, src: row[0].text})
+		} else {
+			ok = false
+		}
+		text := strings.TrimSpace(row[1].text)
+		w := firstWord(text)
+		if !contains(escalationKeywords, w) {
+			b.d.errorf(row[1].pos, "unknown escalation action %q (want text starting with log, alert, relay, page, recover or escalate)", text)
+			ok = false
+		}
+		r.Action, r.Message = w, strings.ReplaceAll(text, "`", "")
+		if ok {
+			b.c.Escalation = append(b.c.Escalation, r)
+		}
+	}
+}
