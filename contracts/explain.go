@@ -10,8 +10,6 @@ import (
 	"strings"
 	"text/template"
 	"time"
-
-	stepfill "github.com/contractd/contractd/contracts/fill"
 )
 
 // Plan is what a contract will do, in order: the JSON form of
@@ -211,91 +209,6 @@ func fmtDuration(d time.Duration) string {
 		s = strings.TrimSuffix(s, "0m")
 	}
 	return s
-}
-
-// TargetLink renders one link of a chain: "local", "ssh root@h", "pct 112" or
-// "docker NAME".
-func (t *Target) TargetLink() string {
-	switch t.Kind() {
-	case "ssh":
-		return "ssh " + t.SSH
-	case "pct":
-		return fmt.Sprintf("pct %d", t.PCT)
-	case "docker":
-		return "docker " + t.Docker
-	default:
-		return "local"
-	}
-}
-
-// Chain renders the transport chain of the named target, outermost first,
-// e.g. "ssh root@192.168.68.15 → pct 112". It returns "local" for "" or
-// "local", and the bare name in angle brackets for an undefined target.
-func (c *Contract) Chain(name string) string {
-	if name == "" || name == "local" {
-		return "local"
-	}
-	if strings.HasPrefix(name, "$") {
-		return name + " (chosen per item at run time)"
-	}
-	var links []string
-	seen := map[string]bool{}
-	for cur := name; cur != ""; {
-		t, ok := c.Targets[cur]
-		if !ok {
-			links = append(links, "<"+cur+">")
-			break
-		}
-		if seen[cur] {
-			links = append(links, "<cycle>")
-			break
-		}
-		seen[cur] = true
-		links = append(links, t.TargetLink())
-		cur = t.Via
-	}
-	for i, j := 0, len(links)-1; i < j; i, j = i+1, j-1 {
-		links[i], links[j] = links[j], links[i]
-	}
-	return strings.Join(links, " → ")
-}
-
-// ExpandAttr fills a stage's agent= or on= (or a step's on= or via=) from
-// a stage's values (StageVars): `$key`, which heading attributes need since
-// a brace ends them, or `${key}`. A name with no value is left as written.
-func ExpandAttr(s string, vars map[string]string) string {
-	if rest, ok := strings.CutPrefix(s, "$"); ok && !strings.HasPrefix(rest, "{") {
-		if v, ok := vars[strings.TrimPrefix(rest, "item.")]; ok {
-			return v
-		}
-	}
-	return stepfill.Expand(s, vars)
-}
-
-// ItemName names a for_each item in a stage run's id (`lanes[alpha]`): its
-// name, id, unit or agent key, else its index.
-func ItemName(item map[string]any, i int) string {
-	for _, k := range []string{"name", "id", "unit", "agent"} {
-		if v, ok := item[k]; ok {
-			return fmt.Sprint(v)
-		}
-	}
-	return fmt.Sprint(i)
-}
-
-// StepTarget is the target a step runs on: its own on=, else the stage's.
-// http and tcp steps without on= probe from the engine's host ("local").
-func (st *Stage) StepTarget(s *Step) string {
-	if s.On != "" {
-		return s.On
-	}
-	if s.Kind == KindHTTP || s.Kind == KindTCP {
-		return "local"
-	}
-	if st.On == "" {
-		return "local"
-	}
-	return st.On
 }
 
 func (c *Contract) crashLoop() string {
