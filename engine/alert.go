@@ -97,8 +97,8 @@ func (r *run) alert() {
 		switch {
 		case !r.gateOK && in.agent != r.downGate:
 			hold = "its gate is down"
-		case r.ledger.Window(in.agent, r.e.opts.Now()) != nil:
-			hold = r.ledger.Window(in.agent, r.e.opts.Now()).String()
+		case r.ledger.Window(in.agent, r.e.opts.Clock.Now()) != nil:
+			hold = r.ledger.Window(in.agent, r.e.opts.Clock.Now()).String()
 		case in.source == guard.SourceRelay && speaks[in.agent] != "":
 			hold = "covered by " + speaks[in.agent]
 		}

@@ -64,7 +64,7 @@ for_each:
 	}}
 	clk := guard.NewFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	dir := t.TempDir()
-	eng, err := New(Options{StateDir: dir, Opener: &fakeOpener{targets: map[string]*fakeTarget{"box": box}}, Now: clk.Now})
+	eng, err := New(Options{StateDir: dir, Opener: &fakeOpener{targets: map[string]*fakeTarget{"box": box}}, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}

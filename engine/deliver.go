@@ -33,7 +33,7 @@ func (r *run) record(m notify.Message, ar *AlertReport, why string) {
 // the run (nothing is sent in a dry run).
 func (r *run) queue(m notify.Message, ar *AlertReport) {
 	if m.Time.IsZero() {
-		m.Time = r.e.opts.Now()
+		m.Time = r.e.opts.Clock.Now()
 	}
 	// The text quotes what targets said: redacted, and printable for the
 	// chat, the log and the terminal it lands in.
@@ -116,7 +116,7 @@ func (r *run) send(ctx context.Context) error {
 	}
 	sctx, cancel := context.WithTimeout(ctx, deliverTimeout)
 	defer cancel()
-	sender := notify.Sender{Notifiers: r.notifiers, Clock: clockFunc(r.e.opts.Now)}
+	sender := notify.Sender{Notifiers: r.notifiers, Clock: r.e.opts.Clock}
 	deliveries := sender.Send(sctx, &r.ledger.Outbox, msgs...)
 	// The routes have the messages (delivered, or queued in the outbox):
 	// recorded at once, as a repair's end is, so a process stopped from
@@ -195,7 +195,7 @@ func (r *run) send(ctx context.Context) error {
 		var what []string
 		if t.queued > 0 {
 			w := fmt.Sprintf("%d message(s) queued for retry", t.queued)
-			if t.next.After(r.e.opts.Now()) {
+			if t.next.After(r.e.opts.Clock.Now()) {
 				w += " after " + t.next.UTC().Format(time.RFC3339)
 			}
 			what = append(what, w)

@@ -35,7 +35,7 @@ func TestUnbuildableRouteKeepsItsMessages(t *testing.T) {
 	var mu sync.Mutex // Logf may be called from several stages at once
 	run := func(deps notify.Deps) *Report {
 		t.Helper()
-		eng, err := New(Options{StateDir: h.dir, Opener: h.w.opener, Now: h.clock.Now, NotifyDeps: deps,
+		eng, err := New(Options{StateDir: h.dir, Opener: h.w.opener, Clock: h.clock, NotifyDeps: deps,
 			Logf:  func(format string, args ...any) { mu.Lock(); fmt.Fprintf(&logged, format+"\n", args...); mu.Unlock() },
 			Sleep: func(ctx context.Context, d time.Duration) error { h.clock.Advance(d); return nil }})
 		if err != nil {

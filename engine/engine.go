@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine/clock"
 	"github.com/contractd/contractd/engine/notify"
 	"github.com/contractd/contractd/engine/store"
 	"github.com/contractd/contractd/steps"
@@ -67,8 +68,10 @@ type Options struct {
 	LockWait      time.Duration // how long to wait for another run's lock
 	GraceOverride time.Duration // replaces every verify-after-repair grace (demos and tests)
 	Opener        Opener
-	Now           func() time.Time
-	Getenv        func(string) string // reads secrets named by a contract
+	// Clock is the run's time: timestamps, guard windows, the store's
+	// times. Nil means clock.UTC{}, the system clock in UTC.
+	Clock  clock.Clock
+	Getenv func(string) string // reads secrets named by a contract
 	// Log receives the run's events, one record each at its level with
 	// its fields (see log.go). Nil means Logf's lines, or nothing.
 	Log *slog.Logger
@@ -110,8 +113,8 @@ func New(opts Options) (*Engine, error) {
 	if opts.RunTimeout <= 0 {
 		opts.RunTimeout = 10 * time.Minute
 	}
-	if opts.Now == nil {
-		opts.Now = func() time.Time { return time.Now().UTC() }
+	if opts.Clock == nil {
+		opts.Clock = clock.UTC{}
 	}
 	if opts.Getenv == nil {
 		opts.Getenv = func(string) string { return "" }

@@ -179,7 +179,7 @@ func newHarness(t *testing.T) *harness {
 func (h *harness) run() *Report {
 	h.t.Helper()
 	eng, err := New(Options{
-		StateDir: h.dir, Opener: h.w.opener, Now: h.clock.Now, DryRun: h.dry,
+		StateDir: h.dir, Opener: h.w.opener, Clock: h.clock, DryRun: h.dry,
 		Getenv:    func(k string) string { return map[string]string{"API_KEY": "hunter2-secret"}[k] },
 		Notifiers: []notify.Notifier{h.rec},
 		Sleep:     func(ctx context.Context, d time.Duration) error { h.clock.Advance(d); return nil },
@@ -442,7 +442,7 @@ func TestSecretsInProbeFieldsAndLogLinesAreRedacted(t *testing.T) {
 	h.w.set(func(w *world) { w.pi["response_pipeline"] = "blocked hunter2-secret" })
 	var logs strings.Builder
 	eng, err := New(Options{
-		StateDir: h.dir, Opener: h.w.opener, Now: h.clock.Now,
+		StateDir: h.dir, Opener: h.w.opener, Clock: h.clock,
 		Getenv: func(k string) string { return map[string]string{"API_KEY": "hunter2-secret"}[k] },
 		Logf:   func(format string, args ...any) { fmt.Fprintf(&logs, format+"\n", args...) },
 		Sleep:  func(context.Context, time.Duration) error { return nil },

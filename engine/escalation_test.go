@@ -80,7 +80,7 @@ func newFleetWorld() *fleetWorld {
 func runFleet(t *testing.T, w *fleetWorld, dir string, clk *guard.FakeClock, rec *recorder) *Report {
 	t.Helper()
 	c := parse(t, fleetContract)
-	eng, err := New(Options{StateDir: dir, Opener: &fakeOpener{targets: map[string]*fakeTarget{"t": w.t}}, Now: clk.Now,
+	eng, err := New(Options{StateDir: dir, Opener: &fakeOpener{targets: map[string]*fakeTarget{"t": w.t}}, Clock: clk,
 		Notifiers: []notify.Notifier{rec}, Sleep: func(ctx context.Context, d time.Duration) error { clk.Advance(d); return nil }})
 	if err != nil {
 		t.Fatal(err)
@@ -270,7 +270,7 @@ func TestBlastRadiusCapsRepairsAndOpensTheCircuit(t *testing.T) {
 			c := parse(t, src)
 			rec := &recorder{}
 			clk := guard.NewFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
-			eng, err := New(Options{StateDir: t.TempDir(), Opener: &fakeOpener{targets: map[string]*fakeTarget{"t": w.t}}, Now: clk.Now,
+			eng, err := New(Options{StateDir: t.TempDir(), Opener: &fakeOpener{targets: map[string]*fakeTarget{"t": w.t}}, Clock: clk,
 				Notifiers: []notify.Notifier{rec}, Sleep: func(context.Context, time.Duration) error { return nil }})
 			if err != nil {
 				t.Fatal(err)

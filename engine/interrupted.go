@@ -105,7 +105,7 @@ func (r *run) abort(p *PanicError) (*Report, error) {
 	rep := r.rep
 	r.logPanic(p)
 	rep.OverallSeverity = contracts.SeverityUnknown
-	rep.FinishedAt = r.e.opts.Now()
+	rep.FinishedAt = r.e.opts.Clock.Now()
 	rep.DurationMS = rep.FinishedAt.Sub(rep.StartedAt).Milliseconds()
 	rep.Errors = append(rep.Errors, r.clean(p.Error()))
 	if !r.e.opts.DryRun && r.unshared == "" {

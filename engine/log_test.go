@@ -105,7 +105,7 @@ func TestRunEventsHaveLevelsAndFields(t *testing.T) {
 		w.koby = map[string]any{"stuck": true}
 	})
 	eng, err := New(Options{
-		StateDir: h.dir, Opener: h.w.opener, Now: h.clock.Now,
+		StateDir: h.dir, Opener: h.w.opener, Clock: h.clock,
 		Notifiers: []notify.Notifier{h.rec},
 		Sleep:     func(ctx context.Context, d time.Duration) error { h.clock.Advance(d); return nil },
 		Log:       slog.New(book),
@@ -162,7 +162,7 @@ func TestRunEventsHaveLevelsAndFields(t *testing.T) {
 func TestAHealthyRunEndsAtDebug(t *testing.T) {
 	h := newHarness(t)
 	book := &recordBook{}
-	eng, err := New(Options{StateDir: h.dir, Opener: h.w.opener, Now: h.clock.Now, Log: slog.New(book)})
+	eng, err := New(Options{StateDir: h.dir, Opener: h.w.opener, Clock: h.clock, Log: slog.New(book)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ func (r *run) save() error {
 	if err := r.st.WriteSnapshot(r.c.Name, snap); err != nil {
 		return err
 	}
-	r.ledger.PruneWindows(r.e.opts.Now())
+	r.ledger.PruneWindows(r.e.opts.Clock.Now())
 	r.tidyIntents()
 	h := historyRecord(r.rep)
 	h.Interrupted = r.interrupted
@@ -115,7 +115,7 @@ func (r *run) persist() error {
 // now on, whatever happens to this process. It fails when the ledger cannot
 // be written; then the repair must not run.
 func (r *run) intend(u *unit, key, cmd, target string, grace time.Duration) (*store.Intent, error) {
-	in := &store.Intent{RunID: r.rep.RunID, Unit: u.key, Condition: key, Command: cmd, Target: target, Started: r.e.opts.Now()}
+	in := &store.Intent{RunID: r.rep.RunID, Unit: u.key, Condition: key, Command: cmd, Target: target, Started: r.e.opts.Clock.Now()}
 	r.mu.Lock()
 	r.chain.RecordRepair(u.state, key, grace)
 	r.ledger.Intents = append(r.ledger.Intents, in)
@@ -128,7 +128,7 @@ func (r *run) intend(u *unit, key, cmd, target string, grace time.Duration) (*st
 // repair is already counted.
 func (r *run) ended(in *store.Intent, code int) {
 	r.mu.Lock()
-	in.Ended, in.ExitCode = r.e.opts.Now(), code
+	in.Ended, in.ExitCode = r.e.opts.Clock.Now(), code
 	r.mu.Unlock()
 	if err := r.persist(); err != nil {
 		r.rep.Errors = append(r.rep.Errors, "ledger after repair: "+err.Error())
@@ -141,7 +141,7 @@ func (r *run) ended(in *store.Intent, code int) {
 // route, and repairs it started but never saw end are kept to be verified
 // by this run (verifyInterrupted).
 func (r *run) recoverLedger() {
-	now := r.e.opts.Now()
+	now := r.e.opts.Clock.Now()
 	for _, m := range r.ledger.Sending {
 		for _, n := range r.notifiers {
 			r.ledger.Outbox.Queue = append(r.ledger.Outbox.Queue, notify.Queued{Notifier: n.Name(), Message: m, Since: now})

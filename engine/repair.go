@@ -276,7 +276,7 @@ func (r *run) act(ctx context.Context, u *unit, sr *stageRun, row *contracts.Act
 	v := r.chain.Decide(u.state, guard.Candidate{
 		Condition: key, Action: cmd, Severity: sev, Guard: row.Guard,
 		ReportOnly: u.reportOnly, DryRun: r.e.opts.DryRun, Fleet: fleet,
-		Maintenance: r.ledger.Window(u.agent, r.e.opts.Now()),
+		Maintenance: r.ledger.Window(u.agent, r.e.opts.Clock.Now()),
 	})
 	ar.Status, ar.Guard, ar.Reason, ar.Trace = v.Status, v.Guard, v.Reason, v.TraceLines()
 	if r.e.opts.DryRun {

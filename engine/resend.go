@@ -84,7 +84,7 @@ func (e *Engine) Resend(ctx context.Context, c *contracts.Contract) ([]Resend, e
 	if err != nil {
 		return nil, fmt.Errorf("resend %s: %w", c.Name, err)
 	}
-	out, changed := resend(ctx, c.Name, l, rfs, e.opts.Now())
+	out, changed := resend(ctx, c.Name, l, rfs, e.opts.Clock.Now())
 	if changed {
 		if err := st.WriteLedger(c.Name, l); err != nil {
 			return out, fmt.Errorf("resend %s: ledger: %w", c.Name, err)
@@ -103,7 +103,7 @@ func (r *run) resendOpen(ctx context.Context) {
 	}
 	sctx, cancel := context.WithTimeout(ctx, deliverTimeout)
 	defer cancel()
-	out, _ := resend(sctx, r.c.Name, r.ledger, rfs, r.e.opts.Now())
+	out, _ := resend(sctx, r.c.Name, r.ledger, rfs, r.e.opts.Clock.Now())
 	for _, rs := range out {
 		switch {
 		case rs.Err != nil && rs.New:

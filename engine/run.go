@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine/guard"
@@ -15,11 +14,6 @@ import (
 	"github.com/contractd/contractd/engine/store"
 	"github.com/contractd/contractd/transports"
 )
-
-// clockFunc adapts Options.Now to guard.Clock.
-type clockFunc func() time.Time
-
-func (f clockFunc) Now() time.Time { return f() }
 
 // errNotCompiled is what evaluating a row that failed to compile gives.
 var errNotCompiled = errors.New("condition not compiled")
@@ -82,7 +76,7 @@ type run struct {
 // returns an engine failure. When another process holds the contract's run
 // lock past LockWait, the report says so in Skipped and the error is nil.
 func (e *Engine) Run(ctx context.Context, c *contracts.Contract) (rep *Report, err error) {
-	now := e.opts.Now()
+	now := e.opts.Clock.Now()
 	rep = &Report{
 		Contract: c.Name, Version: c.Version, RunID: newRunID(now), StartedAt: now,
 		DryRun: e.opts.DryRun, Stages: []*StageReport{}, Agents: map[string]*AgentReport{},
@@ -106,7 +100,7 @@ func (e *Engine) Run(ctx context.Context, c *contracts.Contract) (rep *Report, e
 	unlock, err := st.Lock(ctx, c.Name, e.opts.LockWait)
 	if errors.Is(err, store.ErrLocked) {
 		rep.Skipped = "another run holds the lock"
-		rep.FinishedAt = e.opts.Now()
+		rep.FinishedAt = e.opts.Clock.Now()
 		return rep, nil
 	}
 	if err != nil {
@@ -157,7 +151,7 @@ func (r *run) do(ctx context.Context) (*Report, error) {
 
 	r.phase = "record"
 	rep.OverallSeverity = r.overall()
-	rep.FinishedAt = e.opts.Now()
+	rep.FinishedAt = e.opts.Clock.Now()
 	rep.DurationMS = rep.FinishedAt.Sub(rep.StartedAt).Milliseconds()
 	if rctx.Err() != nil && ctx.Err() == nil {
 		rep.Errors = append(rep.Errors, "run deadline exceeded")
@@ -194,9 +188,9 @@ func (r *run) do(ctx context.Context) (*Report, error) {
 // ledger and the previous snapshot. Only a store that cannot be read fails
 // it; a corrupt ledger is moved aside and the run repairs nothing.
 func (r *run) open() error {
-	c, rep, now := r.c, r.rep, r.e.opts.Now()
+	c, rep, now := r.c, r.rep, r.e.opts.Clock.Now()
 	r.notifiers = r.buildNotifiers()
-	r.chain = guard.NewChain(c.Guards, c.Schedule, clockFunc(r.e.opts.Now))
+	r.chain = guard.NewChain(c.Guards, c.Schedule, r.e.opts.Clock)
 	var err error
 	r.ledger, err = r.st.ReadLedger(c.Name)
 	if errors.Is(err, store.ErrUnavailable) {
@@ -258,7 +252,7 @@ func (r *run) open() error {
 // lost the contract to another) from other failures.
 func (e *Engine) fail(rep *Report, err error) (*Report, error) {
 	rep.Errors = append(rep.Errors, err.Error())
-	rep.FinishedAt = e.opts.Now()
+	rep.FinishedAt = e.opts.Clock.Now()
 	return rep, fmt.Errorf("%w: %w", ErrEngine, err)
 }
 
@@ -271,7 +265,7 @@ func (r *run) reportOnly() (*Report, error) {
 	rep.Errors = append(rep.Errors, line)
 	r.event(slog.LevelWarn, "no repairs and no alerts this run, state is not shared", "error", r.unshared)
 	rep.OverallSeverity = r.overall()
-	rep.FinishedAt = r.e.opts.Now()
+	rep.FinishedAt = r.e.opts.Clock.Now()
 	rep.DurationMS = rep.FinishedAt.Sub(rep.StartedAt).Milliseconds()
 	return rep, nil
 }
@@ -293,6 +287,6 @@ func (r *run) restarts(agent, window string) int {
 	// Counted as the crash-loop guard counts: the repairs contractd made or
 	// the increase of a restart counter read from the target (pm2
 	// `restarts`), whichever is larger.
-	n, _ := guard.CrashLoop{Per: d, Clock: clockFunc(r.e.opts.Now)}.Count(u)
+	n, _ := guard.CrashLoop{Per: d, Clock: r.e.opts.Clock}.Count(u)
 	return n
 }

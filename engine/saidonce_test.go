@@ -25,7 +25,7 @@ func TestHeldRepairIsLoggedOnceNotEveryRun(t *testing.T) {
 	})
 	for i := 0; i < 4; i++ {
 		eng, err := New(Options{
-			StateDir: h.dir, Opener: h.w.opener, Now: h.clock.Now,
+			StateDir: h.dir, Opener: h.w.opener, Clock: h.clock,
 			Getenv:    func(k string) string { return "" },
 			Notifiers: []notify.Notifier{h.rec},
 			Sleep:     func(ctx context.Context, d time.Duration) error { h.clock.Advance(d); return nil },

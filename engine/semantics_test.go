@@ -49,7 +49,7 @@ func TestOneStepStageKeepsItsTransportError(t *testing.T) {
 			return transports.Result{ExitCode: -1}, errors.New("Error response from daemon: No such container: app")
 		}}
 		clk := guard.NewFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
-		eng, _ := New(Options{StateDir: t.TempDir(), Opener: &fakeOpener{targets: map[string]*fakeTarget{"ct": ct}}, Now: clk.Now})
+		eng, _ := New(Options{StateDir: t.TempDir(), Opener: &fakeOpener{targets: map[string]*fakeTarget{"ct": ct}}, Clock: clk})
 		rep, err := eng.Run(context.Background(), c)
 		if err != nil {
 			t.Fatal(err)
@@ -93,7 +93,7 @@ func TestForEachOnKeyReachesEachItemsTarget(t *testing.T) {
 		}}
 	}
 	clk := guard.NewFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
-	eng, _ := New(Options{StateDir: t.TempDir(), Opener: &fakeOpener{targets: map[string]*fakeTarget{"h1": mk("h1"), "h2": mk("h2")}}, Now: clk.Now})
+	eng, _ := New(Options{StateDir: t.TempDir(), Opener: &fakeOpener{targets: map[string]*fakeTarget{"h1": mk("h1"), "h2": mk("h2")}}, Clock: clk})
 	rep, err := eng.Run(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
@@ -234,7 +234,7 @@ func TestAStoppedContainerIsStartedAndVerifiedWhole(t *testing.T) {
 	}}
 	clk := guard.NewFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	rec := &recorder{}
-	eng, _ := New(Options{StateDir: t.TempDir(), Opener: &fakeOpener{targets: map[string]*fakeTarget{"host": host, "ct": ct}}, Now: clk.Now,
+	eng, _ := New(Options{StateDir: t.TempDir(), Opener: &fakeOpener{targets: map[string]*fakeTarget{"host": host, "ct": ct}}, Clock: clk,
 		Notifiers: []notify.Notifier{rec}, Sleep: func(ctx context.Context, d time.Duration) error { clk.Advance(d); return nil }})
 	rep, err := eng.Run(context.Background(), c)
 	if err != nil {
@@ -287,7 +287,7 @@ func TestWhyShowsWhatARepairPrinted(t *testing.T) {
 		return transports.Result{Stdout: "down\n"}, nil
 	}}
 	clk := guard.NewFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
-	eng, _ := New(Options{StateDir: t.TempDir(), Opener: &fakeOpener{targets: map[string]*fakeTarget{"ct": ct}}, Now: clk.Now,
+	eng, _ := New(Options{StateDir: t.TempDir(), Opener: &fakeOpener{targets: map[string]*fakeTarget{"ct": ct}}, Clock: clk,
 		Sleep: func(ctx context.Context, d time.Duration) error { clk.Advance(d); return nil }})
 	rep, err := eng.Run(context.Background(), c)
 	if err != nil {

@@ -20,7 +20,7 @@ func (e *Engine) openStore() (store.Backend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open state dir: %w", err)
 	}
-	return s.WithClock(clockFunc(e.opts.Now)), nil
+	return s.WithClock(e.opts.Clock), nil
 }
 
 // lastRepair is the time of the newest repair of any unit: the seed's

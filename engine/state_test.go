@@ -22,7 +22,7 @@ func (h *harness) runLogged() (*Report, []string) {
 	var mu sync.Mutex
 	var logs []string
 	eng, err := New(Options{
-		StateDir: h.dir, Opener: h.w.opener, Now: h.clock.Now, DryRun: h.dry,
+		StateDir: h.dir, Opener: h.w.opener, Clock: h.clock, DryRun: h.dry,
 		Getenv:    func(k string) string { return map[string]string{"API_KEY": "hunter2-secret"}[k] },
 		Notifiers: []notify.Notifier{h.rec},
 		Sleep:     func(ctx context.Context, d time.Duration) error { h.clock.Advance(d); return nil },
@@ -138,7 +138,7 @@ func TestReadHistorySkipsRecordsOfTheWrongShape(t *testing.T) {
 	// The next run drops the bad lines, keeps the file as it was aside, and
 	// says so; history reads clean afterwards.
 	h.clock.Advance(time.Minute)
-	eng, _ := New(Options{StateDir: h.dir, Opener: h.w.opener, Now: h.clock.Now, Notifiers: []notify.Notifier{h.rec}})
+	eng, _ := New(Options{StateDir: h.dir, Opener: h.w.opener, Clock: h.clock, Notifiers: []notify.Notifier{h.rec}})
 	rep, err := eng.Run(context.Background(), h.c)
 	if err == nil || !strings.Contains(strings.Join(rep.Errors, "\n"), "kept as mesh.history.jsonl.corrupt-") {
 		t.Fatalf("run over bad history: err %v, report errors %q", err, rep.Errors)

@@ -47,7 +47,7 @@ func (h *harness) runIn(dir string) (*Report, error, []string) {
 	var mu sync.Mutex
 	var logs []string
 	eng, err := New(Options{
-		StateDir: dir, Opener: h.w.opener, Now: h.clock.Now,
+		StateDir: dir, Opener: h.w.opener, Clock: h.clock,
 		Notifiers: []notify.Notifier{h.rec},
 		Sleep:     func(ctx context.Context, d time.Duration) error { h.clock.Advance(d); return nil },
 		Logf: func(format string, args ...any) {

@@ -80,7 +80,7 @@ func Test(ctx context.Context, path string) (*Result, error) {
 		secrets[s] = "test-secret-" + s
 	}
 	eng, err := engine.New(engine.Options{
-		StateDir: state, Opener: &opener{rp}, Now: clk.Now, Sleep: sleeper(clk),
+		StateDir: state, Opener: &opener{rp}, Clock: clk, Sleep: sleeper(clk),
 		Getenv:    func(k string) string { return secrets[k] },
 		Notifiers: []notify.Notifier{recorder{}},
 	})

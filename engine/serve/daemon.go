@@ -27,6 +27,7 @@ import (
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine"
+	"github.com/contractd/contractd/engine/clock"
 	"github.com/contractd/contractd/engine/notify"
 	"github.com/contractd/contractd/engine/store"
 	"github.com/fsnotify/fsnotify"
@@ -65,21 +66,6 @@ func ContractLoader(opts contracts.Options) LoadFunc {
 	}
 }
 
-// Clock is the daemon's time source. RealClock is the default.
-type Clock interface {
-	Now() time.Time
-	After(d time.Duration) <-chan time.Time
-}
-
-// RealClock is the wall clock.
-type RealClock struct{}
-
-// Now returns the current time.
-func (RealClock) Now() time.Time { return time.Now() }
-
-// After returns a channel that receives once d has passed.
-func (RealClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
-
 // Config configures a Daemon. Dir, StateDir and Runner are required.
 type Config struct {
 	Dir       string // contract files: every *.md directly inside
@@ -97,7 +83,7 @@ type Config struct {
 	// daemon's log (Log, below), one record each; a nil Getenv
 	// is os.Getenv (notifiers read their API keys from the environment).
 	NotifyDeps notify.Deps
-	Clock      Clock // nil means RealClock
+	Clock      clock.Clock // the scheduler's time and timers; nil means clock.Real{}
 	// Log receives the daemon's events, one record each at its level with
 	// its fields ("contract", "path", "error", …): start and stop, contracts
 	// loaded and rejected, runs failed, hold-downs. Nil means Logf, or
@@ -164,7 +150,7 @@ type Daemon struct {
 	// stateLock is an flock on STATE_DIR/.contractd-serve.lock: one daemon
 	// per state dir, since two would overwrite each other's scheduler state.
 	stateLock *os.File
-	clock     Clock
+	clock     clock.Clock
 	started   time.Time // when Run began: schedule.start_delay counts from it
 	log       *slog.Logger
 	ln        net.Listener
@@ -215,7 +201,7 @@ func New(cfg Config) (*Daemon, error) {
 		cfg.Listen = DefaultListen
 	}
 	if cfg.Clock == nil {
-		cfg.Clock = RealClock{}
+		cfg.Clock = clock.Real{}
 	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()

@@ -106,7 +106,7 @@ func TestSiblingSupervisorWithTheRealEngine(t *testing.T) {
 	pool := transports.NewPool(transports.PoolOptions{})
 	t.Cleanup(func() { pool.Close() })
 	eng, err := engine.New(engine.Options{
-		StateDir: state, Opener: engine.PoolOpener{Pool: pool}, Now: clock.Now,
+		StateDir: state, Opener: engine.PoolOpener{Pool: pool}, Clock: clock,
 		NotifyDeps: notify.Deps{Log: io.Discard, Getenv: func(string) string { return "" }},
 		// The verify-after-repair grace passes at once: time is the fake clock's.
 		Sleep: func(ctx context.Context, d time.Duration) error { return ctx.Err() },
