@@ -154,16 +154,16 @@ func Maintenance(st store.Backend, name string, now time.Time) (map[string]*guar
 	return l.Maintenance, nil
 }
 
-// Reset is the operator's release of a contract (`contractd reset NAME`):
-// escalations, failed-repair counts and pending repairs of every unit (or
-// of the named unit) are cleared in st (store.Ledger.ClearUnits), under the run
-// lock. Repair times stay, so budgets and the crash-loop guard still hold.
-// The ledger records the release at now (store.Ledger.ReleasedAt): a
-// daemon that runs the contract from a shared store releases its
-// hold-down when it reads it; serve.Reset releases a daemon's in its state
-// dir. It fails when the lock cannot be had within 5 s or the ledger
+// ReleaseLedger is the operator's release of a contract (`contractd reset
+// NAME`) in its ledger: escalations, failed-repair counts and pending
+// repairs of every unit (or of the named unit) are cleared in st
+// (store.Ledger.ClearUnits), under the run lock. Repair times stay, so
+// budgets and the crash-loop guard still hold. The ledger records the
+// release at now (store.Ledger.ReleasedAt): a daemon that runs the contract
+// from a shared store releases its hold-down when it reads it;
+// serve.ReleaseHoldDown releases a daemon's in its state dir. It fails when the lock cannot be had within 5 s or the ledger
 // cannot be read or written.
-func Reset(ctx context.Context, st store.Backend, name, unit string, now time.Time) error {
+func ReleaseLedger(ctx context.Context, st store.Backend, name, unit string, now time.Time) error {
 	unlock, err := st.Lock(ctx, name, 5*time.Second)
 	if err != nil {
 		return fmt.Errorf("reset %s: %w", name, err)

@@ -407,11 +407,11 @@ func (m *Main) cmdReset(ctx context.Context, args []string) int {
 		return code
 	}
 	defer src.close()
-	if err := engine.Reset(ctx, src.st, name, *unit, time.Now()); err != nil {
+	if err := engine.ReleaseLedger(ctx, src.st, name, *unit, time.Now()); err != nil {
 		m.fail("reset", err)
 		return exitFailed
 	}
-	if err := serve.Reset(sf.stateDir, name); err != nil {
+	if err := serve.ReleaseHoldDown(sf.stateDir, name); err != nil {
 		m.fail("reset", err)
 		return exitFailed
 	}

@@ -190,7 +190,7 @@ func TestHoldDownAfterThreeFailuresSurvivesRestartAndResetResumes(t *testing.T) 
 
 	// The operator fixes the cause and releases the hold-down.
 	failing.Store(false)
-	if err := Reset(state, "broken"); err != nil {
+	if err := ReleaseHoldDown(state, "broken"); err != nil {
 		t.Fatal(err)
 	}
 	h2.waitFor(10*time.Second, "a run after reset", func() bool { return log.count("broken") > HoldDownAfter })
@@ -220,12 +220,12 @@ func TestResetOutsideTheDaemon(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			state := t.TempDir()
-			err := Reset(state, tc.arg)
+			err := ReleaseHoldDown(state, tc.arg)
 			if (err != nil) != tc.wantErr {
-				t.Fatalf("Reset(%q) = %v, want error %v", tc.arg, err, tc.wantErr)
+				t.Fatalf("ReleaseHoldDown(%q) = %v, want error %v", tc.arg, err, tc.wantErr)
 			}
 			if left, _ := os.ReadDir(state); len(left) != 0 {
-				t.Errorf("Reset wrote %d files for a contract it knows nothing of", len(left))
+				t.Errorf("ReleaseHoldDown wrote %d files for a contract it knows nothing of", len(left))
 			}
 		})
 	}

@@ -482,12 +482,12 @@ func (d *Daemon) handleReset(w http.ResponseWriter, r *http.Request) {
 	if d.cfg.HA != nil {
 		// Shared: the release goes into the ledger, where the owner (this
 		// instance or another) reads it, as `contractd reset --etcd` does.
-		if err := engine.Reset(r.Context(), d.operatorStore(), name, "", d.clock.Now()); err != nil {
+		if err := engine.ReleaseLedger(r.Context(), d.operatorStore(), name, "", d.clock.Now()); err != nil {
 			writeJSON(w, http.StatusInternalServerError, apiError{Error: err.Error()})
 			return
 		}
 	}
-	if err := Reset(d.cfg.StateDir, name); err != nil {
+	if err := ReleaseHoldDown(d.cfg.StateDir, name); err != nil {
 		writeJSON(w, http.StatusInternalServerError, apiError{Error: err.Error()})
 		return
 	}

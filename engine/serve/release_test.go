@@ -53,7 +53,7 @@ func TestSharedLedgerReleaseReachesTheOwnersHoldDown(t *testing.T) {
 	held := runs.Load()
 
 	failing.Store(false)
-	if err := engine.Reset(t.Context(), shared, "broken", "", time.Now()); err != nil {
+	if err := engine.ReleaseLedger(t.Context(), shared, "broken", "", time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	h.waitFor(10*time.Second, "a run after the shared release", func() bool { return runs.Load() > held })

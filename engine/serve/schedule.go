@@ -187,7 +187,7 @@ func (d *Daemon) protect(contract, where string, f func()) (ok bool) {
 	return true
 }
 
-// syncReset applies a Reset made by another process (or the HTTP API) since
+// syncReset applies a ReleaseHoldDown made by another process (or the HTTP API) since
 // the daemon last looked. It reports whether it released anything.
 func (d *Daemon) syncReset(e *entry) bool {
 	st, err := ReadState(d.cfg.StateDir, e.name)

@@ -41,7 +41,7 @@ type SchedulerState struct {
 	LastDurationMS int64              `json:"last_duration_ms,omitempty"`
 	LastSeverity   contracts.Severity `json:"last_severity"`
 	NextRunAt      time.Time          `json:"next_run_at,omitzero"`
-	// ResetAt is stamped by Reset; a running daemon that sees a newer
+	// ResetAt is stamped by ReleaseHoldDown; a running daemon that sees a newer
 	// ResetAt than the one it knows applies the release.
 	ResetAt        time.Time `json:"reset_at,omitzero"`
 	SkippedOverlap int64     `json:"skipped_overlap"`
@@ -155,14 +155,14 @@ func updateState(stateDir, name string, change func(*SchedulerState)) error {
 	return readErr
 }
 
-// Reset releases a contract's hold-down and clears its failure streak: the
-// operator's `contractd reset NAME`. A running daemon notices the release on
-// its next hold-down poll (HeldPoll) and schedules the contract again. The
-// last-run fields are kept. A contract the daemon never scheduled has
-// nothing to release: Reset returns nil and writes nothing. It returns an
-// error for a name that cannot be a file name, and wrapped read or write
+// ReleaseHoldDown releases a contract's hold-down and clears its failure
+// streak: the operator's `contractd reset NAME`. A running daemon notices
+// the release on its next hold-down poll (HeldPoll) and schedules the
+// contract again. The last-run fields are kept. A contract the daemon never
+// scheduled has nothing to release: ReleaseHoldDown returns nil and writes
+// nothing. It returns an error for a name that cannot be a file name, and wrapped read or write
 // errors; a corrupt state file is moved aside and replaced by a released one.
-func Reset(stateDir, name string) error {
+func ReleaseHoldDown(stateDir, name string) error {
 	if name == "" || filepath.Base(name) != name || name == "." || name == ".." {
 		return fmt.Errorf("reset %q: not a contract name", name)
 	}

@@ -23,7 +23,7 @@ func TestResetDuringASaveIsKept(t *testing.T) {
 	}
 	resetDone := make(chan error, 1)
 	err := updateState(state, "broken", func(st *SchedulerState) {
-		go func() { resetDone <- Reset(state, "broken") }()
+		go func() { resetDone <- ReleaseHoldDown(state, "broken") }()
 		// Give the reset every chance to write first; it can only do so
 		// if nothing serialises it against this save.
 		select {

@@ -292,7 +292,7 @@ func EncodeLedger(name string, l *Ledger) ([]byte, error) {
 // escalations, failed-repair counts, pending repairs and graces of one unit
 // (or of every unit when unit is ""). Repair times stay, so budgets and the
 // crash-loop guard still hold. It returns the units it reset, sorted. (The
-// daemon's hold-down lives in its own state file; see serve.Reset.)
+// daemon's hold-down lives in its own state file; see serve.ReleaseHoldDown.)
 func (l *Ledger) ClearUnits(unit string) []string {
 	var done []string
 	for key, u := range l.Units {
