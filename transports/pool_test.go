@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/fixtures/need"
+	"github.com/contractd/contractd/fixtures/owner"
 	"github.com/contractd/contractd/fixtures/sshd"
 	"golang.org/x/crypto/ssh"
 )
@@ -152,7 +153,7 @@ func TestSSHAgentKeys(t *testing.T) {
 	s := startSSHD(t, sshd.Options{})
 	need.Command(t, "ssh-agent", "openssh-client")
 	sock := filepath.Join(t.TempDir(), "agent.sock")
-	agentCmd := exec.Command("ssh-agent", "-D", "-a", sock)
+	agentCmd := owner.Command("ssh-agent", "-D", "-a", sock)
 	agentCmd.Stdout, agentCmd.Stderr = io.Discard, io.Discard
 	if err := agentCmd.Start(); err != nil {
 		t.Fatal(err)

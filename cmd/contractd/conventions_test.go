@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/contractd/contractd/fixtures/owner"
 )
 
 // heldContract has one agent whose probe is critical and whose repair
@@ -344,7 +346,7 @@ func TestDemoRunsFromTheBinaryAlone(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, "demo")
+	cmd := owner.CommandContext(ctx, bin, "demo")
 	cmd.Dir = t.TempDir()
 	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=" + t.TempDir()}
 	if p, err := exec.LookPath("go"); err == nil && (strings.HasPrefix(p, "/usr/bin/") || strings.HasPrefix(p, "/bin/")) {

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/contractd/contractd/fixtures/owner"
 )
 
 var (
@@ -95,7 +97,7 @@ func TestKillNineNeverRepairsTwiceNorLosesTheIncident(t *testing.T) {
 		// The whole run takes about 1.6 s: probe, 1 s repair, 0.5 s grace,
 		// verify, deliver, save. Kill anywhere in it, or just after.
 		at := time.Duration(rng.Int64N(int64(1900 * time.Millisecond)))
-		cmd := exec.Command(bin, args...)
+		cmd := owner.Command(bin, args...)
 		if err := cmd.Start(); err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +109,7 @@ func TestKillNineNeverRepairsTwiceNorLosesTheIncident(t *testing.T) {
 		(&interruptCase{bin: bin, dir: dir, state: state}).agree(t)
 
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		out, err := exec.CommandContext(ctx, bin, args...).CombinedOutput()
+		out, err := owner.CommandContext(ctx, bin, args...).CombinedOutput()
 		cancel()
 		if err != nil {
 			t.Fatalf("kill %d at %s: the next run failed: %v\n%s", i, at, err, out)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/contractd/contractd/engine/serve"
 	"github.com/contractd/contractd/fixtures/etcdcluster"
+	"github.com/contractd/contractd/fixtures/owner"
 )
 
 // The HA tests run the real contractd binary, two or three instances,
@@ -161,7 +162,7 @@ func (r *haRig) start(node string) *haNode {
 	if err != nil {
 		r.t.Fatal(err)
 	}
-	n.cmd = exec.Command(r.bin, args...)
+	n.cmd = owner.Command(r.bin, args...)
 	n.cmd.Stdout, n.cmd.Stderr = logf, logf
 	if err := n.cmd.Start(); err != nil {
 		r.t.Fatal(err)

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -18,6 +17,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/engine/serve"
+	"github.com/contractd/contractd/fixtures/owner"
 )
 
 // What an operator sees of a group of instances (serve --etcd): every
@@ -316,7 +316,7 @@ func nodeNames(nodes []*haNode) []string {
 func (r *haRig) cli(args ...string) string {
 	r.t.Helper()
 	args = append(args[:1:1], append([]string{"--etcd", r.etcd.Endpoints(), "--dir", r.dir}, args[1:]...)...)
-	cmd := exec.Command(r.bin, args...)
+	cmd := owner.Command(r.bin, args...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

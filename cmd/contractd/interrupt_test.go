@@ -15,6 +15,7 @@ import (
 
 	"github.com/contractd/contractd/engine"
 	"github.com/contractd/contractd/engine/store"
+	"github.com/contractd/contractd/fixtures/owner"
 )
 
 // declaredCrashContract is crashContract as a command: `contractd
@@ -41,7 +42,7 @@ func newInterruptCase(t *testing.T) *interruptCase {
 
 // command is `contractd crashy-status`, as an operator types it.
 func (c *interruptCase) command() *exec.Cmd {
-	return exec.Command(c.bin, "crashy-status", "--dir", c.dir, "--state-dir", c.state, "--var", "dir="+c.work)
+	return owner.Command(c.bin, "crashy-status", "--dir", c.dir, "--state-dir", c.state, "--var", "dir="+c.work)
 }
 
 // waitForRepair waits until the repair has started: it writes "start" to
@@ -69,7 +70,7 @@ func (c *interruptCase) read(t *testing.T, args ...string) string {
 	defer cancel()
 	// --dir names the contract even before it has state: a run killed
 	// before it wrote anything leaves none.
-	cmd := exec.CommandContext(ctx, c.bin, append(args, "--state-dir", c.state, "--dir", c.dir)...)
+	cmd := owner.CommandContext(ctx, c.bin, append(args, "--state-dir", c.state, "--dir", c.dir)...)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/contractd/contractd/fixtures/owner"
 )
 
 // fragileContract's one agent is down and its repair always fails, so
@@ -47,7 +49,7 @@ func serveFragile(t *testing.T, stderr string, env []string, args ...string) *se
 		t.Fatal(err)
 	}
 	defer f.Close()
-	s.cmd = exec.Command(binary(t), append([]string{"serve", "--dir", dir, "--state-dir", t.TempDir(),
+	s.cmd = owner.Command(binary(t), append([]string{"serve", "--dir", dir, "--state-dir", t.TempDir(),
 		"--listen", "127.0.0.1:0", "--socket", "none", "--stagger", "0"}, args...)...)
 	s.cmd.Stderr = f
 	s.cmd.Env = append(os.Environ(), env...)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -16,6 +15,7 @@ import (
 
 	"github.com/contractd/contractd/engine"
 	"github.com/contractd/contractd/engine/store"
+	"github.com/contractd/contractd/fixtures/owner"
 	"github.com/contractd/contractd/transports"
 )
 
@@ -39,7 +39,7 @@ func TestRunLockOfAnotherProcess(t *testing.T) {
 	}
 	h := startDaemon(t, Config{Dir: dir, StateDir: state, TokenFile: tokenFile, Runner: eng})
 
-	holder := exec.Command(os.Args[0])
+	holder := owner.Command(os.Args[0])
 	holder.Env = append(os.Environ(), "SERVE_LOCK_HELPER="+state+"\x1flocked-elsewhere")
 	out, err := holder.StdoutPipe()
 	if err != nil {

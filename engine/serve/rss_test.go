@@ -19,6 +19,7 @@ import (
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine"
+	"github.com/contractd/contractd/fixtures/owner"
 )
 
 // idleContracts is how many contracts the idle-RSS measurement loads.
@@ -55,12 +56,12 @@ func BenchmarkDaemonIdleRSS(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		cmd = exec.Command(bin, "serve", "--dir", dir, "--state-dir", state, "--listen", addr)
+		cmd = owner.Command(bin, "serve", "--dir", dir, "--state-dir", state, "--listen", addr)
 	} else {
 		for i := range idleContracts {
 			writeContract(b, dir, fmt.Sprintf("idle-%02d", i), "1", "1h", false)
 		}
-		cmd = exec.Command(os.Args[0])
+		cmd = owner.Command(os.Args[0])
 		cmd.Env = append(os.Environ(), "SERVE_IDLE_HELPER="+strings.Join([]string{dir, state, addr}, "\x1f"))
 	}
 	cmd.Stderr = os.Stderr

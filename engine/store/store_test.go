@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine/guard"
 	"github.com/contractd/contractd/engine/notify"
+	"github.com/contractd/contractd/fixtures/owner"
 )
 
 var t0 = time.Date(2026, 11, 29, 19, 30, 0, 0, time.UTC)
@@ -450,7 +450,7 @@ func TestLockWaitsForTheHolder(t *testing.T) {
 // test binary re-executed), kills it with SIGKILL, and takes the lock.
 func TestLockReleasedWhenHolderDies(t *testing.T) {
 	dir := t.TempDir()
-	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd := owner.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), "CONTRACTD_STORE_TEST_HOLD="+dir+"|zulip-health")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
