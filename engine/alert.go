@@ -10,6 +10,7 @@ import (
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine/guard"
 	"github.com/contractd/contractd/engine/notify"
+	"github.com/contractd/contractd/steps"
 	"github.com/contractd/contractd/transports"
 )
 
@@ -31,25 +32,40 @@ type intent struct {
 	pages bool
 }
 
-// raise records an incident intent for this run; the first intent for a key
-// wins.
-func (r *run) raise(in *intent) {
+// raised is the incidents a run raises, by key (guard.IncidentKey): the
+// repair phase's rows and guards raise theirs, then the alert phase adds
+// the slow-retry guard's, a gate's and the escalation table's, and decides
+// them all.
+type raised map[string]*intent
+
+// add records an incident intent of contract's for this run; the first
+// intent for a key wins.
+func (rs raised) add(contract string, in *intent) {
 	if in.agent == "" {
 		in.agent = guard.AllUnits
 		if in.unit != nil {
 			in.agent = in.unit.name()
 		}
 	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	key := guard.IncidentKey(r.c.Name, in.agent, in.condition)
-	if _, ok := r.intents[key]; !ok {
-		r.intents[key] = in
+	key := guard.IncidentKey(contract, in.agent, in.condition)
+	if _, ok := rs[key]; !ok {
+		rs[key] = in
 	}
 }
 
-// alert is the fourth phase. It decides every incident of the run from the
-// units' state after their repairs:
+// alerting is the alert phase under way: the run it is part of, what the
+// phases before it produced, and the messages and errors it has so far.
+type alerting struct {
+	*run
+	said
+	seen   probed
+	units  []*unit
+	raised raised
+}
+
+// alert is the fifth phase. It takes the stages as probed, the units at
+// their state after repair and the incidents the repair phase raised, and
+// decides every incident of the run:
 //
 //   - an incident opens once (one message), reminds after the repeat
 //     interval, and resolves exactly once;
@@ -61,21 +77,36 @@ func (r *run) raise(in *intent) {
 //     guard took over, and never for a unit the run could not see;
 //   - a unit repaired and verified healthy in this run opens nothing: one
 //     message says what was repaired (a resolve, when an incident was open).
-func (r *run) alert() {
-	for _, sr := range r.stages {
-		if sr.stage.Gate && sr.report.Status != StatusSkipped && !r.gateOK && sr.id == r.downGate {
-			r.raise(&intent{source: guard.SourceGate, agent: sr.id, condition: "down", severity: contracts.SeverityCritical,
+//
+// It returns the messages to deliver and every alert decision for the
+// report (those alert_on or a dry run keep back, with why), in the order
+// it made them; it changes the ledger's incidents.
+func (r *run) alert(seen probed, units []*unit, in raised) said {
+	a := &alerting{run: r, seen: seen, units: units, raised: in}
+	r.enter("alert", &a.said)
+	a.decide()
+	return a.said
+}
+
+// decide raises the phase's own incidents (slow retry, a gate down, the
+// escalation table's), decides every incident raised, and gives each
+// repair no incident message told a message of its own.
+func (r *alerting) decide() {
+	r.slowRetry()
+	for _, sr := range r.seen.stages {
+		if sr.stage.Gate && sr.report.Status != StatusSkipped && !r.seen.gateOK && sr.id == r.seen.downGate {
+			r.raised.add(r.c.Name, &intent{source: guard.SourceGate, agent: sr.id, condition: "down", severity: contracts.SeverityCritical,
 				text: fmt.Sprintf("gate %s is down (%s); the stages after it are skipped", sr.id, stageSummary(sr))})
 		}
 	}
-	if r.gateOK {
+	if r.seen.gateOK {
 		r.escalate()
 	}
-	for key, in := range r.intents {
+	for key, in := range r.raised {
 		// A row's alert is judged on the unit as it is now: a repair that
 		// cleared the row's condition leaves nothing to say about it.
 		if in.source == guard.SourceRow && in.stage != nil && in.stage.verified != nil && !in.stage.holds(in.row) {
-			delete(r.intents, key)
+			delete(r.raised, key)
 		}
 	}
 
@@ -84,18 +115,18 @@ func (r *run) alert() {
 		inc.State = cloneIncidents(r.ledger.Incidents)
 	}
 	speaks := map[string]string{} // unit → the non-relay incident that speaks for it
-	for _, key := range sortedKeys(r.intents) {
-		if in := r.intents[key]; in.unit != nil && in.source != guard.SourceRelay {
+	for _, key := range sortedKeys(r.raised) {
+		if in := r.raised[key]; in.unit != nil && in.source != guard.SourceRelay {
 			if _, ok := speaks[in.agent]; !ok {
 				speaks[in.agent] = in.condition
 			}
 		}
 	}
-	for _, key := range sortedKeys(r.intents) {
-		in := r.intents[key]
+	for _, key := range sortedKeys(r.raised) {
+		in := r.raised[key]
 		hold := ""
 		switch {
-		case !r.gateOK && in.agent != r.downGate:
+		case !r.seen.gateOK && in.agent != r.seen.downGate:
 			hold = "its gate is down"
 		case r.ledger.Window(in.agent, r.e.opts.Clock.Now()) != nil:
 			hold = r.ledger.Window(in.agent, r.e.opts.Clock.Now()).String()
@@ -106,7 +137,7 @@ func (r *run) alert() {
 		r.announce(act, in, in.severity)
 	}
 	for _, key := range sortedKeys(openSet(inc)) {
-		if _, active := r.intents[key]; active {
+		if _, active := r.raised[key]; active {
 			continue
 		}
 		i := inc.State[key]
@@ -118,14 +149,14 @@ func (r *run) alert() {
 		}
 		act := inc.Observe(key, false, "", *i)
 		in.text = why
-		r.announce(act, in, r.severityNow(in))
+		r.announce(act, in, severityNow(in))
 	}
 	for _, u := range r.units {
 		if len(u.repairs) > 0 && !u.told && !u.slowed && !r.quietRepair(u, inc) {
 			// No incident message told this repair: it gets its own (a
 			// slowed unit's repairs are told by its slow-retry incident).
 			cond := u.repairs[0].row.Condition
-			r.queue(notify.Message{Contract: r.c.Name, Agent: u.name(), Condition: cond, Kind: notify.KindRepair, Severity: u.final.String(), Text: r.repairText(u)},
+			r.queue(&r.said, notify.Message{Contract: r.c.Name, Agent: u.name(), Condition: cond, Kind: notify.KindRepair, Severity: u.final.String(), Text: r.repairText(u)},
 				&AlertReport{Key: guard.IncidentKey(r.c.Name, u.name(), cond), Agent: u.name(), Condition: cond, Kind: notify.KindRepair, Severity: u.final.String()})
 		}
 	}
@@ -134,15 +165,40 @@ func (r *run) alert() {
 	}
 }
 
+// slowRetry raises the slow-retry incident of every unit whose repairs the
+// guard slowed (verify recorded it) and whose repair condition held this
+// run: one message when it slows, one when the unit is healthy again (the
+// incident resolves), and no message for each slow repair in between.
+func (r *alerting) slowRetry() {
+	for _, u := range r.units {
+		if u.skipped || u.reportOnly || u.state == nil {
+			continue
+		}
+		for _, sr := range u.stages {
+			for _, row := range sr.stage.Actions {
+				s := r.chain.SlowRetry(row.Guard)
+				if row.Builtin != "" || !u.held[conditionKey(row)] || !s.Slowed(u.state) {
+					continue
+				}
+				u.slowed = true
+				// No row: the row's Message words its repairs, not this.
+				r.raised.add(r.c.Name, &intent{unit: u, stage: sr, source: guard.SourceGuard, condition: "slow-retry",
+					severity: contracts.SeverityCritical, text: fmt.Sprintf("%s: %d repairs in a row did not help (`%s`); repairing only every %s (%dx the %s interval) until it is healthy again",
+						u.name(), u.state.Slow.Failed, steps.ShowCommand(row.Action, sr.vars), contracts.FormatDuration(time.Duration(s.Factor)*s.Interval()), s.Factor, contracts.FormatDuration(s.Interval()))})
+			}
+		}
+	}
+}
+
 // quietRepair reports whether a repair of u this run is no news: the unit
 // is still failing and an incident of it that is still true this run is
 // already open, so the person it paged knows; the report and the log keep
 // the repair. Under alert_on: repair every repair is the news.
-func (r *run) quietRepair(u *unit, inc guard.Incidents) bool {
+func (r *alerting) quietRepair(u *unit, inc guard.Incidents) bool {
 	if r.c.AlertOn == contracts.AlertOnRepair || !u.failing() {
 		return false
 	}
-	for key, in := range r.intents {
+	for key, in := range r.raised {
 		if i := inc.State[key]; in.agent == u.name() && i != nil && !i.Resolved {
 			return true
 		}
@@ -152,13 +208,13 @@ func (r *run) quietRepair(u *unit, inc guard.Incidents) bool {
 
 // mayResolve decides whether an open incident whose condition is not active
 // this run resolves now, and the message that says so.
-func (r *run) mayResolve(in *intent) (bool, string) {
+func (r *alerting) mayResolve(in *intent) (bool, string) {
 	if in.agent == guard.AllUnits {
-		return r.gateOK, fmt.Sprintf("%s cleared", in.condition)
+		return r.seen.gateOK, fmt.Sprintf("%s cleared", in.condition)
 	}
-	for _, sr := range r.stages {
+	for _, sr := range r.seen.stages {
 		if sr.stage.Gate && sr.id == in.agent {
-			return sr.report.Status != StatusSkipped && sr.id != r.downGate, fmt.Sprintf("gate %s is up again", sr.id)
+			return sr.report.Status != StatusSkipped && sr.id != r.seen.downGate, fmt.Sprintf("gate %s is up again", sr.id)
 		}
 	}
 	u := r.unitOf(in.agent)
@@ -176,14 +232,14 @@ func (r *run) mayResolve(in *intent) (bool, string) {
 }
 
 // severityNow is the severity a resolve message carries: the unit's.
-func (r *run) severityNow(in *intent) contracts.Severity {
+func severityNow(in *intent) contracts.Severity {
 	if in.unit != nil {
 		return in.unit.final
 	}
 	return contracts.SeverityHealthy
 }
 
-func (r *run) unitOf(name string) *unit {
+func (r *alerting) unitOf(name string) *unit {
 	for _, u := range r.units {
 		if u.name() == name {
 			return u
@@ -194,7 +250,7 @@ func (r *run) unitOf(name string) *unit {
 
 // announce turns an incident decision into a message, unless nothing is to
 // be sent.
-func (r *run) announce(act guard.Action, in *intent, sev contracts.Severity) {
+func (r *alerting) announce(act guard.Action, in *intent, sev contracts.Severity) {
 	if act.Send == guard.SendNothing {
 		return
 	}
@@ -233,7 +289,7 @@ func (r *run) announce(act guard.Action, in *intent, sev contracts.Severity) {
 		if in.row != nil && in.stage != nil {
 			d.Seen = describeHeld(in.stage, in.row)
 		}
-		text = r.shape(in.row, d)
+		text = r.shape(in.row, d, &r.said)
 	}
 	m := notify.Message{Contract: r.c.Name, Agent: in.agent, Condition: in.condition, Kind: act.Send, Severity: sev.String(), Text: text,
 		IncidentSeverity: act.Incident.Severity, OpenedAt: act.Incident.OpenedAt}
@@ -243,10 +299,10 @@ func (r *run) announce(act guard.Action, in *intent, sev contracts.Severity) {
 		i.Text, i.Unsent = transports.Printable(transports.Redact(text, r.redact)), !send
 	}
 	if !send {
-		r.record(m, ar, "alert_on: "+r.c.AlertOn+": recorded, not sent")
+		r.withhold(&r.said, m, ar, "alert_on: "+r.c.AlertOn+": recorded, not sent")
 		return
 	}
-	r.queue(m, ar)
+	r.queue(&r.said, m, ar)
 }
 
 // sendable reports whether alert_on lets a message reach the notifiers:
@@ -272,7 +328,7 @@ func (r *run) sendable(kind string, in *intent, sev contracts.Severity) bool {
 // repairText says what the unit's repairs this run did, e.g. "repaired
 // abiba: response_pipeline=blocked → `pm2 restart abiba-zulip`, verified
 // healthy after 30s", each shaped by its row's template when it has one.
-func (r *run) repairText(u *unit) string {
+func (r *alerting) repairText(u *unit) string {
 	var parts []string
 	for _, j := range u.repairs {
 		var text string
@@ -289,7 +345,7 @@ func (r *run) repairText(u *unit) string {
 			text = fmt.Sprintf("repair of %s did not help: %s → `%s`, still failing after %s", u.name(), j.seen, j.command, j.grace)
 		}
 		if helped(j) || r.templateSaysOutcome(j.row) {
-			parts = append(parts, r.shape(j.row, repairData(j, text)))
+			parts = append(parts, r.shape(j.row, repairData(j, text), &r.said))
 		} else {
 			// A template written for the repair that works would say it
 			// worked: the engine's own words say it did not.
@@ -323,7 +379,7 @@ func (r *run) templateSaysOutcome(row *contracts.ActionRow) bool {
 // escalate evaluates the escalation table over the run's aggregates; the
 // first matching row decides (docs/contract-format.md, "Escalation table").
 // Without a table, each critical agent is relayed.
-func (r *run) escalate() {
+func (r *alerting) escalate() {
 	agg := r.aggregates()
 	env := r.env(scope{values: agg})
 	action, message, cond := contracts.EscalateRelay, "", "critical"
@@ -331,7 +387,7 @@ func (r *run) escalate() {
 	for _, rule := range r.c.Escalation {
 		ok, err := evalBool(rule.Program, env)
 		if err != nil {
-			r.rep.Errors = append(r.rep.Errors, fmt.Sprintf("%s: escalation row %q could not be evaluated, read as false: %v", rule.Pos, rule.Condition, err))
+			r.error(fmt.Sprintf("%s: escalation row %q could not be evaluated, read as false: %v", rule.Pos, rule.Condition, err))
 		}
 		if ok {
 			action, message, cond, matched = rule.Action, rule.Message, rule.Condition, true
@@ -355,16 +411,16 @@ func (r *run) escalate() {
 			if u.agent == "" || u.skipped || !relay(u) {
 				continue
 			}
-			r.raise(&intent{unit: u, source: guard.SourceRelay, condition: u.final.String(), severity: u.final,
+			r.raised.add(r.c.Name, &intent{unit: u, source: guard.SourceRelay, condition: u.final.String(), severity: u.final,
 				text: fmt.Sprintf("%s is %s: %s", u.agent, u.final, unitSummary(u))})
 		}
 	default: // alert, page, escalate: one incident for the row
-		r.raise(&intent{source: guard.SourceContract, condition: cond, severity: contracts.SeverityCritical, text: nonEmpty(message, cond)})
+		r.raised.add(r.c.Name, &intent{source: guard.SourceContract, condition: cond, severity: contracts.SeverityCritical, text: nonEmpty(message, cond)})
 	}
 }
 
 // aggregates are the escalation table's names, from the units' final state.
-func (r *run) aggregates() map[string]any {
+func (r *alerting) aggregates() map[string]any {
 	counts := map[contracts.Severity]int{}
 	critical := []any{}
 	agents := 0
@@ -387,7 +443,7 @@ func (r *run) aggregates() map[string]any {
 		"healthy_count":     counts[contracts.SeverityHealthy],
 		"unknown_count":     counts[contracts.SeverityUnknown],
 		"agents":            agents,
-		"gate_ok":           r.gateOK,
+		"gate_ok":           r.seen.gateOK,
 		"critical_agents":   critical,
 	}
 }

@@ -19,47 +19,14 @@ type outgoing struct {
 	report *AlertReport
 }
 
-// record adds an alert decision that is not sent (a dry run, or alert_on
-// keeps it back) to the report, saying why.
-func (r *run) record(m notify.Message, ar *AlertReport, why string) {
-	ar.Text = transports.Printable(transports.Redact(m.Text, r.redact))
-	ar.Error = why
-	r.mu.Lock()
-	r.rep.Alerts = append(r.rep.Alerts, ar)
-	r.mu.Unlock()
-}
-
-// queue adds m to the report and to the messages delivered at the end of
-// the run (nothing is sent in a dry run).
-func (r *run) queue(m notify.Message, ar *AlertReport) {
-	if m.Time.IsZero() {
-		m.Time = r.e.opts.Clock.Now()
-	}
-	// The text quotes what targets said: redacted, and printable for the
-	// chat, the log and the terminal it lands in.
-	m.Text = transports.Printable(transports.Redact(m.Text, r.redact))
-	if r.e.opts.DryRun {
-		r.record(m, ar, "dry-run: not sent")
-		return
-	}
-	ar.Text = m.Text
-	if !r.logRoute {
-		r.logMessage(m)
-	}
-	r.mu.Lock()
-	r.rep.Alerts = append(r.rep.Alerts, ar)
-	r.outgoing = append(r.outgoing, outgoing{msg: m, report: ar})
-	r.mu.Unlock()
-}
-
 // buildNotifiers builds one notifier per notify route, plus the engine's
 // own. A route that cannot be built stays in the list as a notifier whose
 // deliveries fail, so its messages are queued and retried like any other;
-// the reason is a run error and a log line.
-func (r *run) buildNotifiers() []notify.Notifier {
+// the reason is an error open says (s) and a log line.
+func (r *run) buildNotifiers(s *said) []notify.Notifier {
 	own, errs := notify.NewAll(r.c.Notify, r.e.opts.NotifyDeps)
 	for _, err := range errs {
-		r.rep.Errors = append(r.rep.Errors, "notify: "+err.Error())
+		s.error("notify: " + err.Error())
 		r.event(slog.LevelError, "notify route cannot be built", "error", err)
 	}
 	for _, n := range own {
@@ -70,11 +37,13 @@ func (r *run) buildNotifiers() []notify.Notifier {
 	return append(own, r.e.opts.Notifiers...)
 }
 
-// deliver is the fifth phase: it retries the outbox, then delivers this
-// run's messages to every route, and records per message and route what
-// happened. A failing route never fails the run nor stops another: its
-// messages stay in the ledger's outbox and are retried with backoff; its
-// failure is a run error, a log line, and an outcome in alerts[].
+// deliver is the sixth phase: it takes the run's messages, retries the
+// outbox, then delivers the messages to every route, and records per
+// message and route what happened in the message's AlertReport. A failing
+// route never fails the run nor stops another: its messages stay in the
+// ledger's outbox and are retried with backoff; its failure is an error it
+// says, a log line, and an outcome in alerts[]. The alerts it says are the
+// outbox's retries.
 //
 // The messages and their incidents are written to the ledger first
 // (write-ahead): a ledger that cannot be written means nothing is sent, so
@@ -84,23 +53,25 @@ func (r *run) buildNotifiers() []notify.Notifier {
 //
 // Then the routes that keep alerts as state (alertmanager) are sent every
 // open incident again (resendOpen), so none expires there while it is open.
-func (r *run) deliver(ctx context.Context) error {
+func (r *run) deliver(ctx context.Context, out []outgoing) (said, error) {
+	var s said
+	r.enter("deliver", &s)
 	if r.e.opts.DryRun {
-		return nil
+		return s, nil
 	}
-	if len(r.outgoing) > 0 || len(r.ledger.Outbox.Queue) > 0 {
-		if err := r.send(ctx); err != nil {
-			return err
+	if len(out) > 0 || len(r.ledger.Outbox.Queue) > 0 {
+		if err := r.send(ctx, out, &s); err != nil {
+			return s, err
 		}
 	}
-	r.resendOpen(ctx)
-	return nil
+	r.resendOpen(ctx, &s)
+	return s, nil
 }
 
 // send delivers the run's messages and the outbox's, as deliver says.
-func (r *run) send(ctx context.Context) error {
-	msgs := make([]notify.Message, len(r.outgoing))
-	for i, o := range r.outgoing {
+func (r *run) send(ctx context.Context, out []outgoing, s *said) error {
+	msgs := make([]notify.Message, len(out))
+	for i, o := range out {
 		msgs[i] = o.msg
 	}
 	r.ledger.Sending = msgs
@@ -108,7 +79,7 @@ func (r *run) send(ctx context.Context) error {
 		r.ledger.Run.Messages = msgs
 	}
 	if err := r.persist(); err != nil {
-		for _, o := range r.outgoing {
+		for _, o := range out {
 			o.report.Error = "not sent: " + err.Error()
 			r.event(slog.LevelError, "alert not sent", "error", err, "kind", o.msg.Kind, "agent", o.msg.Agent, "text", o.msg.Text)
 		}
@@ -124,7 +95,7 @@ func (r *run) send(ctx context.Context) error {
 	// between a route's delivery and this write repeats the message.
 	r.ledger.Sending = nil
 	if err := r.persist(); err != nil {
-		r.rep.Errors = append(r.rep.Errors, "ledger after delivery: "+err.Error())
+		s.error("ledger after delivery: " + err.Error())
 		r.event(slog.LevelError, "ledger not written after delivery", "error", err)
 	}
 
@@ -154,10 +125,10 @@ func (r *run) send(ctx context.Context) error {
 				ar = &AlertReport{Key: guard.IncidentKey(m.Contract, m.Agent, m.Condition), Agent: m.Agent, Condition: m.Condition,
 					Kind: m.Kind, Text: m.Text, Retry: true, Time: m.Time, ReachedBefore: d.ReachedBefore}
 				retried[d.Message] = ar
-				r.rep.Alerts = append(r.rep.Alerts, ar)
+				s.alerts = append(s.alerts, ar)
 			}
 		} else {
-			ar = r.outgoing[d.Index].report
+			ar = out[d.Index].report
 		}
 		ar.Sent = (len(ar.Routes) == 0 || ar.Sent) && d.Outcome == notify.OutcomeDelivered
 		ar.Routes = append(ar.Routes, rd)
@@ -181,7 +152,7 @@ func (r *run) send(ctx context.Context) error {
 			t.next = d.Next
 		}
 	}
-	for _, o := range r.outgoing {
+	for _, o := range out {
 		if ar := o.report; !ar.Sent && ar.Error == "" {
 			if len(ar.Routes) == 0 {
 				ar.Error = "no notify routes"
@@ -204,7 +175,7 @@ func (r *run) send(ctx context.Context) error {
 			what = append(what, fmt.Sprintf("%d message(s) dropped", t.dropped))
 		}
 		line := fmt.Sprintf("notify %s: %s: %s", name, strings.Join(what, ", "), t.err)
-		r.rep.Errors = append(r.rep.Errors, line)
+		s.error(line)
 		r.event(slog.LevelWarn, "alerts not delivered", "route", name, "queued", t.queued, "dropped", t.dropped, "error", t.err)
 	}
 	return nil

@@ -103,6 +103,9 @@ func (r *run) clean(s string) string {
 // run the history now has, and the next run clears it.
 func (r *run) abort(p *PanicError) (*Report, error) {
 	rep := r.rep
+	if r.saying != nil {
+		r.add(*r.saying) // what the phase that panicked had done
+	}
 	r.logPanic(p)
 	rep.OverallSeverity = contracts.SeverityUnknown
 	rep.FinishedAt = r.e.opts.Clock.Now()

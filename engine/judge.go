@@ -65,11 +65,17 @@ func (u *unit) observed() bool {
 	return !u.skipped && (u.settled.Severity != contracts.SeverityUnknown || u.settled.Failing)
 }
 
-// judge is the second phase: it groups stages into units, takes the worst
-// stage as the unit's raw severity and passes it through hysteresis.
-func (r *run) judge() {
+// judge is the second phase: it groups the probed stages into units,
+// takes the worst stage as the unit's raw severity and passes it through
+// hysteresis. It returns the units in the order of their first stage, with
+// their settled severities and the action-table conditions that held; what
+// it says is a condition that could not be evaluated.
+func (r *run) judge(stages []*stageRun) ([]*unit, said) {
+	var units []*unit
+	var s said
+	r.enter("judge", &s)
 	byKey := map[string]*unit{}
-	for _, sr := range r.stages {
+	for _, sr := range stages {
 		key, agent := sr.agent, sr.agent
 		switch {
 		case key == "":
@@ -84,7 +90,7 @@ func (r *run) judge() {
 			u = &unit{key: key, agent: agent, raw: contracts.SeveritySkipped, held: map[string]bool{}, skipped: true,
 				reportOnly: agent != "" && r.c.IsReportOnly(agent)}
 			byKey[key] = u
-			r.units = append(r.units, u)
+			units = append(units, u)
 		}
 		u.stages = append(u.stages, sr)
 		if sr.report.Status != StatusSkipped {
@@ -96,7 +102,7 @@ func (r *run) judge() {
 					// A condition over a value the probe did not give is
 					// simply false; one that fails over values it has is a
 					// mistake worth saying.
-					r.rep.Errors = append(r.rep.Errors, fmt.Sprintf("%s: stage %s: condition %q could not be evaluated, read as false: %v", row.Pos, sr.id, row.Condition, err))
+					s.error(fmt.Sprintf("%s: stage %s: condition %q could not be evaluated, read as false: %v", row.Pos, sr.id, row.Condition, err))
 				}
 				if ok {
 					u.held[conditionKey(row)] = true
@@ -104,7 +110,7 @@ func (r *run) judge() {
 			}
 		}
 	}
-	for _, u := range r.units {
+	for _, u := range units {
 		if u.skipped {
 			u.severity, u.final = contracts.SeveritySkipped, contracts.SeveritySkipped
 			continue
@@ -125,11 +131,13 @@ func (r *run) judge() {
 		}
 		u.final = u.severity
 	}
+	return units, s
 }
 
-// agentReports fills the report's agents from the units' final state.
-func (r *run) agentReports() {
-	for _, u := range r.units {
+// agentReports is the report's agents, from the units' final state.
+func agentReports(units []*unit) map[string]*AgentReport {
+	out := map[string]*AgentReport{}
+	for _, u := range units {
 		if u.agent == "" {
 			continue
 		}
@@ -143,16 +151,17 @@ func (r *run) agentReports() {
 		for _, sr := range u.stages {
 			ar.Stages = append(ar.Stages, sr.id)
 		}
-		r.rep.Agents[u.agent] = ar
+		out[u.agent] = ar
 	}
+	return out
 }
 
 // overall is the worst agent at the end of the run; a run whose gate is
 // down is at least critical.
-func (r *run) overall() contracts.Severity {
+func overall(units []*unit) contracts.Severity {
 	sev := contracts.SeverityHealthy
 	seen := false
-	for _, u := range r.units {
+	for _, u := range units {
 		if u.skipped {
 			continue
 		}

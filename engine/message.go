@@ -4,13 +4,15 @@ import (
 	"text/template"
 
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine/notify"
+	"github.com/contractd/contractd/transports"
 )
 
 // shape renders a message with the author's template for it, if any: the
 // row's own (Message column), else the contract's for the kind
 // (`messages:`), else data.Text. A template that fails at run time gives
-// the engine's text and an error in the report.
-func (r *run) shape(row *contracts.ActionRow, data contracts.MessageData) string {
+// the engine's text, and an error the phase says (s).
+func (r *run) shape(row *contracts.ActionRow, data contracts.MessageData, s *said) string {
 	var t *template.Template
 	if row != nil && row.Template != nil {
 		t = row.Template
@@ -20,11 +22,39 @@ func (r *run) shape(row *contracts.ActionRow, data contracts.MessageData) string
 	data.Contract = r.c.Name
 	out, err := contracts.Render(t, data)
 	if err != nil {
-		r.mu.Lock()
-		r.rep.Errors = append(r.rep.Errors, "message template: "+err.Error())
-		r.mu.Unlock()
+		s.error("message template: " + err.Error())
 	}
 	return out
+}
+
+// queue adds m to what a phase says: its alert for the report, and the
+// message for deliver (in a dry run, the alert only, marked not sent).
+// Unless a log route writes every message, the message is logged now.
+func (r *run) queue(s *said, m notify.Message, ar *AlertReport) {
+	if m.Time.IsZero() {
+		m.Time = r.e.opts.Clock.Now()
+	}
+	// The text quotes what targets said: redacted, and printable for the
+	// chat, the log and the terminal it lands in.
+	m.Text = transports.Printable(transports.Redact(m.Text, r.redact))
+	if r.e.opts.DryRun {
+		r.withhold(s, m, ar, "dry-run: not sent")
+		return
+	}
+	ar.Text = m.Text
+	if !r.logRoute {
+		r.logMessage(m)
+	}
+	s.alerts = append(s.alerts, ar)
+	s.outgoing = append(s.outgoing, outgoing{msg: m, report: ar})
+}
+
+// withhold adds an alert decision that is not sent (a dry run, or alert_on
+// keeps it back) to what a phase says, with why.
+func (r *run) withhold(s *said, m notify.Message, ar *AlertReport, why string) {
+	ar.Text = transports.Printable(transports.Redact(m.Text, r.redact))
+	ar.Error = why
+	s.alerts = append(s.alerts, ar)
 }
 
 // messageData is what a template sees about unit u (nil for a gate or the

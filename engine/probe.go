@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/contractd/contractd/contracts"
@@ -13,19 +14,43 @@ import (
 	"github.com/contractd/contractd/transports"
 )
 
-// probe is the first phase of a run: gate stages first, in order, then
-// every other stage concurrently (at most Parallel at once). A gate that is
-// not healthy or degraded skips every stage after it in the contract; one
-// stage failing, hanging or unreachable never blocks another.
-func (r *run) probe(ctx context.Context) {
-	r.gateOK = true
+// probed is what the probe phase saw: every stage with what its steps
+// observed and its severity, and the gates' verdict.
+type probed struct {
+	stages   []*stageRun
+	gateOK   bool   // every gate was healthy or degraded
+	downGate string // else the first gate that was not: every stage after it is skipped
+}
+
+// reports lists the stages' reports in contract order.
+func (p probed) reports() []*StageReport {
+	out := make([]*StageReport, 0, len(p.stages))
+	for _, sr := range p.stages {
+		out = append(out, sr.report)
+	}
+	return out
+}
+
+// probe is the first phase: gate stages first, in order, then every other
+// stage concurrently (at most Parallel at once). A gate that is not healthy
+// or degraded skips every stage after it in the contract; one stage
+// failing, hanging or unreachable never blocks another. The gates' steps
+// go into r.gateValues before any other stage starts, so every later
+// expression sees them.
+//
+// The stage goroutines share nothing but the run's context: each writes
+// its own stageRun only, and reads the ledger through restarts(), which
+// takes r.mu for verify's sake.
+func (r *run) probe(ctx context.Context, stages []*stageRun) probed {
+	r.enter("probe", nil)
+	p := probed{stages: stages, gateOK: true}
 	gateIndex := -1
-	for i, sr := range r.stages {
+	for i, sr := range stages {
 		if !sr.stage.Gate {
 			continue
 		}
-		if !r.gateOK {
-			sr.skip("gate: " + r.downGate)
+		if !p.gateOK {
+			sr.skip("gate: " + p.downGate)
 			continue
 		}
 		r.probeStage(ctx, sr)
@@ -33,18 +58,18 @@ func (r *run) probe(ctx context.Context) {
 			r.gateValues[o.StepID] = o.Values
 		}
 		if s := sr.report.Severity; s != contracts.SeverityHealthy && s != contracts.SeverityDegraded {
-			r.gateOK, r.downGate, gateIndex = false, sr.id, i
+			p.gateOK, p.downGate, gateIndex = false, sr.id, i
 		}
 	}
-	release := r.releaser()
+	release := r.releaser(stages)
 	sem := make(chan struct{}, r.e.opts.Parallel)
 	var wg sync.WaitGroup
-	for i, sr := range r.stages {
+	for i, sr := range stages {
 		if sr.stage.Gate {
 			continue
 		}
-		if !r.gateOK && i > gateIndex {
-			sr.skip("gate: " + r.downGate)
+		if !p.gateOK && i > gateIndex {
+			sr.skip("gate: " + p.downGate)
 			continue
 		}
 		wg.Add(1)
@@ -64,10 +89,7 @@ func (r *run) probe(ctx context.Context) {
 	}
 	wg.Wait()
 	r.rethrow()
-	for _, sr := range r.stages {
-		r.rep.Stages = append(r.rep.Stages, sr.report)
-	}
-	r.rep.GateOK = r.gateOK
+	return p
 }
 
 // probeStage runs a stage's steps in order. Consecutive exec steps on one
@@ -339,33 +361,31 @@ func truncate(s string, n int) string {
 
 // releaser returns what to call when a stage is done: with ReleaseTargets
 // and an opener that can, it closes each target's connection after the
-// last stage that uses it.
-func (r *run) releaser() func(*stageRun) {
+// last stage that uses it. The stages end concurrently: each target's
+// count of the stages still to end is atomic, and the map of counts is
+// complete before the first stage starts.
+func (r *run) releaser(stages []*stageRun) func(*stageRun) {
 	rel, ok := r.e.opts.Opener.(Releaser)
 	if !r.e.opts.ReleaseTargets || !ok {
 		return func(*stageRun) {}
 	}
-	var mu sync.Mutex
-	uses := map[string]int{}
-	for _, sr := range r.stages {
+	uses := map[string]*atomic.Int32{}
+	for _, sr := range stages {
 		if sr.stage.Gate {
 			continue
 		}
 		for _, t := range sr.targets() {
-			uses[t]++
+			if uses[t] == nil {
+				uses[t] = new(atomic.Int32)
+			}
+			uses[t].Add(1)
 		}
 	}
 	return func(sr *stageRun) {
-		mu.Lock()
-		var done []string
 		for _, t := range sr.targets() {
-			if uses[t]--; uses[t] == 0 {
-				done = append(done, t)
+			if uses[t].Add(-1) == 0 {
+				rel.Release(r.c, t)
 			}
-		}
-		mu.Unlock()
-		for _, t := range done {
-			rel.Release(r.c, t)
 		}
 	}
 }

@@ -1,25 +1,67 @@
 package engine
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
-	"time"
 
-	"github.com/contractd/contractd/engine/guard"
-	"github.com/contractd/contractd/engine/notify"
 	"github.com/contractd/contractd/engine/store"
 )
 
-// save is the last phase: the run's lines in the contract's log: file, the
-// Maintains snapshot, the run's history record, then the ledger, each
-// written atomically. The history record comes before the ledger's last
-// write, which clears the run's mark: a process stopped between the two
-// leaves a mark the history already answers, never a ledger ahead of the
-// history with nothing to say so.
-func (r *run) save() error {
+// record is the last phase: it ends the report (the units' overall
+// severity, the duration, why the run stopped early), then, but in a dry
+// run, writes the state (write). It returns the report, and the run's
+// engine failure if there was one: the ledger deliver could not write
+// (unrecorded), state write could not write, a notifier's panic, the run
+// interrupted or past its deadline.
+func (r *run) record(ctx, rctx context.Context, seen probed, units []*unit, unrecorded error) (*Report, error) {
+	r.enter("record", nil)
+	e, rep := r.e, r.rep
+	rep.OverallSeverity = overall(units)
+	rep.FinishedAt = e.opts.Clock.Now()
+	rep.DurationMS = rep.FinishedAt.Sub(rep.StartedAt).Milliseconds()
+	if rctx.Err() != nil && ctx.Err() == nil {
+		rep.Errors = append(rep.Errors, "run deadline exceeded")
+	}
+	if ctx.Err() != nil {
+		r.interrupted = interruptedBy(ctx)
+		rep.Errors = append(rep.Errors, "interrupted: "+r.interrupted)
+		r.event(slog.LevelWarn, "run interrupted; recording what the run did", "reason", r.interrupted)
+	}
+	if e.opts.DryRun {
+		return rep, nil
+	}
+	if unrecorded != nil {
+		return e.fail(rep, unrecorded)
+	}
+	if err := r.write(seen); err != nil {
+		return e.fail(rep, err)
+	}
+	if p := r.panicked.Load(); p != nil {
+		// A notifier's panic failed its delivery only; the run recorded
+		// everything, and is an engine failure all the same.
+		return rep, fmt.Errorf("%w: %w", ErrEngine, p)
+	}
+	if ctx.Err() != nil {
+		return rep, fmt.Errorf("%w: interrupted: %w", ErrEngine, context.Cause(ctx))
+	}
+	if rctx.Err() != nil {
+		return rep, fmt.Errorf("%w: run deadline exceeded", ErrEngine)
+	}
+	return rep, nil
+}
+
+// write writes what the run recorded: its lines in the contract's log:
+// file, the Maintains snapshot (from the stages as probed and verified),
+// its history record (the report), then the ledger, each written
+// atomically. The history record comes before the ledger's last write,
+// which clears the run's mark: a process stopped between the two leaves a
+// mark the history already answers, never a ledger ahead of the history
+// with nothing to say so.
+func (r *run) write(seen probed) error {
 	r.writeRunLog()
-	snap := r.snapshot(r.state)
+	snap := r.snapshot(seen, r.state)
 	if err := r.st.WriteSnapshot(r.c.Name, snap); err != nil {
 		return err
 	}
@@ -41,165 +83,6 @@ func (r *run) save() error {
 		return err
 	}
 	return herr // bad lines of the old history, set aside (ErrCorrupt)
-}
-
-// recordStopped writes the history record of a run that wrote this ledger
-// ahead and was stopped before its end (see interrupted.go), before this
-// run takes the ledger over. A record that cannot be written is this run's
-// error; the stopped run's effects are in the ledger all the same.
-func (r *run) recordStopped(now time.Time) {
-	stopped := r.ledger.Run
-	h, err := recordStopped(r.st, r.c.Name, r.ledger, now, "run "+r.rep.RunID)
-	switch {
-	case err != nil:
-		r.rep.Errors = append(r.rep.Errors, fmt.Sprintf("the record of run %s, stopped before its end: %v", stopped.RunID, err))
-		r.event(slog.LevelError, "the record of a run stopped before its end not written", "stopped_run", stopped.RunID, "error", err)
-	case h != nil:
-		r.event(slog.LevelWarn, "a run was stopped before it recorded its end; its history record is written from the ledger",
-			"stopped_run", h.RunID, "started", h.StartedAt.UTC().Format(time.RFC3339))
-	}
-}
-
-// seedFromSnapshot rebuilds the one guard fact the snapshot may keep when
-// the ledger was lost: the last repair (any key the Maintains rule fills
-// with `last_repair`), recorded on every agent the snapshot names, so
-// "never restart more than once per debounce window" holds across the
-// loss. It over-counts rather than forgets.
-func (r *run) seedFromSnapshot(snap map[string]any) {
-	var last time.Time
-	for _, k := range r.c.Maintains.KeysFilledBy("last_repair") {
-		if s, ok := snap[k.Name].(string); ok {
-			if t, err := time.Parse(time.RFC3339, s); err == nil && t.After(last) {
-				last = t
-			}
-		}
-	}
-	if last.IsZero() {
-		return
-	}
-	agents, _ := snap["agents"].(map[string]any)
-	for name := range agents {
-		u := r.ledger.Unit(name)
-		u.Repairs = append(u.Repairs, last)
-	}
-	for _, sr := range r.stages {
-		if sr.agent != "" {
-			u := r.ledger.Unit(sr.agent)
-			if len(u.Repairs) == 0 {
-				u.Repairs = append(u.Repairs, last)
-			}
-		}
-	}
-}
-
-// The write-ahead ledger. A repair is recorded before its command starts
-// (its intent, and the repair itself for the debounce, budget and crash-loop
-// guards) and again when it ends; a run's messages are recorded with their
-// incidents before any route gets them. Each record is an atomic, fsynced
-// ledger write, so a process killed at any point leaves a ledger that says
-// at least as much as happened: never a repair the guards do not count,
-// never an incident or a message the next run does not know about.
-
-// persist writes the ledger now. It does nothing in a dry run.
-func (r *run) persist() error {
-	if r.e.opts.DryRun {
-		return nil
-	}
-	if err := r.st.WriteLedger(r.c.Name, r.ledger); err != nil {
-		return fmt.Errorf("state cannot be written: %w", err)
-	}
-	return nil
-}
-
-// intend records a repair before its command runs: the guards count it from
-// now on, whatever happens to this process. It fails when the ledger cannot
-// be written; then the repair must not run.
-func (r *run) intend(u *unit, key, cmd, target string, grace time.Duration) (*store.Intent, error) {
-	in := &store.Intent{RunID: r.rep.RunID, Unit: u.key, Condition: key, Command: cmd, Target: target, Started: r.e.opts.Clock.Now()}
-	r.mu.Lock()
-	r.chain.RecordRepair(u.state, key, grace)
-	r.ledger.Intents = append(r.ledger.Intents, in)
-	r.mu.Unlock()
-	return in, r.persist()
-}
-
-// ended records that a repair's command returned (exit code -1: its target
-// was unreachable). A ledger that cannot be written now is logged: the
-// repair is already counted.
-func (r *run) ended(in *store.Intent, code int) {
-	r.mu.Lock()
-	in.Ended, in.ExitCode = r.e.opts.Clock.Now(), code
-	r.mu.Unlock()
-	if err := r.persist(); err != nil {
-		r.rep.Errors = append(r.rep.Errors, "ledger after repair: "+err.Error())
-		r.event(slog.LevelError, "ledger not written after repair", "agent", in.Unit, "error", err)
-	}
-}
-
-// recoverLedger takes over what a run that was killed left in the ledger:
-// messages it had decided but not handed to the routes are queued for every
-// route, and repairs it started but never saw end are kept to be verified
-// by this run (verifyInterrupted).
-func (r *run) recoverLedger() {
-	now := r.e.opts.Clock.Now()
-	for _, m := range r.ledger.Sending {
-		for _, n := range r.notifiers {
-			r.ledger.Outbox.Queue = append(r.ledger.Outbox.Queue, notify.Queued{Notifier: n.Name(), Message: m, Since: now})
-		}
-		r.event(slog.LevelInfo, "a message a stopped run had not sent is queued", "kind", m.Kind, "agent", m.Agent, "text", m.Text)
-	}
-	r.ledger.Sending = nil
-	kept := r.ledger.Intents[:0]
-	for _, in := range r.ledger.Intents {
-		if in.Done() {
-			continue // ended, and the run that ran it was stopped before it tidied up
-		}
-		kept = append(kept, in)
-	}
-	r.ledger.Intents = kept
-}
-
-// verifyInterrupted judges every repair a stopped run started and never saw
-// end, on this run's probe of its unit: the repair counts (it was recorded
-// before it ran) and is verified here, never run again by the guards. An
-// intent whose unit this run could not see waits for a run that can.
-func (r *run) verifyInterrupted() {
-	kept := r.ledger.Intents[:0]
-	for _, in := range r.ledger.Intents {
-		if in.RunID == r.rep.RunID {
-			kept = append(kept, in)
-			continue
-		}
-		var u *unit
-		for _, x := range r.units {
-			if x.key == in.Unit {
-				u = x
-			}
-		}
-		ar := &ActionReport{Agent: in.Unit, Condition: in.Condition, Kind: KindRepair, Action: in.Command, Status: ActionInterrupted,
-			Reason: fmt.Sprintf("started by run %s at %s and never recorded as ended (contractd stopped during it): counted as a repair, verified, not run again",
-				in.RunID, in.Started.UTC().Format(time.RFC3339))}
-		if u != nil {
-			ar.Agent = u.agent
-		}
-		if u == nil || !u.observed() || r.e.opts.DryRun {
-			ar.Reason += "; not verified yet: the unit was not observed"
-			r.addAction(ar)
-			kept = append(kept, in)
-			continue
-		}
-		remediated := !u.held[in.Condition]
-		r.mu.Lock()
-		r.chain.RecordVerify(u.state, in.Condition, remediated)
-		r.mu.Unlock()
-		ar.Verify = guard.RemediationFailed
-		if remediated {
-			ar.Verify = guard.Remediated
-		}
-		r.addAction(ar)
-		r.unitEvent(slog.LevelWarn, u, "repair interrupted", "stopped_run", in.RunID, "action", in.Command, "verify", ar.Verify)
-	}
-	r.ledger.Intents = kept
 }
 
 // tidyIntents drops the intents whose commands ended: the history keeps them.

@@ -66,22 +66,46 @@ type verifyJob struct {
 	before string
 }
 
+// repairs is what the repair phase did: every action row that held (and
+// every repair a stopped run left, judged), the repairs that ran, to be
+// verified, and the incidents its rows and guards raised.
+type repairs struct {
+	said
+	jobs   []*verifyJob
+	raised raised
+}
+
+// repairing is the repair phase under way: the run it is part of, what it
+// has done so far, and what its guards read. It runs in the run's own
+// goroutine, one unit at a time.
+type repairing struct {
+	*run
+	repairs
+	fleet     guard.Fleet // the contract's units this run, for the blast-radius guard
+	blocked   string      // non-empty: repairs are off for the rest of the run, and why
+	blockedBy string      // the guard the report names for it
+}
+
 // repair is the third phase: every action table's rows that hold pass
-// through the guard chain; repairs the chain allows run, then are verified.
-// Only the literal commands of action rows ever run, on the stage's target
-// (or the row's on=); probe output never reaches a command line.
-func (r *run) repair(ctx context.Context) {
-	for _, u := range r.units {
+// through the guard chain, and the repairs the chain allows run. Only the
+// literal commands of action rows ever run, on the stage's target (or the
+// row's on=); probe output never reaches a command line. Before any row,
+// the repairs a stopped run left are judged on this run's probe
+// (verifyInterrupted).
+func (r *run) repair(ctx context.Context, units []*unit) repairs {
+	p := &repairing{run: r, repairs: repairs{raised: raised{}}, blocked: r.noRepair, blockedBy: r.noRepairBy}
+	r.enter("repair", &p.said)
+	p.verifyInterrupted(units)
+	for _, u := range units {
 		if u.agent == "" || u.skipped || u.settled.Severity == contracts.SeverityUnknown && !u.settled.Failing {
 			continue // gates are not units of the fleet; unknown says nothing
 		}
-		r.fleet.Units++
+		p.fleet.Units++
 		if u.settled.Failing {
-			r.fleet.Failing++
+			p.fleet.Failing++
 		}
 	}
-	var jobs []*verifyJob
-	for _, u := range r.units {
+	for _, u := range units {
 		if u.skipped {
 			continue
 		}
@@ -90,47 +114,62 @@ func (r *run) repair(ctx context.Context) {
 			if sr.report.Status == StatusSkipped {
 				continue
 			}
-			r.readRestartCounter(u, sr)
-			for _, row := range r.selectRows(sr, u.state) {
-				if job := r.act(ctx, u, sr, row, ran); job != nil {
-					jobs = append(jobs, job)
+			p.readRestartCounter(u, sr)
+			for _, row := range selectRows(sr, u.state) {
+				if job := p.act(ctx, u, sr, row, ran); job != nil {
+					p.jobs = append(p.jobs, job)
 					u.repairs = append(u.repairs, job)
 				}
 			}
 		}
 	}
-	r.verify(ctx, jobs)
-	r.slowRetry()
+	return p.repairs
 }
 
-// slowRetry raises the slow-retry incident of every unit whose repairs the
-// guard slowed and whose repair condition held this run: one message when
-// it slows, one when the unit is healthy again (the incident resolves),
-// and no message for each slow repair in between.
-func (r *run) slowRetry() {
-	for _, u := range r.units {
-		if u.skipped || u.reportOnly || u.state == nil {
+// verifyInterrupted judges every repair a stopped run started and never saw
+// end, on this run's probe of its unit: the repair counts (it was recorded
+// before it ran) and is verified here, never run again by the guards. An
+// intent whose unit this run could not see waits for a run that can.
+func (r *repairing) verifyInterrupted(units []*unit) {
+	kept := r.ledger.Intents[:0]
+	for _, in := range r.ledger.Intents {
+		if in.RunID == r.rep.RunID {
+			kept = append(kept, in)
 			continue
 		}
-		for _, sr := range u.stages {
-			for _, row := range sr.stage.Actions {
-				s := r.chain.SlowRetry(row.Guard)
-				if row.Builtin != "" || !u.held[conditionKey(row)] || !s.Slowed(u.state) {
-					continue
-				}
-				u.slowed = true
-				// No row: the row's Message words its repairs, not this.
-				r.raise(&intent{unit: u, stage: sr, source: guard.SourceGuard, condition: "slow-retry",
-					severity: contracts.SeverityCritical, text: fmt.Sprintf("%s: %d repairs in a row did not help (`%s`); repairing only every %s (%dx the %s interval) until it is healthy again",
-						u.name(), u.state.Slow.Failed, steps.ShowCommand(row.Action, sr.vars), contracts.FormatDuration(time.Duration(s.Factor)*s.Interval()), s.Factor, contracts.FormatDuration(s.Interval()))})
+		var u *unit
+		for _, x := range units {
+			if x.key == in.Unit {
+				u = x
 			}
 		}
+		ar := &ActionReport{Agent: in.Unit, Condition: in.Condition, Kind: KindRepair, Action: in.Command, Status: ActionInterrupted,
+			Reason: fmt.Sprintf("started by run %s at %s and never recorded as ended (contractd stopped during it): counted as a repair, verified, not run again",
+				in.RunID, in.Started.UTC().Format(time.RFC3339))}
+		if u != nil {
+			ar.Agent = u.agent
+		}
+		if u == nil || !u.observed() || r.e.opts.DryRun {
+			ar.Reason += "; not verified yet: the unit was not observed"
+			r.actions = append(r.actions, ar)
+			kept = append(kept, in)
+			continue
+		}
+		remediated := !u.held[in.Condition]
+		r.chain.RecordVerify(u.state, in.Condition, remediated)
+		ar.Verify = guard.RemediationFailed
+		if remediated {
+			ar.Verify = guard.Remediated
+		}
+		r.actions = append(r.actions, ar)
+		r.unitEvent(slog.LevelWarn, u, "repair interrupted", "stopped_run", in.RunID, "action", in.Command, "verify", ar.Verify)
 	}
+	r.ledger.Intents = kept
 }
 
 // readRestartCounter feeds a restart count read from the target (pm2
 // `restarts`, systemd `NRestarts`) to the crash-loop guard, once per unit.
-func (r *run) readRestartCounter(u *unit, sr *stageRun) {
+func (r *repairing) readRestartCounter(u *unit, sr *stageRun) {
 	for _, row := range sr.stage.Actions {
 		if row.Guard.RestartCount == "" {
 			continue
@@ -166,7 +205,7 @@ func toInt(v any) (int, bool) {
 // of one condition with tiers are ordered by tier, and the row for the
 // next attempt is chosen (guard.PickTier: restart, then a heavier repair,
 // then escalate; the last tier repeats).
-func (r *run) selectRows(sr *stageRun, state *guard.Unit) []*contracts.ActionRow {
+func selectRows(sr *stageRun, state *guard.Unit) []*contracts.ActionRow {
 	var out []*contracts.ActionRow
 	tiered := map[string][]*contracts.ActionRow{}
 	var tierOrder []string
@@ -212,11 +251,11 @@ type merged struct {
 }
 
 // act handles one row that holds. It returns a verify job when a repair ran.
-func (r *run) act(ctx context.Context, u *unit, sr *stageRun, row *contracts.ActionRow, ran map[string]*merged) *verifyJob {
+func (r *repairing) act(ctx context.Context, u *unit, sr *stageRun, row *contracts.ActionRow, ran map[string]*merged) *verifyJob {
 	key := conditionKey(row)
 	kind := rowKind(row)
 	ar := &ActionReport{Agent: u.agent, Stage: sr.id, Condition: row.Condition, Kind: kind}
-	defer r.addAction(ar)
+	defer func() { r.actions = append(r.actions, ar) }()
 	seen := describeHeld(sr, row)
 	switch kind {
 	case KindLog:
@@ -231,13 +270,13 @@ func (r *run) act(ctx context.Context, u *unit, sr *stageRun, row *contracts.Act
 	case KindAlert:
 		ar.Action, ar.Status = "alert", ActionAlert
 		ar.Reason = nonEmpty(row.Message, row.Condition)
-		r.raise(&intent{unit: u, stage: sr, row: row, source: guard.SourceRow, condition: "alert: " + row.Condition,
+		r.raised.add(r.c.Name, &intent{unit: u, stage: sr, row: row, source: guard.SourceRow, condition: "alert: " + row.Condition,
 			severity: steps.Worst(u.severity, contracts.SeverityDegraded), text: fmt.Sprintf("%s: %s (%s)", u.name(), ar.Reason, seen)})
 		return nil
 	case KindEscalate:
 		ar.Action, ar.Status = "escalate", guard.StatusEscalate
 		ar.Reason = nonEmpty(row.Message, row.Condition)
-		r.raise(&intent{unit: u, stage: sr, row: row, source: guard.SourceRow, condition: "escalate: " + row.Condition,
+		r.raised.add(r.c.Name, &intent{unit: u, stage: sr, row: row, source: guard.SourceRow, condition: "escalate: " + row.Condition,
 			severity: contracts.SeverityCritical, pages: true, text: fmt.Sprintf("%s needs a person: %s (%s)", u.name(), ar.Reason, seen)})
 		return nil
 	}
@@ -262,20 +301,17 @@ func (r *run) act(ctx context.Context, u *unit, sr *stageRun, row *contracts.Act
 	first := &merged{condition: row.Condition}
 	ran[dupKey] = first
 
-	if r.noRepair != "" {
-		ar.Status, ar.Guard, ar.Reason = guard.StatusBlocked, r.noRepairBy, "no repairs this run: "+r.noRepair
+	if r.blocked != "" {
+		ar.Status, ar.Guard, ar.Reason = guard.StatusBlocked, r.blockedBy, "no repairs this run: "+r.blocked
 		return nil
 	}
 	sev := u.settled.Severity
 	if u.settled.Failing && sev == contracts.SeverityUnknown {
 		sev = u.raw
 	}
-	r.mu.Lock()
-	fleet := r.fleet
-	r.mu.Unlock()
 	v := r.chain.Decide(u.state, guard.Candidate{
 		Condition: key, Action: cmd, Severity: sev, Guard: row.Guard,
-		ReportOnly: u.reportOnly, DryRun: r.e.opts.DryRun, Fleet: fleet,
+		ReportOnly: u.reportOnly, DryRun: r.e.opts.DryRun, Fleet: r.fleet,
 		Maintenance: r.ledger.Window(u.agent, r.e.opts.Clock.Now()),
 	})
 	ar.Status, ar.Guard, ar.Reason, ar.Trace = v.Status, v.Guard, v.Reason, v.TraceLines()
@@ -296,7 +332,7 @@ func (r *run) act(ctx context.Context, u *unit, sr *stageRun, row *contracts.Act
 		return nil
 	case guard.StatusEscalate:
 		r.chain.RecordEscalated(u.state, key)
-		r.raise(&intent{unit: u, stage: sr, row: row, source: guard.SourceGuard, condition: "escalated: " + row.Condition,
+		r.raised.add(r.c.Name, &intent{unit: u, stage: sr, row: row, source: guard.SourceGuard, condition: "escalated: " + row.Condition,
 			severity: contracts.SeverityCritical, pages: true, text: fmt.Sprintf("%s: repairs exhausted for %s; a person is needed (%s)", u.name(), row.Condition, v.Reason)})
 		r.unitEvent(slog.LevelWarn, u, "repairs escalated: a person is needed", "action", cmd, "condition", row.Condition, "guard", v.Guard, "reason", v.Reason)
 		return nil
@@ -325,15 +361,13 @@ func (r *run) act(ctx context.Context, u *unit, sr *stageRun, row *contracts.Act
 	// Write-ahead: the repair is in the ledger before its command starts.
 	intent, err := r.intend(u, key, cmd, target, grace)
 	if err != nil {
-		r.noRepair = err.Error()
+		r.blocked = err.Error()
 		ar.Status, ar.Guard, ar.Reason = guard.StatusBlocked, "ledger", "not run: "+err.Error()
-		r.rep.Errors = append(r.rep.Errors, "repairs stopped: "+err.Error())
+		r.error("repairs stopped: " + err.Error())
 		r.unitEvent(slog.LevelError, u, "repair not run: its intent cannot be recorded", "action", cmd, "condition", row.Condition, "error", err)
 		return nil
 	}
-	r.mu.Lock()
 	r.fleet.Repairs++
-	r.mu.Unlock()
 	actx := WithProbe(ctx, Probe{Contract: r.c.Name, Stage: sr.id, Agent: u.agent, Action: cmd})
 	res, err := r.execAction(actx, target, steps.Script(row.Action, sr.vars))
 	if err != nil {
@@ -366,7 +400,7 @@ func (r *run) act(ctx context.Context, u *unit, sr *stageRun, row *contracts.Act
 		// One log line per repair, in the author's words when the row or
 		// the contract shapes repair messages.
 		r.unitEvent(slog.LevelInfo, u, "repair ran", "action", cmd, "condition", row.Condition, "seen", seen,
-			"text", r.shape(row, repairData(job, fmt.Sprintf("repaired %s (%s): `%s`", u.name(), seen, cmd))))
+			"text", r.shape(row, repairData(job, fmt.Sprintf("repaired %s (%s): `%s`", u.name(), seen, cmd)), &r.said))
 	}
 	return job
 }
@@ -376,9 +410,7 @@ func (r *run) act(ctx context.Context, u *unit, sr *stageRun, row *contracts.Act
 // held run after run for the same reason (slowed, pending, report-only) is
 // logged once, and again when the answer changes. The report and `why`
 // keep every run's answer.
-func (r *run) changed(u *unit, key string, v guard.Verdict) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
+func (r *repairing) changed(u *unit, key string, v guard.Verdict) bool {
 	k := u.state.Conditions[key]
 	if k == nil {
 		return true
@@ -397,15 +429,15 @@ func (r *run) changed(u *unit, key string, v guard.Verdict) bool {
 // It reports whether the crash loop was escalated (then: escalate): the
 // crash-loop incident pages a person; the guard, not an escalation mark,
 // keeps repairs off while the loop lasts, so no second incident opens.
-func (r *run) guardAlert(u *unit, sr *stageRun, row *contracts.ActionRow, v guard.Verdict) bool {
+func (r *repairing) guardAlert(u *unit, sr *stageRun, row *contracts.ActionRow, v guard.Verdict) bool {
 	if v.Guard == guard.GuardBlastRadius {
-		r.raise(&intent{source: guard.SourceGuard, condition: "circuit open", severity: contracts.SeverityCritical,
+		r.raised.add(r.c.Name, &intent{source: guard.SourceGuard, condition: "circuit open", severity: contracts.SeverityCritical,
 			text: "circuit breaker open, no repairs this run: " + v.Reason})
 		r.unitEvent(slog.LevelWarn, u, "repair held: circuit breaker open", "status", v.Status, "guard", v.Guard, "condition", row.Condition, "reason", v.Reason)
 		return false
 	}
 	if r.c.Guards.CrashLoop.Then == contracts.CrashLoopEscalate {
-		r.raise(&intent{unit: u, stage: sr, row: row, source: guard.SourceGuard, condition: "crash-loop",
+		r.raised.add(r.c.Name, &intent{unit: u, stage: sr, row: row, source: guard.SourceGuard, condition: "crash-loop",
 			severity: contracts.SeverityCritical, pages: true, text: fmt.Sprintf("%s is crash-looping and needs a person; not repairing: %s", u.name(), v.Reason)})
 		r.unitEvent(slog.LevelWarn, u, "repairs escalated: crash loop", "guard", v.Guard, "condition", row.Condition, "reason", v.Reason)
 		return true
@@ -417,7 +449,7 @@ func (r *run) guardAlert(u *unit, sr *stageRun, row *contracts.ActionRow, v guar
 			return false
 		}
 	}
-	r.raise(&intent{unit: u, stage: sr, row: row, source: guard.SourceGuard, condition: "crash-loop",
+	r.raised.add(r.c.Name, &intent{unit: u, stage: sr, row: row, source: guard.SourceGuard, condition: "crash-loop",
 		severity: contracts.SeverityCritical, text: fmt.Sprintf("%s is crash-looping; not repairing: %s", u.name(), v.Reason)})
 	r.unitEvent(slog.LevelWarn, u, "repair held: crash loop", "status", v.Status, "guard", v.Guard, "condition", row.Condition, "reason", v.Reason)
 	return false
@@ -467,10 +499,4 @@ func nonEmpty(a, b string) string {
 		return a
 	}
 	return b
-}
-
-func (r *run) addAction(a *ActionReport) {
-	r.mu.Lock()
-	r.rep.Actions = append(r.rep.Actions, a)
-	r.mu.Unlock()
 }

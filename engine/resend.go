@@ -94,9 +94,9 @@ func (e *Engine) Resend(ctx context.Context, c *contracts.Contract) ([]Resend, e
 }
 
 // resendOpen posts the open incidents again at the end of a run, to the
-// routes that keep alerts as state; a new failure is an error of the run
-// and a log line, a repeat is neither (the ledger keeps it).
-func (r *run) resendOpen(ctx context.Context) {
+// routes that keep alerts as state; a new failure is an error deliver says
+// (s) and a log line, a repeat is neither (the ledger keeps it).
+func (r *run) resendOpen(ctx context.Context, s *said) {
 	rfs := refreshers(r.notifiers)
 	if len(rfs) == 0 || ctx.Err() != nil {
 		return // an interrupted run leaves them to the next resend
@@ -108,7 +108,7 @@ func (r *run) resendOpen(ctx context.Context) {
 		switch {
 		case rs.Err != nil && rs.New:
 			line := fmt.Sprintf("notify %s: resend of %d open incident(s) failed: %v", rs.Route, rs.Incidents, rs.Err)
-			r.rep.Errors = append(r.rep.Errors, line)
+			s.error(line)
 			r.event(slog.LevelWarn, line, "route", rs.Route, "incidents", rs.Incidents)
 		case rs.Recovered:
 			r.event(slog.LevelInfo, fmt.Sprintf("notify %s: resend works again (%d open incident(s))", rs.Route, rs.Incidents), "route", rs.Route, "incidents", rs.Incidents)

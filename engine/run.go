@@ -18,53 +18,78 @@ import (
 // errNotCompiled is what evaluating a row that failed to compile gives.
 var errNotCompiled = errors.New("condition not compiled")
 
-// run is one Run of one contract. Its phases, in order, each in a file of
-// its own:
-//
-//	probe   (probe.go)   every stage's steps through the transports, judged by the health tables
-//	judge   (judge.go)   stages → units, hysteresis → settled severities
-//	repair  (repair.go)  action rows through the guard chain; repairs run
-//	verify  (verify.go)  repaired stages probed again; units settle at their state after repair
-//	alert   (alert.go)   incidents open, remind and resolve; the escalation table
-//	deliver (deliver.go) messages to the notifiers, the outbox retried
-//	record  (record.go)  snapshot (snapshot.go), ledger and history written
+// run is one Run of one contract: what every phase of it reads, and the
+// one piece of state they share. Its phases are listed in do.
 //
 // Expressions see environments built by env (env.go) only; every timeout
 // comes from deadline.go.
 type run struct {
-	e       *Engine
-	c       *contracts.Contract
-	rep     *Report
-	st      store.Backend
-	log     *slog.Logger // with the contract and run_id; see event
-	ledger  *store.Ledger
-	chain   *guard.Chain
-	secrets map[string]string // the contract's secrets that are set
-	redact  []string          // their values, removed from everything kept
-	state   map[string]any    // the previous snapshot, `state` in expressions
-
-	stages     []*stageRun
-	gateValues map[string]any // the gates' steps by id, seen by every later expression
-	gateOK     bool
-	downGate   string
-	units      []*unit
-	fleet      guard.Fleet // the contract's units this run, for the blast-radius guard
-	noRepair   string      // non-empty: repairs are off for this run, and why
-	noRepairBy string      // the guard the report names for it
+	// Set by Run and open; no phase changes them.
+	e         *Engine
+	c         *contracts.Contract
+	rep       *Report // filled by do from what the phases return
+	st        store.Backend
+	log       *slog.Logger // with the contract and run_id; see event
+	chain     *guard.Chain
+	secrets   map[string]string // the contract's secrets that are set
+	redact    []string          // their values, removed from everything kept
+	state     map[string]any    // the previous snapshot, `state` in expressions
+	notifiers []notify.Notifier
+	logRoute  bool   // a log route writes every message to the engine's log
+	noRepair  string // non-empty: repairs are off for this run, and why
+	// noRepairBy is the guard the report names for noRepair.
+	noRepairBy string
 	// unshared is set when the shared state cannot be reached (etcd
 	// without quorum): the run probes and reports, and records nothing,
 	// so it repairs nothing and sends nothing.
 	unshared string
 
-	intents   map[string]*intent // incidents raised this run, by key
-	outgoing  []outgoing
-	notifiers []notify.Notifier
-	logRoute  bool // a log route writes every message to the engine's log
-	mu        sync.Mutex
+	// gateValues are the gates' steps by id, seen by every expression
+	// after them: probe fills it from the gates, one at a time, before any
+	// other stage starts; from then on it is only read.
+	gateValues map[string]any
+
+	// ledger is the contract's guard state, incidents and outbox, read by
+	// open and changed by the phases in turn: repair and deliver write it
+	// ahead, record writes it last.
+	ledger *store.Ledger
+	// mu guards the units' guard state in the ledger (ledger.Units) while
+	// verify's goroutines run, one per repaired unit: each records its
+	// repairs' outcomes (verify.go) while another's probe may read any
+	// unit's repairs through restarts() (below). Every other phase runs in
+	// the run's own goroutine, or its goroutines do not touch the ledger,
+	// and takes no lock.
+	mu sync.Mutex
 
 	phase       string                     // the phase under way, for a panic's report
+	saying      *said                      // what it has said so far, for the record of a run that panics in it (abort)
 	panicked    atomic.Pointer[PanicError] // the first panic a goroutine of the run recovered
 	interrupted string                     // why the run stopped early (its context ended), for its record
+}
+
+// said is what a phase says besides its own results, in the order it met
+// it: errors, action and alert decisions for the report, and messages for
+// deliver. do adds each phase's to the report when the phase returns.
+type said struct {
+	errors   []string
+	actions  []*ActionReport
+	alerts   []*AlertReport
+	outgoing []outgoing // queued messages, to deliver
+}
+
+func (s *said) error(line string) { s.errors = append(s.errors, line) }
+
+// enter marks the phase under way and what it says so far (nil: it says
+// nothing), so that a run that panics in it records it as far as it went.
+func (r *run) enter(phase string, s *said) { r.phase, r.saying = phase, s }
+
+// add puts what a phase said into the report, after what the phases
+// before it said. Its outgoing messages are the caller's to deliver.
+func (r *run) add(s said) {
+	r.saying = nil
+	r.rep.Errors = append(r.rep.Errors, s.errors...)
+	r.rep.Actions = append(r.rep.Actions, s.actions...)
+	r.rep.Alerts = append(r.rep.Alerts, s.alerts...)
 }
 
 // Run runs contract c once: probe, judge, repair and verify, alert,
@@ -108,7 +133,7 @@ func (e *Engine) Run(ctx context.Context, c *contracts.Contract) (rep *Report, e
 	}
 	defer unlock()
 
-	r := &run{e: e, c: c, rep: rep, st: st, log: log, secrets: e.secrets(c), gateValues: map[string]any{}, intents: map[string]*intent{}, phase: "open"}
+	r := &run{e: e, c: c, rep: rep, st: st, log: log, secrets: e.secrets(c), gateValues: map[string]any{}, phase: "open"}
 	r.redact = secretValues(r.secrets)
 	// One recover boundary for the whole run, its goroutines included
 	// (they hand their panic over, see catch): a panic is this run's engine
@@ -121,75 +146,63 @@ func (e *Engine) Run(ctx context.Context, c *contracts.Contract) (rep *Report, e
 	return r.do(ctx)
 }
 
-// do is the run's phases in order, once it holds the lock.
+// do is the run once it holds the lock: open (below), then its phases in
+// order, each in a file of its own, each taking what the one before it
+// produced and returning what it produced:
+//
+//	probe   (probe.go)   the contract's stages → what each step saw, judged by the health tables; the gates' verdict
+//	judge   (judge.go)   stages → units, their severities settled by hysteresis
+//	repair  (repair.go)  units → action rows through the guard chain; repairs run, incidents raised
+//	verify  (verify.go)  repairs → their units probed again; each repair's outcome, the units' final severities
+//	alert   (alert.go)   units, incidents raised → incidents opened, reminded, resolved; messages
+//	deliver (deliver.go) messages → the routes, the outbox retried; what each route did
+//	record  (record.go)  → the report's end; the run log, snapshot, history and ledger written
+//
+// Each phase marks itself under way (enter), for a panic's report. What a phase says
+// (errors, actions, alerts) goes into the report here, after what the
+// phases before it said.
 func (r *run) do(ctx context.Context) (*Report, error) {
 	e, rep := r.e, r.rep
-	if err := r.open(); err != nil {
+	opened, err := r.open()
+	r.add(opened)
+	if err != nil {
 		return e.fail(rep, err)
 	}
 	if e.opts.CheckOnly != "" && r.noRepair == "" {
 		r.noRepair, r.noRepairBy = e.opts.CheckOnly, "check-only"
 	}
-
 	rctx, cancel := context.WithTimeout(ctx, e.opts.RunTimeout)
 	defer cancel()
-	r.phase = "probe"
-	r.probe(rctx)
-	r.phase = "judge"
-	r.judge()
-	r.phase = "repair"
-	r.verifyInterrupted()
-	r.repair(rctx)
-	r.agentReports()
-	if r.unshared != "" {
-		return r.reportOnly()
-	}
-	r.phase = "alert"
-	r.alert()
-	r.phase = "deliver"
-	unrecorded := r.deliver(ctx)
 
-	r.phase = "record"
-	rep.OverallSeverity = r.overall()
-	rep.FinishedAt = e.opts.Clock.Now()
-	rep.DurationMS = rep.FinishedAt.Sub(rep.StartedAt).Milliseconds()
-	if rctx.Err() != nil && ctx.Err() == nil {
-		rep.Errors = append(rep.Errors, "run deadline exceeded")
+	seen := r.probe(rctx, expandStages(r.c))
+	rep.Stages, rep.GateOK = seen.reports(), seen.gateOK
+	units, judged := r.judge(seen.stages)
+	r.add(judged)
+	repaired := r.repair(rctx, units)
+	r.add(repaired.said)
+	r.verify(rctx, repaired.jobs)
+	rep.Agents = agentReports(units)
+	if r.unshared != "" {
+		return r.reportOnly(units) // nothing can be recorded: no alerts, nothing sent or written
 	}
-	if ctx.Err() != nil {
-		r.interrupted = interruptedBy(ctx)
-		rep.Errors = append(rep.Errors, "interrupted: "+r.interrupted)
-		r.event(slog.LevelWarn, "run interrupted; recording what the run did", "reason", r.interrupted)
-	}
-	if e.opts.DryRun {
-		return rep, nil
-	}
-	if unrecorded != nil {
-		return e.fail(rep, unrecorded)
-	}
-	if err := r.save(); err != nil {
-		return e.fail(rep, err)
-	}
-	if p := r.panicked.Load(); p != nil {
-		// A notifier's panic failed its delivery only; the run recorded
-		// everything, and is an engine failure all the same.
-		return rep, fmt.Errorf("%w: %w", ErrEngine, p)
-	}
-	if ctx.Err() != nil {
-		return rep, fmt.Errorf("%w: interrupted: %w", ErrEngine, context.Cause(ctx))
-	}
-	if rctx.Err() != nil {
-		return rep, fmt.Errorf("%w: run deadline exceeded", ErrEngine)
-	}
-	return rep, nil
+	alerted := r.alert(seen, units, repaired.raised)
+	r.add(alerted)
+	delivered, unrecorded := r.deliver(ctx, append(opened.outgoing, alerted.outgoing...))
+	r.add(delivered)
+	return r.record(ctx, rctx, seen, units, unrecorded)
 }
 
 // open reads what the run starts from: the notifiers, the guard chain, the
 // ledger and the previous snapshot. Only a store that cannot be read fails
-// it; a corrupt ledger is moved aside and the run repairs nothing.
-func (r *run) open() error {
+// it; a corrupt ledger is moved aside and the run repairs nothing. What it
+// says: a route that cannot be built, the corrupt ledger (and the message
+// that escalates it), a stopped run it could not record, an unreadable
+// snapshot.
+func (r *run) open() (said, error) {
+	var s said
+	r.enter("open", &s)
 	c, rep, now := r.c, r.rep, r.e.opts.Clock.Now()
-	r.notifiers = r.buildNotifiers()
+	r.notifiers = r.buildNotifiers(&s)
 	r.chain = guard.NewChain(c.Guards, c.Schedule, r.e.opts.Clock)
 	var err error
 	r.ledger, err = r.st.ReadLedger(c.Name)
@@ -197,20 +210,19 @@ func (r *run) open() error {
 		r.unshared = err.Error()
 		r.noRepair = "nothing can be recorded: " + err.Error()
 		r.ledger = store.NewLedger(c.Name)
-		r.stages = expandStages(c)
 		r.state = map[string]any{}
-		return nil
+		return s, nil
 	}
 	if err != nil {
 		if !errors.Is(err, store.ErrCorrupt) {
-			return err
+			return s, err
 		}
 		// Guards are never silently reset to zero: this run repairs nothing
 		// and says why, loudly.
 		r.noRepair, r.noRepairBy = "ledger was corrupt and moved aside: "+err.Error(), "ledger"
-		rep.Errors = append(rep.Errors, r.noRepair)
+		s.error(r.noRepair)
 		r.ledger = store.NewLedger(c.Name)
-		r.queue(notify.Message{Contract: c.Name, Kind: notify.KindEscalate, Severity: "critical",
+		r.queue(&s, notify.Message{Contract: c.Name, Kind: notify.KindEscalate, Severity: "critical",
 			Text: "state ledger was corrupt and has been moved aside; this run repairs nothing, and the last repair is taken from the snapshot so the debounce still holds: " + err.Error()},
 			&AlertReport{Key: guard.IncidentKey(c.Name, guard.AllUnits, "ledger"), Agent: guard.AllUnits, Condition: "ledger corrupt", Kind: notify.KindEscalate, Severity: "critical"})
 	}
@@ -223,7 +235,7 @@ func (r *run) open() error {
 		}
 	}
 	if !r.e.opts.DryRun {
-		r.recordStopped(now)
+		r.recordStopped(now, &s)
 		// From this run's first write-ahead record on, the ledger names
 		// it until its history record is written.
 		r.ledger.Run = &store.RunMark{RunID: rep.RunID, StartedAt: rep.StartedAt}
@@ -233,10 +245,9 @@ func (r *run) open() error {
 	if err != nil {
 		// A snapshot is rebuilt by this run; a corrupt one is moved aside
 		// and said so, never dropped in silence.
-		rep.Errors = append(rep.Errors, "snapshot: "+err.Error())
+		s.error("snapshot: " + err.Error())
 		r.event(slog.LevelError, "snapshot unreadable", "error", err)
 	}
-	r.stages = expandStages(c)
 	if r.noRepair != "" {
 		r.seedFromSnapshot(prev)
 	}
@@ -244,7 +255,7 @@ func (r *run) open() error {
 	if r.state == nil {
 		r.state = map[string]any{}
 	}
-	return nil
+	return s, nil
 }
 
 // fail ends a run that the engine could not finish. The error wraps
@@ -259,12 +270,12 @@ func (e *Engine) fail(rep *Report, err error) (*Report, error) {
 // reportOnly ends a run whose state could not be reached: the probes and
 // the severities are reported, nothing was repaired, no incident is decided
 // and nothing is sent or written, and the run is not an engine failure.
-func (r *run) reportOnly() (*Report, error) {
+func (r *run) reportOnly(units []*unit) (*Report, error) {
 	rep := r.rep
 	line := "no repairs and no alerts this run, state is not shared: " + r.unshared
 	rep.Errors = append(rep.Errors, line)
 	r.event(slog.LevelWarn, "no repairs and no alerts this run, state is not shared", "error", r.unshared)
-	rep.OverallSeverity = r.overall()
+	rep.OverallSeverity = overall(units)
 	rep.FinishedAt = r.e.opts.Clock.Now()
 	rep.DurationMS = rep.FinishedAt.Sub(rep.StartedAt).Milliseconds()
 	return rep, nil

@@ -17,9 +17,9 @@ import (
 // (contracts.SnapshotNames). Per-agent snapshots are filled the same way
 // from each agent's environment. A key the run could not fill keeps its
 // previous value, or null.
-func (r *run) snapshot(prev map[string]any) map[string]any {
+func (r *run) snapshot(seen probed, prev map[string]any) map[string]any {
 	stages := map[string]any{}
-	for _, sr := range r.stages {
+	for _, sr := range seen.stages {
 		cur := sr.current()
 		stages[sr.id] = map[string]any{"severity": cur.report.Severity.String(), "status": cur.report.Status, "agent": sr.agent}
 	}
@@ -31,8 +31,8 @@ func (r *run) snapshot(prev map[string]any) map[string]any {
 		"last_check":       r.rep.StartedAt.UTC().Format(time.RFC3339),
 		"overall_severity": r.rep.OverallSeverity.String(),
 		"last_repair":      lastRepairAt,
-		"agents":           r.agentSnapshots(prev),
-		"gate_ok":          r.gateOK,
+		"agents":           r.agentSnapshots(seen.stages, prev),
+		"gate_ok":          seen.gateOK,
 		"stages":           stages,
 		"state":            r.state,
 		"vars":             r.c.StageValues(nil),
@@ -71,12 +71,12 @@ func enumSeverity(name string, enum []string) any {
 // agentSnapshots fills each agent's snapshot from the agent's environment:
 // its stages' fields and step ids as they are at the end of the run, its
 // severity, its name and its entry of the per-agent example.
-func (r *run) agentSnapshots(prev map[string]any) map[string]any {
+func (r *run) agentSnapshots(stages []*stageRun, prev map[string]any) map[string]any {
 	prevAgents, _ := prev["agents"].(map[string]any)
 	out := map[string]any{}
 	for agent, ar := range r.rep.Agents {
 		var of []*stageRun
-		for _, sr := range r.stages {
+		for _, sr := range stages {
 			if sr.agent == agent {
 				of = append(of, sr)
 			}

@@ -11,13 +11,20 @@ import (
 	"github.com/contractd/contractd/steps"
 )
 
-// verify waits each repaired unit's grace, probes every stage of the unit
-// again once, and records remediated or remediation failed for every
-// repair. Units verify concurrently. The probes after the repair become the
-// stages' state for the rest of the run: alerts, the report and the
-// snapshot say what the unit is after its repair, not before — all of it,
-// not only the stage whose row asked for the repair.
+// verify is the fourth phase. It takes the repairs that ran, waits each
+// repaired unit's grace, probes every stage of the unit again once, and
+// records remediated, undecided or remediation failed for every repair
+// (in its ActionReport and the unit's guard state). The probes after the
+// repair become the stages' state for the rest of the run (stageRun.
+// verified): alerts, the report and the snapshot say what the unit is
+// after its repair, not before — all of it, not only the stage whose row
+// asked for the repair. Each repaired unit ends with its final severity.
+//
+// Units verify concurrently, one goroutine each. A goroutine writes its
+// own unit, stages and jobs; the guard state they share is the ledger's,
+// so it records its outcomes holding r.mu, which restarts() takes to read.
 func (r *run) verify(ctx context.Context, jobs []*verifyJob) {
+	r.enter("verify", nil)
 	byUnit := map[*unit][]*verifyJob{}
 	var order []*unit
 	for _, j := range jobs {
@@ -85,10 +92,8 @@ func (r *run) verify(ctx context.Context, jobs []*verifyJob) {
 	}
 	wg.Wait()
 	r.rethrow()
-	for _, u := range r.units {
-		if len(u.repairs) > 0 {
-			r.settleRepaired(u)
-		}
+	for _, u := range order {
+		r.settleRepaired(u)
 	}
 }
 
@@ -111,9 +116,7 @@ func (r *run) settleRepaired(u *unit) {
 	}
 	switch now {
 	case contracts.SeverityHealthy:
-		r.mu.Lock()
 		r.chain.SettleHealthy(u.state)
-		r.mu.Unlock()
 		u.final = contracts.SeverityHealthy
 	case contracts.SeverityDegraded, contracts.SeverityCritical:
 		u.final = now
