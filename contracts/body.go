@@ -335,10 +335,9 @@ func (b *bodyParser) fenced(f *ast.FencedCodeBlock) {
 	kind := strings.TrimSpace(lang)
 	st := &Step{Kind: kind, Timeout: DefaultStepTimeout, Pos: infoPos}
 	meta := &stepMeta{}
-	switch kind {
-	case KindBash, KindSh, KindHTTP, KindTCP:
-	default:
-		b.d.errorf(infoPos, "unknown step kind %q (want bash, sh, http or tcp)", kind)
+	k := stepKind(kind)
+	if k == nil {
+		b.d.errorf(infoPos, "%s", unknownStepKind(kind))
 	}
 	for _, a := range attrs {
 		p := b.s.pos(a.Off)
@@ -360,15 +359,15 @@ func (b *bodyParser) fenced(f *ast.FencedCodeBlock) {
 			}
 		case "on":
 			st.On, meta.onPos = a.Value, p
-			if kind == KindHTTP || kind == KindTCP {
+			if isProbeKind(kind) {
 				// The run probes http and tcp from the engine's host or
 				// through via=; an on= would be shown and never used.
-				b.d.errorf(p, "on applies only to bash and sh steps (an http or tcp step probes from the engine's host, or from an ssh target with via=)")
+				b.d.errorf(p, "on applies only to %s steps (an %s step probes from the engine's host, or from an ssh target with via=)", stepKindList(true, "and"), stepKindList(false, "or"))
 			}
 		case "via":
 			st.Via, meta.viaPos = a.Value, p
-			if kind != KindHTTP && kind != KindTCP {
-				b.d.errorf(p, "via applies only to http and tcp steps (use on= to run a script elsewhere)")
+			if !isProbeKind(kind) {
+				b.d.errorf(p, "via applies only to %s steps (use on= to run a script elsewhere)", stepKindList(false, "and"))
 			}
 		default:
 			b.d.errorf(p, "unknown step attribute %q (want id, timeout, as, on or via)", a.Key)
@@ -388,84 +387,17 @@ func (b *bodyParser) fenced(f *ast.FencedCodeBlock) {
 			b.stepIDs[st.ID] = infoPos
 		}
 	}
-	if st.On == "" && (kind == KindBash || kind == KindSh) {
+	if st.On == "" && isExecKind(kind) {
 		st.On = b.stage.On
 	}
 	tm := blockText(f, b.s.src)
 	st.Script = tm.text
-	switch kind {
-	case KindHTTP:
-		st.HTTP = b.httpRequest(tm, infoPos)
-	case KindTCP:
-		// The address itself is checked once every value is known
-		// (checkFilled), with the function the run fills it with.
-		addr := strings.TrimSpace(tm.text)
-		if addr == "" || strings.Contains(addr, "\n") {
-			b.d.errorf(infoPos, "tcp step: the block must hold one host:port line")
-		}
-		st.Script = b.refs(addr, tm, strings.Index(tm.text, addr))
+	if k != nil && k.Parse != nil {
+		k.Parse(&StepBlock{Text: tm.text, b: b, tm: tm, at: infoPos}, st)
 	}
 	b.stepMeta[st] = meta
 	b.stage.Steps = append(b.stage.Steps, st)
 	b.lastStep = st
-}
-
-var httpMethods = map[string]bool{"GET": true, "HEAD": true, "POST": true, "PUT": true, "PATCH": true, "DELETE": true, "OPTIONS": true}
-
-// httpRequest reads `METHOD URL`, header lines, a blank line and the body.
-func (b *bodyParser) httpRequest(tm textMap, at Pos) *HTTPRequest {
-	req := &HTTPRequest{Method: "GET", Headers: map[string]string{}}
-	lines := strings.SplitAfter(tm.text, "\n")
-	off := 0
-	i := 0
-	for i < len(lines) && strings.TrimSpace(lines[i]) == "" {
-		off += len(lines[i])
-		i++
-	}
-	if i >= len(lines) {
-		b.d.errorf(at, "http step: the block must start with METHOD URL")
-		return req
-	}
-	first := strings.TrimRight(lines[i], "\r\n")
-	fields := strings.Fields(first)
-	urlText := first
-	switch {
-	case len(fields) == 2 && httpMethods[fields[0]]:
-		req.Method = fields[0]
-		urlText = fields[1]
-	case len(fields) == 1:
-		urlText = fields[0]
-	default:
-		b.d.errorf(b.s.pos(tm.fileOff(off)), "http step: first line must be METHOD URL, got %q", first)
-		return req
-	}
-	req.URL = b.refs(urlText, tm, off+strings.Index(first, urlText))
-	if !strings.HasPrefix(req.URL, "http://") && !strings.HasPrefix(req.URL, "https://") && !strings.HasPrefix(req.URL, "${") {
-		b.d.errorf(b.s.pos(tm.fileOff(off+strings.Index(first, urlText))), "http step: URL must start with http:// or https://, got %q", urlText)
-	}
-	off += len(lines[i])
-	i++
-	for ; i < len(lines); i++ {
-		l := strings.TrimRight(lines[i], "\r\n")
-		if strings.TrimSpace(l) == "" {
-			off += len(lines[i])
-			i++
-			break
-		}
-		name, val, ok := strings.Cut(l, ":")
-		if !ok || strings.TrimSpace(name) == "" || strings.ContainsAny(strings.TrimSpace(name), " \t") {
-			b.d.errorf(b.s.pos(tm.fileOff(off)), "http step: expected a Header: value line, got %q", l)
-		} else {
-			v := strings.TrimSpace(val)
-			req.Headers[strings.TrimSpace(name)] = b.refs(v, tm, off+strings.Index(l, v))
-		}
-		off += len(lines[i])
-	}
-	if i <= len(lines) {
-		body := strings.Join(lines[min(i, len(lines)):], "")
-		req.Body = b.refs(body, tm, off)
-	}
-	return req
 }
 
 var reDollarVar = regexp.MustCompile(`\$\{([^}]*)\}`)

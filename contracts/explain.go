@@ -458,13 +458,13 @@ var alertOnText = map[string]string{
 	AlertOnCritical: "repair messages, escalations, and incidents raised at critical, with their resolves",
 }
 
+// stepCommand is the step as explain shows it: its kind's Command, else
+// its script.
 func stepCommand(s *Step) string {
-	switch {
-	case s.Kind == KindHTTP && s.HTTP != nil:
-		return s.HTTP.Method + " " + s.HTTP.URL
-	default:
-		return strings.TrimRight(s.Script, "\n")
+	if k := stepKind(s.Kind); k != nil && k.Command != nil {
+		return k.Command(s)
 	}
+	return strings.TrimRight(s.Script, "\n")
 }
 
 func planAction(c *Contract, st *Stage, a *ActionRow) PlanAction {

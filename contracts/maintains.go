@@ -299,12 +299,12 @@ func (b *bodyParser) agentSteps(a string) []*Step {
 	return out
 }
 
-// jsonStep is the first of steps whose output is JSON (as=json, or an
-// http step, whose JSON body is read as if it were), or nil: its fields
-// are known only at run time.
+// jsonStep is the first of steps whose output is JSON (as=json, or a
+// kind whose output may be, like an http step's JSON body), or nil: its
+// fields are known only at run time.
 func jsonStep(steps []*Step) *Step {
 	for _, s := range steps {
-		if s.As == "json" || s.Kind == KindHTTP {
+		if k := stepKind(s.Kind); s.As == "json" || k != nil && k.JSON {
 			return s
 		}
 	}

@@ -482,12 +482,13 @@ func ItemName(item map[string]any, i int) string {
 }
 
 // StepTarget is the target a step runs on: its own on=, else the stage's.
-// http and tcp steps without on= probe from the engine's host ("local").
+// A step the engine probes itself (http, tcp) has no on= and probes from
+// the engine's host ("local").
 func (st *Stage) StepTarget(s *Step) string {
 	if s.On != "" {
 		return s.On
 	}
-	if s.Kind == KindHTTP || s.Kind == KindTCP {
+	if isProbeKind(s.Kind) {
 		return "local"
 	}
 	if st.On == "" {

@@ -223,8 +223,8 @@ func (b *bodyParser) paragraph(p ast.Node) {
 	}
 	step := b.lastStep
 	field := "stdout"
-	if step.Kind == KindHTTP {
-		field = "http_status"
+	if k := stepKind(step.Kind); k != nil && k.Expected != "" {
+		field = k.Expected
 	}
 	quoted := make([]string, len(values))
 	for i, v := range values {

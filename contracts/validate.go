@@ -294,27 +294,20 @@ func hint(s string, known []string, otherwise string) string {
 	return otherwise
 }
 
-// checkFilled fills an http or tcp step with the values known at load (the
-// vars after overrides; in a for_each stage, each item's keys) through the
-// functions the run fills it with, so a value the run would refuse (an
-// address that is not host:port, a URL that is not http) is an error here.
-// A step that reads a secret is left to the run: its value comes from the
-// engine's environment.
+// checkFilled fills a step whose kind fills values into its text (http,
+// tcp: StepKind.Filled) with the values known at load (the vars after
+// overrides; in a for_each stage, each item's keys) through the functions
+// the run fills it with, so a value the run would refuse (an address that
+// is not host:port, a URL that is not http) is an error here. A step that
+// reads a secret is left to the run: its value comes from the engine's
+// environment.
 func (b *bodyParser) checkFilled(st *Stage, step *Step) {
-	var texts []string
-	switch {
-	case step.Kind == KindTCP:
-		texts = []string{step.Script}
-	case step.Kind == KindHTTP && step.HTTP != nil:
-		u := step.HTTP.URL
-		if !strings.HasPrefix(u, "http://") && !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "${") {
-			return // no request line, or a scheme the parser reported
-		}
-		texts = []string{u}
-		for _, v := range step.HTTP.Headers {
-			texts = append(texts, v)
-		}
-	default:
+	k := stepKind(step.Kind)
+	if k == nil || k.Filled == nil || k.Fill == nil {
+		return
+	}
+	texts := k.Filled(step)
+	if len(texts) == 0 {
 		return
 	}
 	for _, t := range texts {
@@ -324,21 +317,7 @@ func (b *bodyParser) checkFilled(st *Stage, step *Step) {
 			}
 		}
 	}
-	check := func(vals map[string]string) error {
-		if step.Kind == KindTCP {
-			_, err := stepfill.Addr(step.Script, vals)
-			return err
-		}
-		if _, err := stepfill.URL(step.HTTP.URL, vals); err != nil {
-			return err
-		}
-		for _, name := range sortedKeys(step.HTTP.Headers) {
-			if _, err := stepfill.Header(name, step.HTTP.Headers[name], vals); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
+	check := func(vals map[string]string) error { return k.Fill(step, vals) }
 	items := []map[string]any{nil}
 	if st.ForEach != "" {
 		items = b.c.ForEach[st.ForEach]

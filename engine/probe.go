@@ -198,8 +198,8 @@ func (r *run) execBatch(ctx context.Context, sr *stageRun, tgt string, batch []*
 // probeNative runs an http or tcp step, from an ssh target's vantage point
 // when it has via=.
 func (r *run) probeNative(ctx context.Context, sr *stageRun, step *contracts.Step) *steps.Observation {
-	probe, ok := steps.Probers[step.Kind]
-	if !ok {
+	probe := steps.Kinds[step.Kind].Probe
+	if probe == nil {
 		return steps.FromResult(step, transports.Result{ExitCode: 1, Stderr: "unknown step kind " + step.Kind}, nil)
 	}
 	// The opener answers for the engine's own host too ("local": nil, a

@@ -1,6 +1,7 @@
 // Package steps turns a contract step into something that runs and a result
 // into a judged observation: exec steps become transport commands, http and
-// tcp steps are native probes, and health tables are evaluated here.
+// tcp steps are probes the engine runs itself, and health tables are
+// evaluated here. Kinds lists the step kinds, one file each.
 //
 // Steps know nothing of scheduling, stages or repairs; the engine decides.
 package steps
@@ -39,26 +40,23 @@ type Dialer interface {
 	DialContext(ctx context.Context, network, addr string) (net.Conn, error)
 }
 
-// ProbeFn runs a native probe step.
+// ProbeFn runs a step of a kind the engine probes itself (Kind.Probe).
 type ProbeFn func(ctx context.Context, step *contracts.Step, vars map[string]string, d Dialer) *Observation
 
-// Probers lists the native step kinds; exec kinds (bash, sh) go through a transport.
-var Probers = map[string]ProbeFn{
-	contracts.KindHTTP: probeHTTP,
-	contracts.KindTCP:  probeTCP,
-}
-
 // IsExec reports whether the step kind runs a script through a transport.
-func IsExec(kind string) bool { return kind == contracts.KindBash || kind == contracts.KindSh }
+func IsExec(kind string) bool {
+	k, ok := Kinds[kind]
+	return ok && k.Exec()
+}
 
 // ExecCommand builds the transport command for an exec step: the script
 // with the contract's vars (and the item's keys in a for_each stage) set as
 // shell variables at its top (see Script); the named secrets travel in Env,
 // exported and redacted by the transport.
 func ExecCommand(step *contracts.Step, vars map[string]string, secrets map[string]string, timeout time.Duration) transports.Command {
-	shell := "bash"
-	if step.Kind == contracts.KindSh {
-		shell = "sh"
+	shell := Kinds[step.Kind].Shell
+	if shell == "" {
+		shell = "bash" // an exec kind names its shell; bash is the default
 	}
 	return transports.Command{Script: Script(step.Script, vars), Shell: shell, Timeout: timeout, Env: secrets}
 }

@@ -162,7 +162,7 @@ func TestHTTPProbe(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), tc.timeout)
 			defer cancel()
-			o := Probers["http"](ctx, &contracts.Step{ID: "h", Kind: "http", Script: tc.script}, vars, nil)
+			o := Kinds["http"].Probe(ctx, &contracts.Step{ID: "h", Kind: "http", Script: tc.script}, vars, nil)
 			if o.HTTPStatus != tc.status || o.Values["http_status"] != tc.status {
 				t.Fatalf("status %q (values %v), want %q", o.HTTPStatus, o.Values["http_status"], tc.status)
 			}
@@ -181,8 +181,8 @@ func TestTCPProbe(t *testing.T) {
 	defer ln.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
-	open := Probers["tcp"](ctx, &contracts.Step{ID: "t", Kind: "tcp", Script: "${addr}"}, map[string]string{"addr": ln.Addr().String()}, nil)
-	closed := Probers["tcp"](ctx, &contracts.Step{ID: "t", Kind: "tcp", Script: freeAddr(t)}, nil, nil)
+	open := Kinds["tcp"].Probe(ctx, &contracts.Step{ID: "t", Kind: "tcp", Script: "${addr}"}, map[string]string{"addr": ln.Addr().String()}, nil)
+	closed := Kinds["tcp"].Probe(ctx, &contracts.Step{ID: "t", Kind: "tcp", Script: freeAddr(t)}, nil, nil)
 	if open.Values["open"] != true || closed.Values["open"] != false || closed.Err != nil {
 		t.Fatalf("open %v closed %v (%v)", open.Values, closed.Values, closed.Err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine/notify"
 	"github.com/contractd/contractd/fixtures/agents"
+	_ "github.com/contractd/contractd/steps" // the step kinds the examples use
 )
 
 const formatDoc = "../../docs/contract-format.md"

@@ -1,0 +1,142 @@
+package contracts
+
+import (
+	"fmt"
+	"strings"
+)
+
+// StepKind is the contract side of a step kind: what the fence's language
+// names (```http {id=…}), how the block becomes a Step, what lint checks
+// of it and how explain shows it. The built-in kinds' halves are BashStep,
+// ShStep (execstep.go), HTTPStep (httpstep.go) and TCPStep (tcpstep.go);
+// package steps pairs each with how it runs (steps.Kinds) and registers
+// them, so a program that reads contracts imports package steps.
+type StepKind struct {
+	// Name is the fence's language, and the step's Kind.
+	Name string
+	// Shell names the shell that runs an exec kind's script, through the
+	// transport of the step's target (on=, else the stage's); "" for a
+	// kind the engine probes itself, from its own host or from an ssh
+	// target through via=.
+	Shell string
+	// Parse reads the block into the step, which already holds its
+	// attributes and the block's text as its Script; nil keeps the text
+	// as the script.
+	Parse func(blk *StepBlock, st *Step)
+	// Filled returns the texts of the step the run fills with values (see
+	// package fill), so lint can fill them with the values known at load;
+	// nil, or no texts, for a kind that fills none (an exec kind's script
+	// reads its values as shell variables).
+	Filled func(st *Step) []string
+	// Fill fills those texts with vals as the run does and returns the
+	// first error the run would meet.
+	Fill func(st *Step, vals map[string]string) error
+	// Command is the step as explain shows it; nil shows its script.
+	Command func(st *Step) string
+	// Expected is the field an `Expected:` line below the step judges;
+	// "" means stdout.
+	Expected string
+	// JSON marks a kind whose output may be read as JSON without
+	// as=json (an http answer with a JSON content type): its fields are
+	// known only at run time.
+	JSON bool
+}
+
+// Exec reports whether the kind's step is a script run by a shell
+// through a transport.
+func (k *StepKind) Exec() bool { return k.Shell != "" }
+
+// StepBlock is a step's fenced block as its kind's Parse reads it.
+type StepBlock struct {
+	// Text is the block's text, its lines joined by \n (a CRLF file's too).
+	Text string
+	b    *bodyParser
+	tm   textMap
+	at   Pos
+}
+
+// Errorf reports an error at the block's opening fence.
+func (blk *StepBlock) Errorf(format string, args ...any) {
+	blk.b.d.errorf(blk.at, format, args...)
+}
+
+// ErrorfAt reports an error at byte off of Text.
+func (blk *StepBlock) ErrorfAt(off int, format string, args ...any) {
+	blk.b.d.errorf(blk.b.s.pos(blk.tm.fileOff(off)), format, args...)
+}
+
+// Refs checks the ${name} references in s, the text at byte off of Text,
+// as the engine will fill them (package fill): each must name a var, a
+// secret or an item key of a for_each stage, and a shell expansion
+// (${name:-x}) is an error, reported at its column. It returns s as
+// written; the run fills it.
+func (blk *StepBlock) Refs(s string, off int) string {
+	return blk.b.refs(s, blk.tm, off)
+}
+
+// stepKinds are the registered kinds by name; stepKindNames keeps the
+// order they were registered in, which error messages list them in. Both
+// are written only by RegisterStepKind, from init functions.
+var (
+	stepKinds     = map[string]*StepKind{}
+	stepKindNames []string
+)
+
+// RegisterStepKind makes the parser, lint and explain know a step kind.
+// Package steps calls it from an init function for every kind it lists;
+// it is not safe to call once contracts are being read. It panics on an
+// empty or duplicate name.
+func RegisterStepKind(k StepKind) {
+	if k.Name == "" {
+		panic("contracts: a step kind without a name")
+	}
+	if _, dup := stepKinds[k.Name]; dup {
+		panic("contracts: duplicate step kind " + k.Name)
+	}
+	stepKinds[k.Name] = &k
+	stepKindNames = append(stepKindNames, k.Name)
+}
+
+// stepKind returns the registered kind of that name, or nil.
+func stepKind(name string) *StepKind { return stepKinds[name] }
+
+// isExecKind reports whether name is a registered exec kind.
+func isExecKind(name string) bool {
+	k := stepKind(name)
+	return k != nil && k.Exec()
+}
+
+// isProbeKind reports whether name is a registered kind the engine probes
+// itself.
+func isProbeKind(name string) bool {
+	k := stepKind(name)
+	return k != nil && !k.Exec()
+}
+
+// stepKindList names the registered kinds, exec kinds or the others, in
+// the order they were registered, joined as prose: "http or tcp".
+func stepKindList(exec bool, conj string) string {
+	var names []string
+	for _, n := range stepKindNames {
+		if stepKinds[n].Exec() == exec {
+			names = append(names, n)
+		}
+	}
+	return joinWords(names, conj)
+}
+
+// unknownStepKind is the error for a fence whose language names no kind.
+func unknownStepKind(kind string) string {
+	if len(stepKindNames) == 0 {
+		return fmt.Sprintf("unknown step kind %q (no step kinds are registered: a program that reads contracts imports package steps)", kind)
+	}
+	return fmt.Sprintf("unknown step kind %q (want %s)", kind, joinWords(stepKindNames, "or"))
+}
+
+// joinWords joins words as prose: "a", "a or b", "a, b or c".
+func joinWords(words []string, conj string) string {
+	if len(words) < 2 {
+		return strings.Join(words, "")
+	}
+	return strings.Join(words[:len(words)-1], ", ") + " " + conj + " " + words[len(words)-1]
+}

@@ -1,0 +1,53 @@
+package steps
+
+import (
+	"fmt"
+
+	"github.com/contractd/contractd/contracts"
+)
+
+// Kind is a step kind whole: its contract half (how its block is read,
+// linted and explained: contracts.StepKind) and how it runs. An exec kind
+// (Shell set) runs its script through the step's target's transport
+// (ExecCommand); any other kind is probed by the engine itself, with
+// Probe.
+type Kind struct {
+	contracts.StepKind
+	// Probe runs a step of a kind that is not an exec kind; nil for an
+	// exec kind.
+	Probe ProbeFn
+}
+
+// builtin lists the step kinds. The probes are http.go and tcp.go, beside
+// their contract halves in contracts (execstep.go, httpstep.go,
+// tcpstep.go); the exec kinds share ExecCommand and FromResult. A new kind
+// is one file holding its Kind (contract half and probe) and a row here.
+var builtin = []Kind{
+	{contracts.BashStep, nil},
+	{contracts.ShStep, nil},
+	{contracts.HTTPStep, probeHTTP},
+	{contracts.TCPStep, probeTCP},
+}
+
+// Kinds is every step kind by name: the rows of builtin, registered when
+// the package is initialised, and any kind a test build registers. Read
+// it; only Register writes it.
+var Kinds = map[string]Kind{}
+
+func init() {
+	for _, k := range builtin {
+		Register(k)
+	}
+}
+
+// Register adds a step kind to Kinds and its contract half to the contract
+// parser (contracts.RegisterStepKind). Call it from an init function,
+// before any contract is read. It panics on a duplicate or empty name, and
+// on a kind that is neither an exec kind nor has a probe, or is both.
+func Register(k Kind) {
+	if k.Exec() == (k.Probe != nil) {
+		panic(fmt.Sprintf("steps: step kind %q needs either a Shell (an exec kind) or a Probe", k.Name))
+	}
+	contracts.RegisterStepKind(k.StepKind)
+	Kinds[k.Name] = k
+}
