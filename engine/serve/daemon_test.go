@@ -19,8 +19,10 @@ import (
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine"
+	"github.com/contractd/contractd/engine/clock"
 	"github.com/contractd/contractd/engine/notify"
 	"github.com/contractd/contractd/engine/store"
+	"github.com/contractd/contractd/fixtures/wait"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 )
 
@@ -37,7 +39,7 @@ func TestScheduledRuns(t *testing.T) {
 		return report(c), nil
 	}}})
 
-	h.waitFor(10*time.Second, "3 runs of every-second", func() bool { return log.count("every-second") >= 3 })
+	wait.For(h.t, "3 runs of every-second", func() bool { return log.count("every-second") >= 3 })
 	for k, start := range log.times("every-second") {
 		// Ticks are anchored to the schedule and timers never fire early:
 		// run k (the on_start run is run 0) cannot begin before k seconds.
@@ -70,17 +72,23 @@ func TestOverlapIsRecorded(t *testing.T) {
 	writeContract(t, dir, "slow", "1", "1s", true)
 	log := newRunLog()
 	var calls atomic.Int32
+	overlapped := make(chan struct{})
 	h := startDaemon(t, Config{Dir: dir, StateDir: t.TempDir(), Runner: &fakeRunner{run: func(ctx context.Context, c *contracts.Contract) (*engine.Report, error) {
 		log.begin(c)
 		defer log.end(c)
 		if calls.Add(1) == 1 {
-			time.Sleep(1800 * time.Millisecond) // outlasts the tick at 1s
+			// The first run lasts until a tick has found it running.
+			select {
+			case <-overlapped:
+			case <-ctx.Done():
+			}
 		}
 		return report(c), nil
 	}}})
 
-	h.waitFor(10*time.Second, "a skipped_overlap tick", func() bool { return h.status("slow").SkippedOverlap >= 1 })
-	h.waitFor(10*time.Second, "the run after the slow one", func() bool { return log.count("slow") >= 2 })
+	wait.For(h.t, "a skipped_overlap tick", func() bool { return h.status("slow").SkippedOverlap >= 1 })
+	close(overlapped)
+	wait.For(h.t, "the run after the slow one", func() bool { return log.count("slow") >= 2 })
 	if v, _ := h.metric(`contractd_skipped_overlap_total{contract="slow"}`); v < 1 {
 		t.Errorf("contractd_skipped_overlap_total = %v, want >= 1", v)
 	}
@@ -109,8 +117,8 @@ func TestAnotherProcessHoldingTheLockCountsAsOverlapNotFailure(t *testing.T) {
 		r.Skipped = "another run holds the lock"
 		return r, nil
 	}}})
-	h.waitFor(10*time.Second, "two locked runs", func() bool { return calls.Load() >= 2 })
-	h.waitFor(5*time.Second, "status to settle", func() bool { return h.status("locked").State == "idle" })
+	wait.For(h.t, "two locked runs", func() bool { return calls.Load() >= 2 })
+	wait.For(h.t, "status to settle", func() bool { return h.status("locked").State == "idle" })
 	st := h.status("locked")
 	if st.ConsecutiveFailures != 0 || st.HeldDown || st.LastResult != ResultSkippedOverlap || st.SkippedOverlap < 1 {
 		t.Errorf("status = %+v; a lock held elsewhere is an overlap, never a failure", st)
@@ -141,11 +149,15 @@ func TestHoldDownAfterThreeFailuresSurvivesRestartAndResetResumes(t *testing.T) 
 		return nil
 	}
 	alertCount := func() int { alertMu.Lock(); defer alertMu.Unlock(); return len(alerts) }
-	cfg := Config{Dir: dir, StateDir: state, Runner: runner, Notify: notify}
+	const poll = 40 * time.Millisecond
+	cfg := Config{Dir: dir, StateDir: state, Runner: runner, Notify: notify, HeldPoll: poll}
 
+	clk := &watchedClock{}
+	cfg.Clock = clk
 	h := startDaemon(t, cfg)
-	h.waitFor(10*time.Second, "hold-down", func() bool { return h.status("broken").HeldDown })
-	time.Sleep(800 * time.Millisecond) // several backoff periods and hold-down polls
+	wait.For(h.t, "hold-down", func() bool { return h.status("broken").HeldDown })
+	wait.For(h.t, "the hold-down alert", func() bool { return alertCount() >= 1 })
+	heldPolls(t, clk, poll, 3) // three chances to run again, or to alert again
 	if n := log.count("broken"); n != HoldDownAfter {
 		t.Errorf("%d runs before and during hold-down, want exactly %d", n, HoldDownAfter)
 	}
@@ -176,11 +188,13 @@ func TestHoldDownAfterThreeFailuresSurvivesRestartAndResetResumes(t *testing.T) 
 	}
 
 	// A restarted daemon keeps the hold-down and does not alert again.
+	clk2 := &watchedClock{}
+	cfg.Clock = clk2
 	h2 := startDaemon(t, cfg)
 	if st := h2.status("broken"); !st.HeldDown {
 		t.Fatalf("after restart: %+v, want still held down", st)
 	}
-	time.Sleep(500 * time.Millisecond)
+	heldPolls(t, clk2, poll, 3)
 	if n := log.count("broken"); n != HoldDownAfter {
 		t.Errorf("a held contract ran after restart: %d runs", n)
 	}
@@ -193,8 +207,8 @@ func TestHoldDownAfterThreeFailuresSurvivesRestartAndResetResumes(t *testing.T) 
 	if err := ReleaseHoldDown(state, "broken"); err != nil {
 		t.Fatal(err)
 	}
-	h2.waitFor(10*time.Second, "a run after reset", func() bool { return log.count("broken") > HoldDownAfter })
-	h2.waitFor(5*time.Second, "a healthy status", func() bool {
+	wait.For(h2.t, "a run after reset", func() bool { return log.count("broken") > HoldDownAfter })
+	wait.For(h2.t, "a healthy status", func() bool {
 		st := h2.status("broken")
 		return !st.HeldDown && st.LastResult == ResultOK && st.ConsecutiveFailures == 0
 	})
@@ -250,17 +264,17 @@ func TestHoldDownAlertThatFailsIsRetriedOnceAtNextStart(t *testing.T) {
 		return nil
 	}}
 	h := startDaemon(t, cfg)
-	h.waitFor(10*time.Second, "hold-down", func() bool { return h.status("flaky-notifier").HeldDown })
-	h.waitFor(5*time.Second, "the failed alert attempt", func() bool { return attempts.Load() == 1 })
-	h.waitFor(5*time.Second, "the failure to be logged", func() bool { return h.logs.contains("hold-down alert not delivered") })
+	wait.For(h.t, "hold-down", func() bool { return h.status("flaky-notifier").HeldDown })
+	wait.For(h.t, "the failed alert attempt", func() bool { return attempts.Load() == 1 })
+	wait.For(h.t, "the failure to be logged", func() bool { return h.logs.contains("hold-down alert not delivered") })
 	if err := h.stop(); err != nil {
 		t.Fatal(err)
 	}
 
 	notifierDown.Store(false)
 	h2 := startDaemon(t, cfg)
-	h2.waitFor(5*time.Second, "the retried alert", func() bool { return delivered.Load() == 1 })
-	h2.waitFor(5*time.Second, "the sent mark to be saved", func() bool {
+	wait.For(h2.t, "the retried alert", func() bool { return delivered.Load() == 1 })
+	wait.For(h2.t, "the sent mark to be saved", func() bool {
 		st, err := ReadState(state, "flaky-notifier")
 		return err == nil && st.Alerted
 	})
@@ -268,8 +282,12 @@ func TestHoldDownAlertThatFailsIsRetriedOnceAtNextStart(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// A start with the alert delivered sends none: it would go out as the
+	// contract loads, before its loop polls for a reset.
+	clk := &watchedClock{}
+	cfg.Clock, cfg.HeldPoll = clk, 40*time.Millisecond
 	h3 := startDaemon(t, cfg)
-	time.Sleep(300 * time.Millisecond)
+	heldPolls(t, clk, cfg.HeldPoll, 2)
 	if !h3.status("flaky-notifier").HeldDown {
 		t.Error("hold-down lost across restarts")
 	}
@@ -311,22 +329,22 @@ func TestReloadOnEditKeepsLastGoodVersionOnBadEdit(t *testing.T) {
 		defer log.end(c)
 		return report(c), nil
 	}}})
-	h.waitFor(5*time.Second, "a run of version 1", func() bool { return log.count("edited") >= 1 })
+	wait.For(h.t, "a run of version 1", func() bool { return log.count("edited") >= 1 })
 
 	writeContract(t, dir, "edited", "2", "300ms", true)
-	h.waitFor(10*time.Second, "a run of version 2", func() bool {
+	wait.For(h.t, "a run of version 2", func() bool {
 		v := log.versions("edited")
 		return v[len(v)-1] == "2"
 	})
 
 	writeContract(t, dir, "edited", "3", "300ms", true, "bogus: key\n")
-	h.waitFor(10*time.Second, "the bad edit to be reported", func() bool { return len(h.status("edited").RejectedEdit) > 0 })
+	wait.For(h.t, "the bad edit to be reported", func() bool { return len(h.status("edited").RejectedEdit) > 0 })
 	st := h.status("edited")
 	if st.Version != "2" || !strings.Contains(st.RejectedEdit[0], path+":8:1: error: unknown key \"bogus\" in front matter") {
 		t.Errorf("after a bad edit: version %q, rejected %q", st.Version, st.RejectedEdit)
 	}
 	n := log.count("edited")
-	h.waitFor(10*time.Second, "runs to go on after the bad edit", func() bool { return log.count("edited") >= n+2 })
+	wait.For(h.t, "runs to go on after the bad edit", func() bool { return log.count("edited") >= n+2 })
 	for _, v := range log.versions("edited")[n:] {
 		if v != "2" {
 			t.Fatalf("version %q ran after a bad edit; want the last good version 2", v)
@@ -341,7 +359,7 @@ func TestReloadOnEditKeepsLastGoodVersionOnBadEdit(t *testing.T) {
 
 	// A new file that fails lint is kept out and listed.
 	bad := writeContract(t, dir, "newbad", "1", "oops", true)
-	h.waitFor(10*time.Second, "the new bad file to be listed", func() bool { return len(h.list().Rejected) == 1 })
+	wait.For(h.t, "the new bad file to be listed", func() bool { return len(h.list().Rejected) == 1 })
 	list := h.list()
 	if list.Rejected[0].Path != bad || len(list.Contracts) != 1 {
 		t.Errorf("list = %+v, want newbad rejected and only edited loaded", list)
@@ -351,7 +369,7 @@ func TestReloadOnEditKeepsLastGoodVersionOnBadEdit(t *testing.T) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	h.waitFor(10*time.Second, "edited to be unloaded", func() bool { return len(h.list().Contracts) == 0 })
+	wait.For(h.t, "edited to be unloaded", func() bool { return len(h.list().Contracts) == 0 })
 	if _, ok := h.metric(`contractd_runs_total{contract="edited",result="ok"}`); ok {
 		t.Error("series of a removed contract are still exported")
 	}
@@ -369,7 +387,7 @@ func TestReloadOnSignalWithoutWatch(t *testing.T) {
 	}
 	writeContract(t, dir, "late", "1", "1h", false)
 	hup <- syscall.SIGHUP
-	h.waitFor(5*time.Second, "late to load after SIGHUP", func() bool { return h.status("late").Name == "late" })
+	wait.For(h.t, "late to load after SIGHUP", func() bool { return h.status("late").Name == "late" })
 	if !h.logs.contains("reload requested") {
 		t.Error("reload not logged")
 	}
@@ -427,7 +445,7 @@ func TestOnDemandRunOverHTTP(t *testing.T) {
 		blockNext.Store(true)
 		first := make(chan int, 1)
 		go func() { code, _ := post(h.base, "/contracts/manual/run", "Bearer s3cret-token"); first <- code }()
-		h.waitFor(5*time.Second, "the first run to start", func() bool { return h.status("manual").State == "running" })
+		wait.For(h.t, "the first run to start", func() bool { return h.status("manual").State == "running" })
 		code, body := post(h.base, "/contracts/manual/run", "Bearer s3cret-token")
 		close(release)
 		if code != http.StatusConflict {
@@ -490,7 +508,7 @@ func TestMetricsScrape(t *testing.T) {
 			return r, nil
 		}}})
 	before := time.Now()
-	h.waitFor(5*time.Second, "the on_start run", func() bool { return ran.Load() && h.status("scraped").LastResult == ResultOK })
+	wait.For(h.t, "the on_start run", func() bool { return ran.Load() && h.status("scraped").LastResult == ResultOK })
 
 	want := map[string]float64{
 		`contractd_runs_total{contract="scraped",result="ok"}`:                                 1,
@@ -572,7 +590,7 @@ func TestMetricsScrape(t *testing.T) {
 
 func TestHealthz(t *testing.T) {
 	t.Parallel()
-	clock := &offsetClock{}
+	clock := clock.NewFake(time.Now())
 	h := startDaemon(t, Config{Dir: t.TempDir(), StateDir: t.TempDir(), Clock: clock,
 		Heartbeat: time.Hour, StuckAfter: 30 * time.Second,
 		Runner: &fakeRunner{run: func(ctx context.Context, c *contracts.Contract) (*engine.Report, error) { return report(c), nil }}})
@@ -582,34 +600,13 @@ func TestHealthz(t *testing.T) {
 	}
 	// The scheduler loop has not ticked for a minute (its next beat is an
 	// hour away): the daemon must say so.
-	clock.add(time.Minute)
+	clock.Advance(time.Minute)
 	if code := h.get("/healthz", &hz); code != http.StatusServiceUnavailable || hz.Status != "stuck" || hz.TickAgeSeconds < 60 {
 		t.Errorf("stuck daemon /healthz = %d %+v, want 503 stuck", code, hz)
 	}
 	if v, _ := h.metric("contractd_scheduler_tick_age_seconds"); v < 60 {
 		t.Errorf("contractd_scheduler_tick_age_seconds = %v, want >= 60", v)
 	}
-}
-
-// offsetClock is the wall clock shifted by an adjustable offset: timers run
-// in real time while Now can jump ahead.
-type offsetClock struct {
-	mu  sync.Mutex
-	off time.Duration
-}
-
-func (c *offsetClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return time.Now().Add(c.off)
-}
-
-func (c *offsetClock) After(d time.Duration) <-chan time.Time { return time.After(d) }
-
-func (c *offsetClock) add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.off += d
 }
 
 func TestShutdown(t *testing.T) {
@@ -703,7 +700,7 @@ func TestDetailShowsSnapshotAndHistoryFromTheStateDir(t *testing.T) {
 		ran.Store(true)
 		return report(c), nil
 	}}})
-	h.waitFor(5*time.Second, "the on_start run", func() bool { return ran.Load() && h.status("kept").LastResult == ResultOK })
+	wait.For(h.t, "the on_start run", func() bool { return ran.Load() && h.status("kept").LastResult == ResultOK })
 	var det struct {
 		Snapshot struct {
 			Snapshot map[string]any `json:"snapshot"`
@@ -741,16 +738,20 @@ func TestHoldDownAlertGoesToTheContractsOwnRoutes(t *testing.T) {
 		return nil, errors.New("engine: lock: permission denied")
 	}}}
 	h := startDaemon(t, cfg)
-	h.waitFor(10*time.Second, "the webhook to receive the hold-down alert", func() bool { return len(posts()) == 1 })
-	h.waitFor(5*time.Second, "the alert to be counted", func() bool {
+	wait.For(h.t, "the webhook to receive the hold-down alert", func() bool { return len(posts()) == 1 })
+	wait.For(h.t, "the alert to be counted", func() bool {
 		v, _ := h.metric(`contractd_alerts_sent_total{contract="routed"}`)
 		return v == 1
 	})
 	if err := h.stop(); err != nil {
 		t.Fatal(err)
 	}
+	// The restarted daemon, held, polls for a reset and posts nothing: the
+	// alert was delivered before the restart.
+	clk := &watchedClock{}
+	cfg.Clock, cfg.HeldPoll = clk, 40*time.Millisecond
 	h2 := startDaemon(t, cfg)
-	time.Sleep(300 * time.Millisecond)
+	heldPolls(t, clk, cfg.HeldPoll, 2)
 	if !h2.status("routed").HeldDown {
 		t.Fatal("not held down after restart")
 	}
@@ -820,9 +821,8 @@ func TestRenamedFileAndDuplicateNames(t *testing.T) {
 		if err := os.Rename(path("alpha.md"), path("renamed.md")); err != nil {
 			t.Fatal(err)
 		}
-		h.waitFor(10*time.Second, "alpha to load from renamed.md", func() bool { return h.status("alpha").Path == path("renamed.md") })
-		h.d.Reload() // and a reload with nothing changed leaves it be
-		time.Sleep(100 * time.Millisecond)
+		wait.For(h.t, "alpha to load from renamed.md", func() bool { return h.status("alpha").Path == path("renamed.md") })
+		h.reload() // and a reload with nothing changed leaves it be
 		if list := h.list(); len(list.Contracts) != 1 || len(list.Rejected) != 0 {
 			t.Errorf("after a rename: %+v", list)
 		}
@@ -836,14 +836,14 @@ func TestRenamedFileAndDuplicateNames(t *testing.T) {
 		if err := os.WriteFile(path("twin.md"), b, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		h.waitFor(10*time.Second, "twin.md to be rejected", func() bool { return len(h.list().Rejected) == 1 })
+		wait.For(h.t, "twin.md to be rejected", func() bool { return len(h.list().Rejected) == 1 })
 		if r := h.list().Rejected[0]; r.Path != path("twin.md") || !strings.Contains(r.Diagnostics[0], `duplicate contract name "alpha"`) {
 			t.Errorf("rejected = %+v", r)
 		}
 		if err := os.Remove(path("renamed.md")); err != nil {
 			t.Fatal(err)
 		}
-		h.waitFor(10*time.Second, "alpha to load from twin.md", func() bool { return h.status("alpha").Path == path("twin.md") })
+		wait.For(h.t, "alpha to load from twin.md", func() bool { return h.status("alpha").Path == path("twin.md") })
 		if n := len(h.list().Rejected); n != 0 {
 			t.Errorf("%d files still rejected", n)
 		}
@@ -889,7 +889,7 @@ func TestRestartKeepsTheCadenceOfTheLastRun(t *testing.T) {
 		defer log.end(c)
 		return report(c), nil
 	}}})
-	h.waitFor(10*time.Second, "hourly's run, due a second after start", func() bool { return log.count("hourly") == 1 })
+	wait.For(h.t, "hourly's run, due a second after start", func() bool { return log.count("hourly") == 1 })
 	if next := h.status("fresh").NextRunAt; next == nil || time.Until(*next) < 59*time.Minute {
 		t.Errorf("a contract that never ran is due at %v, want an interval from now", next)
 	}

@@ -18,7 +18,9 @@ import (
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine"
+	"github.com/contractd/contractd/engine/clock"
 	"github.com/contractd/contractd/engine/store"
+	"github.com/contractd/contractd/fixtures/wait"
 )
 
 // openStore opens the state dir dir as the engine keeps it.
@@ -191,7 +193,7 @@ func startDaemon(t *testing.T, cfg Config) *daemon {
 	h := &daemon{t: t, d: d, base: "http://" + d.Addr().String(), cancel: cancel, done: make(chan error, 1), logs: logs}
 	go func() { h.done <- d.Run(ctx) }()
 	t.Cleanup(func() { h.stop() })
-	h.waitFor(5*time.Second, "daemon to answer /healthz", func() bool {
+	wait.For(h.t, "daemon to answer /healthz", func() bool {
 		resp, err := http.Get(h.base + "/healthz")
 		if err != nil {
 			return false
@@ -218,20 +220,60 @@ func (h *daemon) stop() error {
 	}
 }
 
-func (h *daemon) waitFor(limit time.Duration, what string, cond func() bool) {
+// reload asks the daemon to re-read its directory and returns once it has:
+// the daemon's loop takes a request only when it is done with the last,
+// so a second request taken means the first reload finished.
+func (h *daemon) reload() {
 	h.t.Helper()
-	waitFor(h.t, limit, what, cond)
+	for range 2 {
+		h.d.Reload()
+		wait.For(h.t, "the daemon to take the reload request", func() bool { return len(h.d.reloadReq) == 0 })
+	}
 }
 
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", limit, what)
-		}
-		time.Sleep(20 * time.Millisecond)
+// watchedClock is the system clock that counts the waits the daemon arms
+// on it, by length. A contract's loop arms one each time it goes back to
+// waiting, so a count that grew says the scheduler woke and had its chance
+// to act; a test waits for that, then asserts what it did or did not do.
+type watchedClock struct {
+	clock.Real
+	mu    sync.Mutex
+	waits map[time.Duration]int
+	total int
+}
+
+func (c *watchedClock) After(d time.Duration) <-chan time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.waits == nil {
+		c.waits = map[time.Duration]int{}
 	}
+	c.waits[d]++
+	c.total++
+	return c.Real.After(d)
+}
+
+// armed returns how many waits of length d the daemon has armed.
+func (c *watchedClock) armed(d time.Duration) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.waits[d]
+}
+
+// armedAll returns how many waits the daemon has armed in all.
+func (c *watchedClock) armedAll() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.total
+}
+
+// heldPolls returns once a held contract's loop has looked for a reset n
+// more times on clk (the daemon's clock, with HeldPoll poll): n times it
+// could have run the contract and, held, did not.
+func heldPolls(t *testing.T, clk *watchedClock, poll time.Duration, n int) {
+	t.Helper()
+	from := clk.armed(poll)
+	wait.For(t, fmt.Sprintf("%d more hold-down polls", n), func() bool { return clk.armed(poll) >= from+n })
 }
 
 func (h *daemon) get(path string, v any) int {

@@ -5,13 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/contractd/contractd/engine"
 	"github.com/contractd/contractd/engine/store"
@@ -43,6 +43,9 @@ func TestRunLockOfAnotherProcess(t *testing.T) {
 	holder.Env = append(os.Environ(), "SERVE_LOCK_HELPER="+state+"\x1flocked-elsewhere")
 	out, err := holder.StdoutPipe()
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := holder.StdinPipe(); err != nil { // open while the test runs
 		t.Fatal(err)
 	}
 	if err := holder.Start(); err != nil {
@@ -89,7 +92,8 @@ func TestRunLockOfAnotherProcess(t *testing.T) {
 
 // holdLock is the other process of TestRunLockOfAnotherProcess (TestMain
 // runs it when SERVE_LOCK_HELPER is set): it takes the contract's run lock,
-// says so, and waits to be killed. It returns the exit code.
+// says so, and holds it until killed or its stdin closes (the test is gone).
+// It returns the exit code.
 func holdLock(spec string) int {
 	stateDir, name, _ := strings.Cut(spec, "\x1f")
 	st, err := store.Open(stateDir)
@@ -102,6 +106,6 @@ func holdLock(spec string) int {
 		return 1
 	}
 	os.Stdout.WriteString("locked\n")
-	time.Sleep(time.Minute)
+	io.Copy(io.Discard, os.Stdin)
 	return 0
 }

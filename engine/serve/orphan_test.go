@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/fixtures/etcdcluster"
+	"github.com/contractd/contractd/fixtures/wait"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -47,17 +48,7 @@ func TestOrphanCandidateKeyIsDropped(t *testing.T) {
 		return h
 	}
 	a, b := start("a"), start("b")
-	wait := func(what string, cond func() bool) {
-		t.Helper()
-		deadline := time.Now().Add(20 * time.Second)
-		for !cond() {
-			if time.Now().After(deadline) {
-				t.Fatalf("not within 20s: %s", what)
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-	wait("both nodes registered", func() bool { return len(a.Nodes()) == 2 && len(b.Nodes()) == 2 })
+	wait.For(t, "both nodes registered", func() bool { return len(a.Nodes()) == 2 && len(b.Nodes()) == 2 })
 	// b's key in the election of a contract b does not campaign for.
 	b.mu.Lock()
 	lease := b.session.Lease()
@@ -67,5 +58,5 @@ func TestOrphanCandidateKeyIsDropped(t *testing.T) {
 	}
 	a.setContracts([]string{"other", name})
 	b.setContracts([]string{"other", name})
-	wait("a owns "+name+", the contract rendezvous gives it", func() bool { return a.Mode(name) == Owned })
+	wait.For(t, "a owns "+name+", the contract rendezvous gives it", func() bool { return a.Mode(name) == Owned })
 }

@@ -5,10 +5,10 @@ import (
 	"net/http"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine"
+	"github.com/contractd/contractd/fixtures/wait"
 	"github.com/contractd/contractd/transports"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -46,10 +46,10 @@ func TestAPanicInOneContractsRunNeverStopsTheDaemon(t *testing.T) {
 	}
 	h := startDaemon(t, Config{Dir: dir, StateDir: state, Runner: eng, Logf: logs.logf})
 
-	h.waitFor(30*time.Second, "boom's on_start run to fail", func() bool { return h.status("boom").LastResult == ResultFailed })
+	wait.For(h.t, "boom's on_start run to fail", func() bool { return h.status("boom").LastResult == ResultFailed })
 	okRuns := func() float64 { v, _ := h.metric(`contractd_runs_total{contract="steady",result="ok"}`); return v }
 	after := okRuns()
-	h.waitFor(30*time.Second, "3 more runs of steady after boom's panic", func() bool { return okRuns() >= after+3 })
+	wait.For(h.t, "3 more runs of steady after boom's panic", func() bool { return okRuns() >= after+3 })
 
 	if v, ok := h.metric(`contractd_run_panics_total{contract="boom"}`); !ok || v != 1 {
 		t.Errorf("contractd_run_panics_total{boom} = %v (present %t), want 1", v, ok)
@@ -102,7 +102,7 @@ func TestALoaderPanicKeepsTheFileOut(t *testing.T) {
 			defer log.end(c)
 			return report(c), nil
 		}}})
-	h.waitFor(10*time.Second, "2 runs of fine", func() bool { return log.count("fine") >= 2 })
+	wait.For(h.t, "2 runs of fine", func() bool { return log.count("fine") >= 2 })
 	list := h.list()
 	var kept []string
 	for _, r := range list.Rejected {

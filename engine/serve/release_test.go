@@ -11,6 +11,7 @@ import (
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine"
 	"github.com/contractd/contractd/fixtures/etcdcluster"
+	"github.com/contractd/contractd/fixtures/wait"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
@@ -49,15 +50,15 @@ func TestSharedLedgerReleaseReachesTheOwnersHoldDown(t *testing.T) {
 	shared := openStore(t, t.TempDir()) // stands in for the group's store
 	h := startDaemon(t, Config{Dir: dir, StateDir: state, Runner: runner, HA: ha, Store: shared,
 		Notify: func(context.Context, *contracts.Contract, string) error { return nil }})
-	h.waitFor(20*time.Second, "the hold-down", func() bool { return h.status("broken").HeldDown })
+	wait.For(h.t, "the hold-down", func() bool { return h.status("broken").HeldDown })
 	held := runs.Load()
 
 	failing.Store(false)
 	if err := engine.ReleaseLedger(t.Context(), shared, "broken", "", time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	h.waitFor(10*time.Second, "a run after the shared release", func() bool { return runs.Load() > held })
-	h.waitFor(5*time.Second, "a healthy status", func() bool {
+	wait.For(h.t, "a run after the shared release", func() bool { return runs.Load() > held })
+	wait.For(h.t, "a healthy status", func() bool {
 		st := h.status("broken")
 		return !st.HeldDown && st.LastResult == ResultOK && st.ConsecutiveFailures == 0
 	})
@@ -91,7 +92,7 @@ func TestALateOwnershipNoticeDoesNotOverrideTheTruth(t *testing.T) {
 	writeContract(t, dir, "c", "1", "1h", false)
 	h := startDaemon(t, Config{Dir: dir, StateDir: t.TempDir(), Runner: &fakeRunner{}, HA: ha})
 	owned := func() float64 { v, _ := h.metric(`contractd_contract_owned{contract="c"}`); return v }
-	h.waitFor(20*time.Second, "the only node owns c", func() bool { return owned() == 1 })
+	wait.For(h.t, "the only node owns c", func() bool { return owned() == 1 })
 	h.d.ownershipChanged("c", false, "") // a loss told late: the node owns c again
 	if v := owned(); v != 1 {
 		t.Fatalf("contractd_contract_owned = %v after a stale loss notice, want 1: the node owns c", v)

@@ -16,6 +16,7 @@ import (
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine"
 	"github.com/contractd/contractd/engine/store"
+	"github.com/contractd/contractd/fixtures/wait"
 )
 
 // The series a rule needs without hard-coding a schedule: the interval,
@@ -36,7 +37,7 @@ func TestScheduleSeriesAndZeroCounters(t *testing.T) {
 	}
 	h := startDaemon(t, Config{Dir: dir, StateDir: state,
 		Runner: &fakeRunner{run: func(ctx context.Context, c *contracts.Contract) (*engine.Report, error) { return report(c), nil }}})
-	h.waitFor(5*time.Second, "both contracts loaded", func() bool { return len(h.list().Contracts) == 2 })
+	wait.For(h.t, "both contracts loaded", func() bool { return len(h.list().Contracts) == 2 })
 
 	next := h.status("sched").NextRunAt
 	if next == nil {
@@ -175,18 +176,32 @@ func TestDaemonResendsBetweenRunsAndNeverBesideOne(t *testing.T) {
 		}
 		return []engine.Resend{{Route: "am", Incidents: 1}}, nil
 	}
+	clk := &watchedClock{}
+	ended := make(chan struct{}) // the test is over: runs end at once
 	r.run = func(ctx context.Context, c *contracts.Contract) (*engine.Report, error) {
 		r.mu.Lock()
 		r.going, r.runs = true, r.runs+1
 		r.mu.Unlock()
-		time.Sleep(100 * time.Millisecond) // a run long enough for resends to fall due during it
+		// The run lasts until the contract's loop has woken twice for a
+		// resend that fell due during it (resends are every 30ms, its
+		// runs every 200ms) and gone back to waiting.
+		from := clk.armedAll()
+		wait.Poll(ctx, wait.Interval, func() bool {
+			select {
+			case <-ended:
+				return true
+			default:
+				return clk.armedAll() >= from+2
+			}
+		})
 		r.mu.Lock()
 		r.going = false
 		r.mu.Unlock()
 		return report(c), nil
 	}
-	h := startDaemon(t, Config{Dir: dir, StateDir: t.TempDir(), Runner: r})
-	h.waitFor(10*time.Second, "12 resends and 3 runs", func() bool {
+	h := startDaemon(t, Config{Dir: dir, StateDir: t.TempDir(), Runner: r, Clock: clk})
+	t.Cleanup(func() { close(ended) }) // before the daemon stops
+	wait.For(h.t, "12 resends and 3 runs", func() bool {
 		calls, _, runs := r.count()
 		return calls >= 12 && runs >= 3
 	})
@@ -261,7 +276,7 @@ func TestScrapeNeverWaitsOnTheStore(t *testing.T) {
 	var once sync.Once
 	release := func() { once.Do(func() { close(hs.release) }) }
 	defer release()
-	h.waitFor(5*time.Second, "the contract loaded and its windows read", func() bool {
+	wait.For(h.t, "the contract loaded and its windows read", func() bool {
 		v, ok := h.metric(`contractd_maintenance{agent="ops",contract="slow"}`)
 		return ok && v == 0
 	})
@@ -277,7 +292,7 @@ func TestScrapeNeverWaitsOnTheStore(t *testing.T) {
 		}
 	}
 	release()
-	h.waitFor(5*time.Second, "the window once the store answers", func() bool {
+	wait.For(h.t, "the window once the store answers", func() bool {
 		v, ok := h.metric(`contractd_maintenance{agent="ops",contract="slow"}`)
 		return ok && v == 1
 	})

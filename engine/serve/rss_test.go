@@ -20,6 +20,7 @@ import (
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine"
 	"github.com/contractd/contractd/fixtures/owner"
+	"github.com/contractd/contractd/fixtures/wait"
 )
 
 // idleContracts is how many contracts the idle-RSS measurement loads.
@@ -80,22 +81,16 @@ func BenchmarkDaemonIdleRSS(b *testing.B) {
 		}
 	}()
 
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		if n, err := loadedCount("http://" + addr); err == nil && n == idleContracts {
-			break
-		}
+	wait.For(b, fmt.Sprintf("the daemon to load %d contracts", idleContracts), func() bool {
 		select {
 		case err := <-exited:
 			exited <- err // for the deferred cleanup
 			b.Fatalf("daemon exited before loading its contracts: %v", err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			b.Fatalf("daemon did not load %d contracts within 20s", idleContracts)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		n, err := loadedCount("http://" + addr)
+		return err == nil && n == idleContracts
+	})
 	time.Sleep(time.Second) // let start-up garbage be collected
 	b.ResetTimer()
 	var mb float64

@@ -16,6 +16,7 @@ import (
 	"github.com/contractd/contractd/engine"
 	"github.com/contractd/contractd/engine/guard"
 	"github.com/contractd/contractd/engine/notify"
+	"github.com/contractd/contractd/fixtures/wait"
 	"github.com/contractd/contractd/transports"
 )
 
@@ -136,8 +137,8 @@ func TestSiblingSupervisorWithTheRealEngine(t *testing.T) {
 		return &rep
 	}
 	// The on_start run and any run it raced with are over before we drive.
-	h.waitFor(10*time.Second, "the on_start run", func() bool { return h.status("sibling-supervisor").LastResult != "" })
-	h.waitFor(10*time.Second, "the on_start run to end", func() bool { return h.status("sibling-supervisor").State == "idle" })
+	wait.For(h.t, "the on_start run", func() bool { return h.status("sibling-supervisor").LastResult != "" })
+	wait.For(h.t, "the on_start run to end", func() bool { return h.status("sibling-supervisor").State == "idle" })
 
 	t.Run("a stopped sibling is started", func(t *testing.T) {
 		if got := standIn.calls(); len(got) != 1 || got[0] != "start:breeze-watchdog" {

@@ -11,11 +11,11 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine"
 	"github.com/contractd/contractd/fixtures/need"
+	"github.com/contractd/contractd/fixtures/wait"
 )
 
 // socketPost POSTs path over the Unix socket and returns the status and the
@@ -46,7 +46,7 @@ func TestSocketRunsDeclaredCommandsForTheDaemonsUser(t *testing.T) {
 	sock := SocketPath(state)
 	// No token file: the TCP address refuses on-demand runs.
 	h := startDaemon(t, Config{Dir: dir, StateDir: state, Runner: runner, Socket: sock})
-	h.waitFor(5*time.Second, "both contracts", func() bool { return len(h.list().Contracts) == 2 })
+	wait.For(h.t, "both contracts", func() bool { return len(h.list().Contracts) == 2 })
 
 	fi, err := os.Stat(sock)
 	if err != nil || fi.Mode().Type() != os.ModeSocket || fi.Mode().Perm() != 0o600 {

@@ -6,60 +6,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine"
+	"github.com/contractd/contractd/engine/clock"
+	"github.com/contractd/contractd/fixtures/wait"
 )
-
-// manualClock is a clock whose time moves only when the test says so;
-// timers fire when Advance passes their deadline.
-type manualClock struct {
-	mu      sync.Mutex
-	now     time.Time
-	waiters []manualTimer
-}
-
-type manualTimer struct {
-	at time.Time
-	ch chan time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *manualClock) After(d time.Duration) <-chan time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ch := make(chan time.Time, 1)
-	if d <= 0 {
-		ch <- c.now
-		return ch
-	}
-	c.waiters = append(c.waiters, manualTimer{at: c.now.Add(d), ch: ch})
-	return ch
-}
-
-// Advance moves the clock by d and fires every timer due by then.
-func (c *manualClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	kept := c.waiters[:0]
-	for _, w := range c.waiters {
-		if w.at.After(c.now) {
-			kept = append(kept, w)
-			continue
-		}
-		w.ch <- c.now
-	}
-	c.waiters = kept
-}
 
 // schedule.start_delay (seed 000: OnBootSec=3min): no run, on_start
 // included, before the delay has passed since the daemon started; the
@@ -67,7 +21,7 @@ func (c *manualClock) Advance(d time.Duration) {
 func TestStartDelayHoldsTheFirstRunBack(t *testing.T) {
 	t.Parallel()
 	t0 := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
-	clock := &manualClock{now: t0}
+	clock := clock.NewFake(t0)
 	dir := t.TempDir()
 	writeContractSchedule(t, dir, "delayed", "{every: 1m, on_start: true, start_delay: 3m}")
 	writeContractSchedule(t, dir, "plain", "{every: 1m, start_delay: 3m}")
@@ -81,7 +35,7 @@ func TestStartDelayHoldsTheFirstRunBack(t *testing.T) {
 		}}})
 
 	// The contract without a delay runs on start, at once.
-	h.waitFor(5*time.Second, "the undelayed on_start run", func() bool { return log.count("undelayed") == 1 })
+	wait.For(h.t, "the undelayed on_start run", func() bool { return log.count("undelayed") == 1 })
 	for _, name := range []string{"delayed", "plain"} {
 		st := h.status(name)
 		if st.NextRunAt == nil || !st.NextRunAt.Equal(t0.Add(3*time.Minute)) || st.Schedule.StartDelay != "3m" {
@@ -92,29 +46,29 @@ func TestStartDelayHoldsTheFirstRunBack(t *testing.T) {
 	// delayed contracts is due, so nothing of theirs can have run.
 	for i := 0; i < 2; i++ {
 		clock.Advance(time.Minute)
-		h.waitFor(5*time.Second, "the undelayed contract's minute", func() bool { return log.count("undelayed") == i+2 })
+		wait.For(h.t, "the undelayed contract's minute", func() bool { return log.count("undelayed") == i+2 })
 	}
 	clock.Advance(59 * time.Second)
 	if n, m := log.count("delayed"), log.count("plain"); n != 0 || m != 0 {
 		t.Fatalf("runs before the start delay ended: delayed %d, plain %d", n, m)
 	}
 	clock.Advance(time.Second)
-	h.waitFor(5*time.Second, "the first runs at the end of the start delay", func() bool {
+	wait.For(h.t, "the first runs at the end of the start delay", func() bool {
 		return log.count("delayed") == 1 && log.count("plain") == 1
 	})
 	// The undelayed contract's third minute is due at the same instant: wait
 	// for its run too rather than racing it.
-	h.waitFor(5*time.Second, "undelayed: on start and each of 3 minutes", func() bool { return log.count("undelayed") == 4 })
+	wait.For(h.t, "undelayed: on start and each of 3 minutes", func() bool { return log.count("undelayed") == 4 })
 	if got := log.count("undelayed"); got != 4 {
 		t.Errorf("undelayed ran %d times in 3 minutes, want 4 (on start and each minute)", got)
 	}
 	// From there on the schedule is every minute.
-	h.waitFor(5*time.Second, "next run planned", func() bool {
+	wait.For(h.t, "next run planned", func() bool {
 		st := h.status("delayed")
 		return st.NextRunAt != nil && st.NextRunAt.Equal(t0.Add(4*time.Minute))
 	})
 	clock.Advance(time.Minute)
-	h.waitFor(5*time.Second, "the run a minute later", func() bool { return log.count("delayed") == 2 && log.count("plain") == 2 })
+	wait.For(h.t, "the run a minute later", func() bool { return log.count("delayed") == 2 && log.count("plain") == 2 })
 }
 
 // writeContractSchedule writes NAME.md with the given schedule mapping.
