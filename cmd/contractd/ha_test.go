@@ -235,7 +235,9 @@ type haStatus struct {
 
 // contracts asks an instance's /contracts; nil when it does not answer.
 func (n *haNode) contracts() map[string]haStatus {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	// A dead instance refuses at once; a live one on a loaded machine may
+	// take seconds to answer.
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.addr+"/contracts", nil)
 	resp, err := http.DefaultClient.Do(req)
@@ -258,7 +260,7 @@ func (n *haNode) contracts() map[string]haStatus {
 
 // metric returns the value of one series of an instance's /metrics, or -1.
 func (n *haNode) metric(series string) float64 {
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+n.addr+"/metrics", nil)
 	resp, err := http.DefaultClient.Do(req)
