@@ -419,14 +419,14 @@ var reShellExpansion = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*)(:?[-=?+]|%%
 // refsAt checks the ${…} references in s. In shell text (an action's
 // command) a var is a shell variable assigned before the command, so the
 // shell's own expansions of it (${unit:-web}) work there as in any
-// script; an http or tcp step, filled by the engine, takes ${name} only.
+// script; a step the engine fills (http, tcp) takes ${name} only.
 func (b *bodyParser) refsAt(s string, shell bool, posOf func(off int) Pos) string {
 	for _, m := range reDollarVar.FindAllStringSubmatchIndex(s, -1) {
 		name := s[m[2]:m[3]]
 		if e := reShellExpansion.FindStringSubmatch(name); e != nil {
 			switch {
 			case !shell:
-				b.d.errorf(posOf(m[0]), "${%s}: an http or tcp step fills only ${name}, not shell expansions; give %s its default under vars", name, e[1])
+				b.d.errorf(posOf(m[0]), "${%s}: an %s step fills only ${name}, not shell expansions; give %s its default under vars", name, stepKindList(false, "or"), e[1])
 			case !b.defined(e[1]):
 				b.d.errorf(posOf(m[0]), "undefined var %q in ${%s}%s", e[1], name, b.varHint(e[1]))
 			}

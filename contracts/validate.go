@@ -41,7 +41,7 @@ func (b *bodyParser) validate() {
 				case !ok:
 					b.d.errorf(sm.viaPos, "undefined target %q in via= (define it under targets)", step.Via)
 				case t.SSH == "":
-					b.d.errorf(sm.viaPos, "via=%s: http and tcp steps tunnel only through ssh targets", step.Via)
+					b.d.errorf(sm.viaPos, "via=%s: %s steps tunnel only through ssh targets", step.Via, stepKindList(false, "and"))
 				}
 			}
 			b.checkFilled(st, step)
