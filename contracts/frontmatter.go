@@ -890,37 +890,3 @@ func contains(list []string, s string) bool {
 	}
 	return false
 }
-
-// closest suggests the known word nearest to s when it is a likely typo.
-func closest(s string, known []string) string {
-	best, bestD := "", 3
-	for _, k := range known {
-		if d := EditDistance(s, k); d < bestD {
-			best, bestD = k, d
-		}
-	}
-	return best
-}
-
-// EditDistance is the Levenshtein distance of a and b, in runes: what every
-// "did you mean" of contractd measures.
-func EditDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	prev := make([]int, len(rb)+1)
-	cur := make([]int, len(rb)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		cur[0] = i
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(rb)]
-}

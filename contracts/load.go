@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/yuin/goldmark/parser"
@@ -120,19 +121,45 @@ func LoadMany(paths []string, opts Options) ([]*Contract, []Diagnostics) {
 	return out, diags
 }
 
-// LoadDir loads every *.md file directly inside dir, in name order, as
-// LoadMany does. It returns an error only when dir cannot be listed.
+// LoadDir loads the contract files of dir (ContractFiles), in name order,
+// as LoadMany does. It returns an error only when dir cannot be listed.
 func LoadDir(dir string, opts Options) ([]*Contract, []Diagnostics, error) {
-	paths, err := filepath.Glob(filepath.Join(dir, "*.md"))
+	paths, err := ContractFiles(dir)
 	if err != nil {
-		return nil, nil, fmt.Errorf("list contracts in %s: %w", dir, err)
+		return nil, nil, err
 	}
 	if _, err := os.Stat(dir); err != nil {
 		return nil, nil, fmt.Errorf("list contracts in %s: %w", dir, err)
 	}
-	sort.Strings(paths)
 	cs, ds := LoadMany(paths, opts)
 	return cs, ds, nil
+}
+
+// ContractFiles lists the contract files directly inside dir
+// (IsContractFile), in name order. A directory that does not exist holds
+// none. It fails only on a malformed dir pattern.
+func ContractFiles(dir string) ([]string, error) {
+	paths, err := filepath.Glob(filepath.Join(dir, "*.md"))
+	if err != nil {
+		return nil, fmt.Errorf("list contracts in %s: %w", dir, err)
+	}
+	out := paths[:0]
+	for _, p := range paths {
+		if IsContractFile(p) {
+			out = append(out, p)
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// IsContractFile reports whether path names a contract file: NAME.md, not a
+// dotfile, which is what editors make beside the file they edit (Emacs's
+// .#NAME.md lock, a .NAME.md swap) and what a contract directory may hold
+// that is not a contract.
+func IsContractFile(path string) bool {
+	base := filepath.Base(path)
+	return strings.HasSuffix(base, ".md") && !strings.HasPrefix(base, ".")
 }
 
 // safeParse turns a parser panic into an error diagnostic, so a malformed

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/transports"
 )
 
@@ -159,7 +160,7 @@ func (m *Main) cmdHelp(ctx context.Context, args []string) int {
 	}
 	c, ok := commands[args[0]]
 	if !ok || c.run == nil {
-		m.errorf("help: unknown command %q%s", args[0], suggest(args[0], commandNames()))
+		m.errorf("help: unknown command %q%s", args[0], contracts.Suggest(args[0], commandNames()))
 		return exitUsage
 	}
 	return c.run(m, ctx, []string{"--help"})

@@ -259,7 +259,7 @@ func (m *Main) cmdRun(ctx context.Context, args []string) int {
 			for n := range contractFiles(contractDirs(rf.dir)) {
 				names = append(names, n)
 			}
-			why := fmt.Sprintf("%s is neither a file nor a contract in %v%s", name, err, suggest(name, names))
+			why := fmt.Sprintf("%s is neither a file nor a contract in %v%s", name, err, contracts.Suggest(name, names))
 			if rf.nagios {
 				return m.nagiosUnknown(name, why)
 			}
@@ -320,7 +320,7 @@ func (m *Main) cmdDeclared(ctx context.Context, name string, args []string) int 
 		for _, c := range contractFiles(contractDirs(rf.dir)) {
 			cands = append(cands, c.Commands...)
 		}
-		m.errorf("unknown command %q: not a contractd command, and no contract in %v declares it%s (see contractd --help)", name, err, suggest(name, cands))
+		m.errorf("unknown command %q: not a contractd command, and no contract in %v declares it%s (see contractd --help)", name, err, contracts.Suggest(name, cands))
 		return exitUsage
 	}
 	return m.runContracts(ctx, []string{path}, rf)
@@ -330,13 +330,9 @@ func (m *Main) cmdDeclared(ctx context.Context, name string, args []string) int 
 // dir, then /etc/contractd and /etc/contractd/contracts. Its error lists
 // the directories searched.
 func findContract(dir string, match func(*contracts.Contract) bool) (string, error) {
-	var dirs []string
-	if dir != "" {
-		dirs = append(dirs, dir)
-	}
-	dirs = append(dirs, "/etc/contractd", "/etc/contractd/contracts")
+	dirs := contractDirs(dir)
 	for _, d := range dirs {
-		files, _ := filepath.Glob(filepath.Join(d, "*.md"))
+		files, _ := contracts.ContractFiles(d)
 		for _, f := range files {
 			c, diags := contracts.LoadFile(f, contracts.Options{})
 			if c != nil && !diags.HasErrors() && match(c) {

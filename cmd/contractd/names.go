@@ -3,7 +3,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	"path/filepath"
 	"slices"
 	"sort"
 	"strings"
@@ -11,7 +10,6 @@ import (
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine"
-	"github.com/contractd/contractd/engine/serve"
 )
 
 // declares matches a contract that declares the command name.
@@ -34,7 +32,7 @@ func contractDirs(dir string) []string {
 func contractFiles(dirs []string) map[string]*contracts.Contract {
 	out := map[string]*contracts.Contract{}
 	for _, d := range dirs {
-		files, _ := filepath.Glob(filepath.Join(d, "*.md"))
+		files, _ := contracts.ContractFiles(d)
 		for _, f := range files {
 			c, diags := contracts.LoadFile(f, contracts.Options{})
 			if c != nil && !diags.HasErrors() && out[c.Name] == nil {
@@ -85,7 +83,7 @@ func (k *known) check(name string) error {
 		return nil
 	}
 	return fmt.Errorf("unknown contract %q: no state in %s and no contract file of that name in %s%s",
-		name, k.src.where, strings.Join(k.dirs, ", "), suggest(name, k.names()))
+		name, k.src.where, strings.Join(k.dirs, ", "), contracts.Suggest(name, k.names()))
 }
 
 // agents are the agents contract name is known to have: from its file
@@ -118,12 +116,8 @@ func (k *known) checkAgent(name, agent string) error {
 	if agent == "" || len(agents) == 0 || slices.Contains(agents, agent) {
 		return nil
 	}
-	return fmt.Errorf("contract %s has no agent %q (its agents: %s)%s", name, agent, strings.Join(agents, ", "), suggest(agent, agents))
+	return fmt.Errorf("contract %s has no agent %q (its agents: %s)%s", name, agent, strings.Join(agents, ", "), contracts.Suggest(agent, agents))
 }
-
-// suggest returns "; did you mean X?" for the candidate nearest to name
-// when it is near enough to be a typo, else "".
-func suggest(name string, candidates []string) string { return serve.Suggest(name, candidates) }
 
 // durationValue is a flag.Value for durations in the contract format's
 // one grammar (contracts.ParseDuration: 90s, 15m, 2h, 1d, 1w), whose error

@@ -192,7 +192,7 @@ func (m *Main) printSummaries(sums []*engine.Summary, asJSON bool, none string) 
 	for _, s := range sums {
 		last := "never"
 		if !s.LastRun.IsZero() {
-			last = ago(now.Sub(s.LastRun)) + " ago"
+			last = serve.Ago(now.Sub(s.LastRun)) + " ago"
 		}
 		var notes []string
 		if s.Interrupted != "" {
@@ -224,21 +224,6 @@ func incidentLabel(inc *guard.Incident) string {
 		who = "contract"
 	}
 	return who + ": " + inc.Condition
-}
-
-// ago renders a duration as an operator reads an age: 45s, 12m, 3h, 2d.
-func ago(d time.Duration) string {
-	switch {
-	case d < 0:
-		return "0s"
-	case d < time.Minute:
-		return fmt.Sprintf("%ds", int(d.Seconds()))
-	case d < time.Hour:
-		return fmt.Sprintf("%dm", int(d.Minutes()))
-	case d < 48*time.Hour:
-		return fmt.Sprintf("%dh%02dm", int(d.Hours()), int(d.Minutes())%60)
-	}
-	return fmt.Sprintf("%dd", int(d.Hours()/24))
 }
 
 func (m *Main) cmdHistory(ctx context.Context, args []string) int {

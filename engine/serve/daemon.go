@@ -18,11 +18,9 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/contractd/contractd/contracts"
@@ -147,9 +145,10 @@ type Daemon struct {
 	// view is the store the page, the API and the metrics read (see
 	// viewStore): with --etcd the group's state, the same on every node.
 	view store.Backend
-	// stateLock is an flock on STATE_DIR/.contractd-serve.lock: one daemon
-	// per state dir, since two would overwrite each other's scheduler state.
-	stateLock *os.File
+	// stateLock releases the flock on STATE_DIR/.contractd-serve.lock: one
+	// daemon per state dir, since two would overwrite each other's
+	// scheduler state.
+	stateLock func()
 	clock     clock.Clock
 	started   time.Time // when Run began: schedule.start_delay counts from it
 	log       *slog.Logger
@@ -246,7 +245,7 @@ func New(cfg Config) (*Daemon, error) {
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		lock.Close()
+		lock()
 		return nil, fmt.Errorf("serve: listen %s: %w", cfg.Listen, err)
 	}
 	d := &Daemon{
@@ -297,34 +296,26 @@ var ErrStateDirInUse = errors.New("another contractd serve uses this state dir")
 const stateDirLockWait = 2 * time.Second
 
 // lockStateDir takes the daemon's flock on STATE_DIR/.contractd-serve.lock
-// and writes its pid there. The kernel releases the lock when the process
+// (store.LockFile, which writes the daemon's pid there) and returns the
+// function that releases it. The kernel releases the lock when the process
 // dies. It fails with ErrStateDirInUse (naming the holder's pid) when
 // another live daemon still holds it after stateDirLockWait.
-func lockStateDir(dir string) (*os.File, error) {
+func lockStateDir(dir string) (unlock func(), err error) {
 	// A leading dot: no contract name can make this file name.
 	path := filepath.Join(dir, ".contractd-serve.lock")
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
-	if err != nil {
+	// New has no context of its own: the wait is bounded by stateDirLockWait.
+	unlock, err = store.LockFile(context.Background(), path, stateDirLockWait)
+	var held *store.HeldError
+	var open *os.PathError
+	switch {
+	case errors.As(err, &held):
+		return nil, fmt.Errorf("serve: %s: %w (pid %s)", dir, ErrStateDirInUse, held.PID)
+	case errors.As(err, &open):
 		return nil, fmt.Errorf("serve: %w", err)
-	}
-	deadline := time.Now().Add(stateDirLockWait)
-	err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-	for pause := 10 * time.Millisecond; errors.Is(err, syscall.EWOULDBLOCK) && time.Now().Before(deadline); pause = min(2*pause, 200*time.Millisecond) {
-		time.Sleep(pause)
-		err = syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB)
-	}
-	if err != nil {
-		holder, _ := os.ReadFile(path)
-		f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			return nil, fmt.Errorf("serve: %s: %w (pid %s)", dir, ErrStateDirInUse, strings.TrimSpace(string(holder)))
-		}
+	case err != nil:
 		return nil, fmt.Errorf("serve: lock %s: %w", path, err)
 	}
-	if err := f.Truncate(0); err == nil {
-		_, _ = f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0) // the pid is only informative
-	}
-	return f, nil
+	return unlock, nil
 }
 
 func setDefault(d *time.Duration, v time.Duration) {
@@ -361,7 +352,7 @@ func Serve(ctx context.Context, cfg Config) error {
 // rest, and returns nil. It returns an error when the HTTP server fails or
 // runs ignore cancellation past a second grace period.
 func (d *Daemon) Run(ctx context.Context) error {
-	defer d.stateLock.Close() // releases the state dir for the next daemon
+	defer d.stateLock() // releases the state dir for the next daemon
 	runCtx, cancelRuns := context.WithCancelCause(context.WithoutCancel(ctx))
 	// The cause is what a run cut off at shutdown records as its reason.
 	d.runCtx, d.cancelRuns = runCtx, func() { cancelRuns(ErrStopping) }
@@ -461,7 +452,7 @@ loop:
 				events = nil
 				continue
 			}
-			if isContractFile(ev.Name) {
+			if contracts.IsContractFile(ev.Name) {
 				debounce = d.clock.After(d.cfg.Debounce)
 			}
 		case err, ok := <-watchErrs:

@@ -195,18 +195,6 @@ func (d *Daemon) handleHealth(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, code, h)
 }
 
-// shortDuration writes a duration as a contract would: 15m, 1h30m, 90s.
-func shortDuration(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = s[:len(s)-2]
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = s[:len(s)-2]
-	}
-	return s
-}
-
 func timePtr(t time.Time) *time.Time {
 	if t.IsZero() {
 		return nil
@@ -231,7 +219,7 @@ func (d *Daemon) status(e *entry) ContractStatus {
 		Name:                e.name,
 		Path:                e.path,
 		Version:             e.c.Version,
-		Schedule:            ScheduleView{Every: shortDuration(every(e.c)), OnStart: e.c.Schedule.OnStart, StartDelay: startDelay(e.c)},
+		Schedule:            ScheduleView{Every: contracts.FormatDuration(every(e.c)), OnStart: e.c.Schedule.OnStart, StartDelay: startDelay(e.c)},
 		State:               "idle",
 		LastRunAt:           timePtr(st.LastStartedAt),
 		LastResult:          st.LastResult,
@@ -358,7 +346,7 @@ func (d *Daemon) handleMaintenance(w http.ResponseWriter, r *http.Request) {
 		agents := engine.Agents(e.c)
 		e.mu.Unlock()
 		if !slices.Contains(agents, req.Agent) {
-			writeJSON(w, http.StatusBadRequest, apiError{Error: fmt.Sprintf("contract %s has no agent %q (its agents: %s)%s", name, req.Agent, strings.Join(agents, ", "), Suggest(req.Agent, agents))})
+			writeJSON(w, http.StatusBadRequest, apiError{Error: fmt.Sprintf("contract %s has no agent %q (its agents: %s)%s", name, req.Agent, strings.Join(agents, ", "), contracts.Suggest(req.Agent, agents))})
 			return
 		}
 	}
@@ -502,5 +490,5 @@ func startDelay(c *contracts.Contract) string {
 	if c.Schedule.StartDelay <= 0 {
 		return ""
 	}
-	return shortDuration(c.Schedule.StartDelay)
+	return contracts.FormatDuration(c.Schedule.StartDelay)
 }

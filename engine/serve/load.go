@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
-	"sort"
 	"strings"
 	"time"
 
@@ -26,27 +25,19 @@ type fileState struct {
 	duplicate bool
 }
 
-func isContractFile(path string) bool {
-	base := filepath.Base(path)
-	return strings.HasSuffix(base, ".md") && !strings.HasPrefix(base, ".")
-}
-
 // reload reads Dir and reconciles the running set with it: new files start,
 // edited files swap in, a file that fails lint is kept out (or, when an
 // older good version of it is running, keeps that version running and
 // records the diagnostics), and deleted files stop.
 func (d *Daemon) reload() {
-	paths, err := filepath.Glob(filepath.Join(d.cfg.Dir, "*.md"))
+	paths, err := contracts.ContractFiles(d.cfg.Dir)
 	if err != nil {
 		d.log.Error("contract directory unreadable", "dir", d.cfg.Dir, "error", err)
 		return
 	}
-	sort.Strings(paths)
 	seen := map[string]bool{}
 	for _, path := range paths {
-		if isContractFile(path) {
-			seen[path] = true
-		}
+		seen[path] = true
 	}
 	// Removals first, so a renamed file, or a duplicate whose twin went
 	// away, loads in this same pass instead of clashing with its old self.
@@ -67,9 +58,7 @@ func (d *Daemon) reload() {
 		}
 	}
 	for _, path := range paths {
-		if seen[path] {
-			d.protect("", "loading "+path, func() { d.reloadFile(path, removed) })
-		}
+		d.protect("", "loading "+path, func() { d.reloadFile(path, removed) })
 	}
 	d.updateCounts()
 	if d.cfg.HA != nil {
@@ -208,7 +197,7 @@ func (d *Daemon) swap(e *entry, c *contracts.Contract) {
 	e.mu.Unlock()
 	d.metrics.routes(e.name, c)
 	e.poke()
-	d.log.Info("contract reloaded", "contract", e.name, "path", e.path, "version", c.Version, "every", shortDuration(every(c)))
+	d.log.Info("contract reloaded", "contract", e.name, "path", e.path, "version", c.Version, "every", contracts.FormatDuration(every(c)))
 }
 
 func (d *Daemon) addEntry(e *entry) {
@@ -234,7 +223,7 @@ func (d *Daemon) addEntry(e *entry) {
 	if held {
 		d.log.Warn("contract loaded, held down; `contractd reset "+e.name+"` releases it", "contract", e.name, "path", e.path, "held_since", e.state.HeldSince.UTC().Format(time.RFC3339))
 	} else {
-		d.log.Info("contract loaded", "contract", e.name, "path", e.path, "every", shortDuration(every(e.c)), "first_run", next.UTC().Format(time.RFC3339))
+		d.log.Info("contract loaded", "contract", e.name, "path", e.path, "every", contracts.FormatDuration(every(e.c)), "first_run", next.UTC().Format(time.RFC3339))
 	}
 	d.recordStopped(e.name)
 	go d.loop(d.loopCtx, e)

@@ -58,13 +58,21 @@ func markOf(sev string) string {
 	return engine.Mark(s)
 }
 
-// ago renders how long before now t was: 45s, 12m, 3h05m, 2d.
+// ago renders how long before now t was (Ago), or "never" for a zero t.
 func ago(now, t time.Time) string {
 	if t.IsZero() {
 		return "never"
 	}
-	d := max(now.Sub(t), 0)
+	return Ago(now.Sub(t))
+}
+
+// Ago renders an age as an operator reads it, on the status page and in
+// `contractd status`: 45s, 12m, 3h05m, 2d. A negative age (a clock that
+// went back) is 0s.
+func Ago(d time.Duration) string {
 	switch {
+	case d < 0:
+		return "0s"
 	case d < time.Minute:
 		return fmt.Sprintf("%ds", int(d.Seconds()))
 	case d < time.Hour:

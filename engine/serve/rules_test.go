@@ -36,24 +36,6 @@ func TestBackoff(t *testing.T) {
 	}
 }
 
-func TestShortDuration(t *testing.T) {
-	cases := map[time.Duration]string{
-		15 * time.Minute:           "15m",
-		time.Hour:                  "1h",
-		90 * time.Minute:           "1h30m",
-		time.Second:                "1s",
-		200 * time.Millisecond:     "200ms",
-		time.Hour + 30*time.Second: "1h0m30s",
-	}
-	for d, want := range cases {
-		t.Run(want, func(t *testing.T) {
-			if got := shortDuration(d); got != want {
-				t.Errorf("shortDuration(%v) = %q, want %q", d, got, want)
-			}
-		})
-	}
-}
-
 func TestStaggerPhaseStaysInRange(t *testing.T) {
 	cases := []struct {
 		name  string
