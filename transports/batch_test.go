@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/fixtures/sshd"
+	"github.com/contractd/contractd/fixtures/wait"
 )
 
 // batchTargets are the transports every batch case runs on; with resident,
@@ -162,7 +163,7 @@ func TestExecBatchSessionDiesMidway(t *testing.T) {
 		})
 		done <- out{res, err}
 	}()
-	eventually(t, "the second step runs", func() (bool, string) {
+	wait.Until(t, "the second step runs", func() (bool, string) {
 		ps := psArgs(t, s)
 		return strings.Contains(ps, sleep), ps
 	})

@@ -13,6 +13,7 @@ import (
 	"github.com/contractd/contractd/fixtures/dockerimg"
 	"github.com/contractd/contractd/fixtures/need"
 	"github.com/contractd/contractd/fixtures/sshd"
+	"github.com/contractd/contractd/fixtures/wait"
 )
 
 // busyboxContainer starts a FROM-scratch busybox container, or skips.
@@ -90,7 +91,7 @@ func TestDockerContainer(t *testing.T) {
 		if err != nil || len(rs) != 3 || rs[0].Stdout != "one\n" || !rs[1].TimedOut || rs[1].Stdout != "started\n" || rs[2].ExitCode != 6 {
 			t.Fatalf("batch: %+v, %v", rs, err)
 		}
-		eventually(t, "the hung step's sleep is gone", func() (bool, string) {
+		wait.Until(t, "the hung step's sleep is gone", func() (bool, string) {
 			ps := hostPS(t)
 			return !strings.Contains(ps, sleep), ps
 		})
@@ -114,7 +115,7 @@ func TestDockerContainer(t *testing.T) {
 		if err != nil || !res.TimedOut || strings.Contains(res.Stdout, "survived") || strings.TrimSpace(res.Stdout) == "" {
 			t.Fatalf("got %+v, %v; want timed out", res, err)
 		}
-		eventually(t, "the sleep in the container is gone", func() (bool, string) {
+		wait.Until(t, "the sleep in the container is gone", func() (bool, string) {
 			ps := hostPS(t)
 			return !strings.Contains(ps, sleep), ps
 		})
@@ -128,7 +129,7 @@ func TestDockerContainer(t *testing.T) {
 			_, err := tr.Exec(cctx, Command{Script: "(" + sleep + ") & wait"})
 			done <- err
 		}()
-		eventually(t, "the sleep in the container starts", func() (bool, string) {
+		wait.Until(t, "the sleep in the container starts", func() (bool, string) {
 			ps := hostPS(t)
 			return strings.Contains(ps, sleep), ps
 		})
@@ -136,7 +137,7 @@ func TestDockerContainer(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, "the sleep in the container is gone", func() (bool, string) {
+		wait.Until(t, "the sleep in the container is gone", func() (bool, string) {
 			ps := hostPS(t)
 			return !strings.Contains(ps, sleep), ps
 		})

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/fixtures/sshd"
+	"github.com/contractd/contractd/fixtures/wait"
 )
 
 // The faults a monitored fleet produces every week, each against a real
@@ -70,11 +71,11 @@ func TestResidentSlowLoginDoesNotCrash(t *testing.T) {
 		}
 	}
 	os.Remove(filepath.Join(dir, "slow"))
-	eventually(t, "a command runs once the login is fast", func() (bool, string) {
+	wait.Until(t, "a command runs once the login is fast", func() (bool, string) {
 		res, err := tr.Exec(testCtx(t), Command{Script: "echo hi", Timeout: 5 * time.Second})
 		return err == nil && res.Stdout == "hi\n", fmt.Sprintf("%+v %v", res, err)
 	})
-	eventually(t, "the resident sessions counted are the loops alive", func() (bool, string) {
+	wait.Until(t, "the resident sessions counted are the loops alive", func() (bool, string) {
 		got := p.ResidentSessions()[residentHost(sshSpec(s))]
 		loops := len(loopsWith("BASH_ENV=" + rc))
 		return got == loops && got <= 1, fmt.Sprintf("metric %d, loops %d", got, loops)
@@ -95,7 +96,7 @@ func TestResidentSessionBrokenWhileIdleIsKilled(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%+v %v", res, err)
 	}
-	eventually(t, "the late output reaches the session", func() (bool, string) {
+	wait.Until(t, "the late output reaches the session", func() (bool, string) {
 		rs := p.res
 		rs.mu.Lock()
 		defer rs.mu.Unlock()
@@ -113,7 +114,7 @@ func TestResidentSessionBrokenWhileIdleIsKilled(t *testing.T) {
 	if next == loop {
 		t.Fatalf("the broken session served again")
 	}
-	eventually(t, "the broken loop is gone from the target", func() (bool, string) {
+	wait.Until(t, "the broken loop is gone from the target", func() (bool, string) {
 		return !alive(loop), book.all()
 	})
 	if got := p.ResidentSessions()[residentHost(sshSpec(s))]; got != 1 {
@@ -138,7 +139,7 @@ func TestResidentDiscardSparesWhatRepairsStarted(t *testing.T) {
 		t.Fatalf("%+v %v", res, err)
 	}
 	var pid int
-	eventually(t, "the service writes its pid", func() (bool, string) {
+	wait.Until(t, "the service writes its pid", func() (bool, string) {
 		b, _ := os.ReadFile(svc)
 		pid, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 		return pid > 0, string(b)
@@ -153,7 +154,7 @@ func TestResidentDiscardSparesWhatRepairsStarted(t *testing.T) {
 	if err != nil || res.Stdout != "after\n" {
 		t.Fatalf("after the stall: %+v %v\n%s", res, err, book.all())
 	}
-	eventually(t, "the stalled loop is reaped", func() (bool, string) { return !alive(loop), book.all() })
+	wait.Until(t, "the stalled loop is reaped", func() (bool, string) { return !alive(loop), book.all() })
 	if !alive(pid) {
 		t.Fatalf("the service a command started (pid %d) was killed with the session\n%s", pid, book.all())
 	}
@@ -167,14 +168,14 @@ func TestResidentDiscardSparesWhatRepairsStarted(t *testing.T) {
 		tr.Exec(testCtx(t), Command{Script: "echo $BASHPID > " + stalled + "; exec sleep 6002", Timeout: 30 * time.Second})
 	}()
 	var cmd int
-	eventually(t, "the command starts", func() (bool, string) {
+	wait.Until(t, "the command starts", func() (bool, string) {
 		b, _ := os.ReadFile(stalled)
 		cmd, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 		return cmd > 0, string(b)
 	})
 	syscall.Kill(loop, syscall.SIGKILL)
 	<-done
-	eventually(t, "the broken request's command is reaped", func() (bool, string) { return !alive(cmd), "" })
+	wait.Until(t, "the broken request's command is reaped", func() (bool, string) { return !alive(cmd), "" })
 	if !alive(pid) {
 		t.Fatalf("the service a command started (pid %d) was killed by a later discard", pid)
 	}
@@ -261,13 +262,13 @@ func TestLocalBackgroundChildDiesWithTheStep(t *testing.T) {
 	}
 	child, _ := strconv.Atoi(strings.TrimSpace(res.Stdout))
 	var detached int
-	eventually(t, "the detached child writes its pid", func() (bool, string) {
+	wait.Until(t, "the detached child writes its pid", func() (bool, string) {
 		b, _ := os.ReadFile(pidf)
 		detached, _ = strconv.Atoi(strings.TrimSpace(string(b)))
 		return detached > 0, string(b)
 	})
 	t.Cleanup(func() { syscall.Kill(detached, syscall.SIGKILL) })
-	eventually(t, "the background child is gone", func() (bool, string) {
+	wait.Until(t, "the background child is gone", func() (bool, string) {
 		st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", child))
 		return child > 0 && (len(st) == 0 || strings.Contains(string(st), ") Z ")), string(st)
 	})
@@ -297,7 +298,7 @@ func TestBusyboxStepIgnoringTERMIsKilled(t *testing.T) {
 		if err != nil || !rs[0].TimedOut || rs[1].Stdout != "next\n" {
 			t.Fatalf("%s: %+v %v\n%s", tr, rs, err, book.all())
 		}
-		eventually(t, "the step that ignored TERM is gone", func() (bool, string) {
+		wait.Until(t, "the step that ignored TERM is gone", func() (bool, string) {
 			n := count()
 			return n == 0, fmt.Sprintf("%d left", n)
 		})
@@ -318,7 +319,7 @@ func TestResidentLocalChainsAreNotBounded(t *testing.T) {
 		defer close(busy)
 		tr.Exec(testCtx(t), Command{Script: "sleep 3", Timeout: 10 * time.Second})
 	}()
-	eventually(t, "the first session is busy", func() (bool, string) {
+	wait.Until(t, "the first session is busy", func() (bool, string) {
 		p.res.mu.Lock()
 		defer p.res.mu.Unlock()
 		c := p.res.chains["local"]

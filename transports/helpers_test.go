@@ -96,22 +96,6 @@ func testCtx(t testing.TB) context.Context {
 	return ctx
 }
 
-// eventually polls cond until it holds or a generous minute passes (a
-// loaded machine is slow, never wrong); it is for state that settles
-// asynchronously (a killed process disappearing), not for timing.
-func eventually(t testing.TB, what string, cond func() (bool, string)) {
-	t.Helper()
-	var last string
-	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(50 * time.Millisecond) {
-		ok, detail := cond()
-		if ok {
-			return
-		}
-		last = detail
-	}
-	t.Fatalf("%s: still not true after a minute: %s", what, last)
-}
-
 // fixturesDir is the repository's fixtures/ directory.
 func fixturesDir(t testing.TB) string {
 	_, file, _, _ := runtime.Caller(0)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/fixtures/sshd"
+	"github.com/contractd/contractd/fixtures/wait"
 )
 
 // pctHost starts an sshd whose sessions find the pct stand-in on PATH, with
@@ -89,7 +90,7 @@ func TestPCTOverSSH(t *testing.T) {
 		if err != nil || !res.TimedOut || strings.Contains(res.Stdout, "survived") || strings.TrimSpace(res.Stdout) == "" {
 			t.Fatalf("got %+v, %v; want a timed-out result", res, err)
 		}
-		eventually(t, "the sleep is gone", func() (bool, string) {
+		wait.Until(t, "the sleep is gone", func() (bool, string) {
 			ps := psArgs(t, s)
 			return !strings.Contains(ps, sleep), ps
 		})

@@ -15,6 +15,7 @@ import (
 	"github.com/contractd/contractd/fixtures/need"
 	"github.com/contractd/contractd/fixtures/owner"
 	"github.com/contractd/contractd/fixtures/sshd"
+	"github.com/contractd/contractd/fixtures/wait"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -136,7 +137,7 @@ func TestKeepAliveReplacesAStalledConnection(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.freeze()
-	eventually(t, "keepalive notices the stalled link", func() (bool, string) {
+	wait.Until(t, "keepalive notices the stalled link", func() (bool, string) {
 		return strings.Contains(book.all(), "keepalive unanswered"), book.all()
 	})
 	res, err := tr.Exec(testCtx(t), Command{Script: "echo fresh"})
@@ -159,7 +160,7 @@ func TestSSHAgentKeys(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { agentCmd.Process.Kill(); agentCmd.Wait() })
-	eventually(t, "agent socket exists", func() (bool, string) {
+	wait.Until(t, "agent socket exists", func() (bool, string) {
 		_, err := os.Stat(sock)
 		return err == nil, fmt.Sprint(err)
 	})

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/fixtures/sshd"
+	"github.com/contractd/contractd/fixtures/wait"
 )
 
 // residentPool returns a pool with resident sessions on, closed at cleanup.
@@ -229,7 +230,7 @@ func TestResidentSessionRecovers(t *testing.T) {
 			if err != nil || rs[0].Note != "" {
 				t.Fatalf("the run after recovery: %+v, %v", rs, err)
 			}
-			eventually(t, "the broken loop is gone", func() (bool, string) {
+			wait.Until(t, "the broken loop is gone", func() (bool, string) {
 				return !alive(pid), fmt.Sprintf("pid %d alive", pid)
 			})
 		})
@@ -249,7 +250,7 @@ func TestResidentSessionLostMidCommandIsNotRunTwice(t *testing.T) {
 		_, err := tr.Exec(testCtx(t), Command{Script: "echo x >>" + quote(marker) + "; sleep 30", Timeout: 20 * time.Second})
 		errc <- err
 	}()
-	eventually(t, "the command runs", func() (bool, string) {
+	wait.Until(t, "the command runs", func() (bool, string) {
 		_, err := os.Stat(marker)
 		return err == nil, fmt.Sprint(err)
 	})
@@ -270,7 +271,7 @@ func TestResidentSessionIdleTTL(t *testing.T) {
 	spec := &Spec{Kind: "local", ResidentTTL: 300 * time.Millisecond}
 	tr := open(t, p, spec)
 	pid := loopPID(t, tr)
-	eventually(t, "the idle session is closed", func() (bool, string) {
+	wait.Until(t, "the idle session is closed", func() (bool, string) {
 		return len(p.ResidentSessions()) == 0 && !alive(pid), fmt.Sprintf("%v, pid %d alive %v", p.ResidentSessions(), pid, alive(pid))
 	})
 	if !strings.Contains(book.all(), "time to live") {
@@ -289,14 +290,14 @@ func TestResidentSessionHealthCheckReplacesAStalledLoop(t *testing.T) {
 	pid := loopPID(t, tr)
 	syscall.Kill(pid, syscall.SIGSTOP)
 	t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
-	eventually(t, "the health check closes the stalled session", func() (bool, string) {
+	wait.Until(t, "the health check closes the stalled session", func() (bool, string) {
 		return len(p.ResidentSessions()) == 0, book.all()
 	})
 	res, err := tr.Exec(testCtx(t), Command{Script: "echo fine"})
 	if err != nil || res.Stdout != "fine\n" || !strings.Contains(res.Note, "restarted") || !strings.Contains(res.Note, "health check") {
 		t.Fatalf("after the health check: %+v, %v; want a new resident session, noted", res, err)
 	}
-	eventually(t, "the stalled loop is killed", func() (bool, string) { return !alive(pid), "alive" })
+	wait.Until(t, "the stalled loop is killed", func() (bool, string) { return !alive(pid), "alive" })
 }
 
 func TestResidentSessionsPerHostAreBounded(t *testing.T) {
@@ -347,7 +348,7 @@ func TestResidentSessionBusyDoesNotBlockAnotherStage(t *testing.T) {
 		defer wg.Done()
 		tr.Exec(testCtx(t), Command{Script: hold, Timeout: 30 * time.Second})
 	}()
-	eventually(t, "the first command holds its session", func() (bool, string) {
+	wait.Until(t, "the first command holds its session", func() (bool, string) {
 		p.res.mu.Lock()
 		defer p.res.mu.Unlock()
 		return len(p.res.chains["local"].idle) == 0, "idle"
@@ -377,7 +378,7 @@ func TestResidentSessionCancelKillsTheCommand(t *testing.T) {
 		_, err := tr.ExecBatch(ctx, []Command{{Script: "echo a"}, {Script: "(" + sleep + ") & wait"}})
 		done <- err
 	}()
-	eventually(t, "the remote sleep starts", func() (bool, string) {
+	wait.Until(t, "the remote sleep starts", func() (bool, string) {
 		ps := psArgs(t, s)
 		return strings.Contains(ps, sleep), ps
 	})
@@ -385,7 +386,7 @@ func TestResidentSessionCancelKillsTheCommand(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatalf("cancelled run: %v", err)
 	}
-	eventually(t, "the remote sleep and the loop are gone", func() (bool, string) {
+	wait.Until(t, "the remote sleep and the loop are gone", func() (bool, string) {
 		ps := psArgs(t, s)
 		return !strings.Contains(ps, sleep) && !alive(pid), ps
 	})

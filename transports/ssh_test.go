@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/fixtures/sshd"
+	"github.com/contractd/contractd/fixtures/wait"
 	"golang.org/x/crypto/ssh"
 )
 
@@ -144,7 +145,7 @@ func TestSSHTimeoutKillsRemoteProcess(t *testing.T) {
 			if !res.TimedOut || strings.Contains(res.Stdout, "survived") || strings.TrimSpace(res.Stdout) == "" {
 				t.Fatalf("result %+v: want TimedOut, the sleep's PID and no output after it", res)
 			}
-			eventually(t, "the remote sleep is gone", func() (bool, string) {
+			wait.Until(t, "the remote sleep is gone", func() (bool, string) {
 				ps := psArgs(t, s)
 				return !strings.Contains(ps, sleep), ps
 			})
@@ -328,7 +329,7 @@ func TestSSHServerKilledThenBack(t *testing.T) {
 		_, err := tr.Exec(ctx, Command{Script: sleep, Timeout: 30 * time.Second})
 		errc <- err
 	}()
-	eventually(t, "the remote sleep starts", func() (bool, string) {
+	wait.Until(t, "the remote sleep starts", func() (bool, string) {
 		ps := psArgs(t, s)
 		return strings.Contains(ps, sleep), ps
 	})
@@ -405,7 +406,7 @@ func TestSSHSecretsStayHidden(t *testing.T) {
 		done <- out{res, err}
 	}()
 	var seen string
-	eventually(t, "the step is running", func() (bool, string) {
+	wait.Until(t, "the step is running", func() (bool, string) {
 		seen = psArgs(t, s)
 		return strings.Contains(seen, sleep), seen
 	})
@@ -517,7 +518,7 @@ func TestSSHCancelKillsRemoteProcess(t *testing.T) {
 				}
 				done <- err
 			}()
-			eventually(t, "the remote sleep starts", func() (bool, string) {
+			wait.Until(t, "the remote sleep starts", func() (bool, string) {
 				ps := psArgs(t, s)
 				return strings.Contains(ps, sleep), ps
 			})
@@ -525,7 +526,7 @@ func TestSSHCancelKillsRemoteProcess(t *testing.T) {
 			if err := <-done; err != nil {
 				t.Fatalf("cancelled run: %v", err)
 			}
-			eventually(t, "the remote sleep is gone", func() (bool, string) {
+			wait.Until(t, "the remote sleep is gone", func() (bool, string) {
 				ps := psArgs(t, s)
 				return !strings.Contains(ps, sleep), ps
 			})

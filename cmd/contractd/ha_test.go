@@ -20,6 +20,7 @@ import (
 	"github.com/contractd/contractd/engine/serve"
 	"github.com/contractd/contractd/fixtures/etcdcluster"
 	"github.com/contractd/contractd/fixtures/owner"
+	"github.com/contractd/contractd/fixtures/wait"
 )
 
 // The HA tests run the real contractd binary, two or three instances,
@@ -181,8 +182,12 @@ func (r *haRig) close() {
 	for _, n := range nodes {
 		n.cmd.Process.Signal(syscall.SIGCONT)
 		if r.t.Failed() && os.Getenv("HADEBUG") != "" {
+			// A Go process writes its goroutines to its log and exits.
 			n.cmd.Process.Signal(syscall.SIGQUIT)
-			time.Sleep(500 * time.Millisecond)
+			select {
+			case <-n.done:
+			case <-time.After(10 * time.Second):
+			}
 		}
 		n.cmd.Process.Kill()
 		<-n.done
@@ -330,7 +335,7 @@ func (r *haRig) settled(contract string) *haNode {
 	}
 	r.mu.Unlock()
 	want := serve.Rendezvous(live, contract)
-	waitFor(r.t, 30*time.Second, contract+" owned by "+want, func() bool { return r.ownerOf(contract) == want })
+	wait.For(r.t, contract+" owned by "+want, func() bool { return r.ownerOf(contract) == want })
 	return r.node(want)
 }
 
@@ -341,19 +346,6 @@ func contains(s []string, v string) bool {
 		}
 	}
 	return false
-}
-
-// waitFor polls cond until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > timeout {
-			t.Fatalf("not within %s: %s", timeout, what)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return time.Since(start)
 }
 
 // lines counts the non-empty lines of one of the contract's files.
@@ -385,9 +377,9 @@ func TestHAKillOwnerMidRepairRepairsOnce(t *testing.T) {
 	r := startHA(t, 2, map[string]string{"svc": haContract("svc")}, "slow=3")
 	r.settled("svc")
 	r.setState("down")
-	waitFor(t, 30*time.Second, "the owner starts the repair", func() bool { return r.lines("repairs") == 1 })
+	wait.For(t, "the owner starts the repair", func() bool { return r.lines("repairs") == 1 })
 	var owner string
-	waitFor(t, 2*time.Second, "an agreed owner while it repairs", func() bool {
+	wait.Within(t, 2*time.Second, "an agreed owner while it repairs", func() bool {
 		owner = r.ownerOf("svc")
 		return owner != ""
 	})
@@ -397,11 +389,11 @@ func TestHAKillOwnerMidRepairRepairsOnce(t *testing.T) {
 	if owner == "n1" {
 		other = "n2"
 	}
-	took := waitFor(t, 2*haTTL, "the other instance takes the contract over within 2 × TTL", func() bool { return r.ownerOf("svc") == other })
+	took := wait.Within(t, 2*haTTL, "the other instance takes the contract over within 2 × TTL", func() bool { return r.ownerOf("svc") == other })
 	t.Logf("%s took over %s after the kill", other, took.Round(time.Millisecond))
 	n := r.node(other)
 	before := r.probesBy(n)
-	waitFor(t, 20*time.Second, "three runs by the new owner", func() bool { return r.probesBy(n) >= before+3 })
+	wait.For(t, "three runs by the new owner", func() bool { return r.probesBy(n) >= before+3 })
 	if got := r.lines("repairs"); got != 1 {
 		t.Fatalf("%d repairs in the file, want exactly 1", got)
 	}
@@ -421,15 +413,15 @@ func TestHAPausedOwnerWakesFencedNoSecondRepairNorAlert(t *testing.T) {
 	r.setState("down")
 	// The probe says what it read before it sleeps: pause the owner in
 	// the middle of the first run that saw the service down.
-	waitFor(t, 10*time.Second, "the owner's probe reads down", func() bool {
+	wait.For(t, "the owner's probe reads down", func() bool {
 		return countLines(t, filepath.Join(r.work, "probes"), "probe "+a.name+" down") > 0
 	})
 	a.cmd.Process.Signal(syscall.SIGSTOP)
 	paused := time.Now()
 
-	waitFor(t, 4*haTTL+5*time.Second, "the other instance takes over", func() bool { return r.ownerOf("svc", a.name) == b.name })
-	waitFor(t, 20*time.Second, "the other instance repairs", func() bool { return r.lines("repairs") == 1 })
-	waitFor(t, 20*time.Second, "the other instance pages", func() bool { return r.lines("pages.txt") >= 1 })
+	wait.Within(t, 4*haTTL+5*time.Second, "the other instance takes over", func() bool { return r.ownerOf("svc", a.name) == b.name })
+	wait.For(t, "the other instance repairs", func() bool { return r.lines("repairs") == 1 })
+	wait.For(t, "the other instance pages", func() bool { return r.lines("pages.txt") >= 1 })
 	pages := r.lines("pages.txt")
 	if time.Since(paused) < haTTL {
 		t.Fatalf("resumed before the lease could expire")
@@ -439,11 +431,11 @@ func TestHAPausedOwnerWakesFencedNoSecondRepairNorAlert(t *testing.T) {
 
 	// The paused run goes on: it saw "down" and decides to repair; its
 	// intent cannot be written.
-	waitFor(t, 20*time.Second, "the woken instance refuses its own repair", func() bool {
+	wait.For(t, "the woken instance refuses its own repair", func() bool {
 		return strings.Contains(readFile(t, a.log)[logBefore:], "repair not run: its intent cannot be recorded")
 	})
 	before := r.probesBy(b) + r.probesBy(a)
-	waitFor(t, 20*time.Second, "three more runs", func() bool { return r.probesBy(b)+r.probesBy(a) >= before+3 })
+	wait.For(t, "three more runs", func() bool { return r.probesBy(b)+r.probesBy(a) >= before+3 })
 	for _, l := range strings.Split(readFile(t, a.log)[logBefore:], "\n") {
 		if strings.Contains(l, "repair not run") || strings.Contains(l, "not sent") || strings.Contains(l, "refused") || strings.Contains(l, "owned") {
 			t.Logf("%s woke up: %s", a.name, tailOf(l, 300))
@@ -467,7 +459,7 @@ func TestHAEtcdMemberLossAndQuorumLoss(t *testing.T) {
 
 	r.etcd.Stop(0)
 	start := r.probesBy(owner)
-	waitFor(t, 30*time.Second, "five runs with one member stopped", func() bool {
+	wait.For(t, "five runs with one member stopped", func() bool {
 		if o := r.ownerOf("svc"); o != "" && o != owner.name {
 			t.Fatalf("ownership moved to %s with one etcd member stopped", o)
 		}
@@ -490,20 +482,20 @@ func TestHAEtcdMemberLossAndQuorumLoss(t *testing.T) {
 	killed := make(chan struct{})
 	go func() { r.etcd.Kill(1); close(killed) }() // its listeners may take seconds to close
 	for _, n := range r.live() {
-		waitFor(t, time.Until(lost.Add(r.ttl)), n.name+": contractd_etcd_up 0 within one TTL of quorum lost", func() bool { return n.metric("contractd_etcd_up") == 0 })
+		wait.Within(t, time.Until(lost.Add(r.ttl)), n.name+": contractd_etcd_up 0 within one TTL of quorum lost", func() bool { return n.metric("contractd_etcd_up") == 0 })
 	}
 	noticed := time.Since(lost)
 	for _, n := range r.live() {
 		if page, err := n.get("/"); err != nil || !strings.Contains(page, `data-etcd="down"`) {
 			t.Errorf("%s: the page does not say etcd is down: %v", n.name, err)
 		}
-		waitFor(t, 5*time.Second, n.name+" logs that etcd is unreachable", func() bool { return strings.Contains(readFile(t, n.log), `msg="etcd unreachable`) })
+		wait.For(t, n.name+" logs that etcd is unreachable", func() bool { return strings.Contains(readFile(t, n.log), `msg="etcd unreachable`) })
 	}
 	t.Logf("quorum lost: every instance said so %s after the second member was killed (TTL %s)", noticed.Round(10*time.Millisecond), r.ttl)
 	<-killed
 	r.setState("down")
 	start = r.probesBy(owner)
-	waitFor(t, 30*time.Second, "three runs without quorum", func() bool { return r.probesBy(owner) >= start+3 })
+	wait.For(t, "three runs without quorum", func() bool { return r.probesBy(owner) >= start+3 })
 	if got := r.lines("repairs"); got != 0 {
 		t.Fatalf("%d repairs without quorum, want none", got)
 	}
@@ -523,11 +515,11 @@ func TestHAEtcdMemberLossAndQuorumLoss(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	waitFor(t, 30*time.Second, "contractd_etcd_up 1 again", func() bool { return owner.metric("contractd_etcd_up") == 1 })
-	waitFor(t, 30*time.Second, "the repair once quorum is back", func() bool { return r.lines("repairs") >= 1 })
+	wait.For(t, "contractd_etcd_up 1 again", func() bool { return owner.metric("contractd_etcd_up") == 1 })
+	wait.For(t, "the repair once quorum is back", func() bool { return r.lines("repairs") >= 1 })
 	o := r.settled("svc")
 	start = r.probesBy(o)
-	waitFor(t, 20*time.Second, "three more runs", func() bool { return r.probesBy(o) >= start+3 })
+	wait.For(t, "three more runs", func() bool { return r.probesBy(o) >= start+3 })
 	if got := r.lines("repairs"); got != 1 {
 		t.Fatalf("%d repairs after quorum came back, want 1", got)
 	}
@@ -582,7 +574,7 @@ schedule: {every: 5s, on_start: true}
 		Contract string `json:"contract"`
 		Owner    string `json:"owner"`
 	}
-	waitFor(t, 20*time.Second, "status --etcd lists the 30 contracts once each has run", func() bool {
+	wait.For(t, "status --etcd lists the 30 contracts once each has run", func() bool {
 		out, err := exec.Command(r.bin, "status", "--etcd", r.etcd.Endpoints(), "--json").Output()
 		if err != nil {
 			t.Fatalf("contractd status --etcd: %v", err)
@@ -600,7 +592,7 @@ schedule: {every: 5s, on_start: true}
 	leaving := r.node("n2")
 	leaving.cmd.Process.Signal(syscall.SIGTERM)
 	<-leaving.done
-	moved := waitFor(t, 2*haTTL, "the leaver's contracts move to the other two", func() bool {
+	moved := wait.Within(t, 2*haTTL, "the leaver's contracts move to the other two", func() bool {
 		return r.node("n1").owned(names)+r.node("n3").owned(names) == 30
 	})
 	t.Logf("%d contracts moved %s after n2 left", counts["n2"], moved.Round(time.Millisecond))
@@ -613,7 +605,7 @@ func TestHAMaintenanceThroughEtcdHoldsTheOwner(t *testing.T) {
 	r := startHA(t, 2, map[string]string{"svc": haContract("svc")})
 	owner := r.settled("svc")
 	before := r.probesBy(owner)
-	waitFor(t, 20*time.Second, "a first run", func() bool { return r.probesBy(owner) > before })
+	wait.For(t, "a first run", func() bool { return r.probesBy(owner) > before })
 	maint := func(args ...string) string {
 		out, err := exec.Command(r.bin, append([]string{"maintenance", "--etcd", r.etcd.Endpoints(), "--dir", r.dir}, args...)...).CombinedOutput()
 		if err != nil {
@@ -626,14 +618,14 @@ func TestHAMaintenanceThroughEtcdHoldsTheOwner(t *testing.T) {
 	}
 	r.setState("down")
 	start := r.probesBy(owner)
-	waitFor(t, 20*time.Second, "three runs in maintenance", func() bool { return r.probesBy(owner) >= start+3 })
+	wait.For(t, "three runs in maintenance", func() bool { return r.probesBy(owner) >= start+3 })
 	if got := r.lines("repairs"); got != 0 {
 		t.Fatalf("%d repairs inside the maintenance window, want none", got)
 	}
 	maint("--end", "svc")
-	waitFor(t, 20*time.Second, "the repair once the window ended", func() bool { return r.lines("repairs") >= 1 })
+	wait.For(t, "the repair once the window ended", func() bool { return r.lines("repairs") >= 1 })
 	start = r.probesBy(owner)
-	waitFor(t, 20*time.Second, "three more runs", func() bool { return r.probesBy(owner) >= start+3 })
+	wait.For(t, "three more runs", func() bool { return r.probesBy(owner) >= start+3 })
 	if got := r.lines("repairs"); got != 1 {
 		t.Fatalf("%d repairs after the window ended, want 1", got)
 	}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/contractd/contractd/engine/serve"
 	"github.com/contractd/contractd/fixtures/owner"
+	"github.com/contractd/contractd/fixtures/wait"
 )
 
 // What an operator sees of a group of instances (serve --etcd): every
@@ -233,22 +234,19 @@ func (r *haRig) live() []*haNode {
 // returns what they show. ok checks what they agree on; it must hold too.
 func (r *haRig) agree(names []string, etcdUp bool, what string, ok func(map[string]nodeView) error) map[string]nodeView {
 	r.t.Helper()
-	var last error
 	var agreed map[string]nodeView
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	wait.Until(r.t, what+": the nodes agree", func() (bool, string) {
+		var last error
 		agreed, last = r.compare(names, etcdUp)
 		if last == nil && ok != nil {
 			last = ok(agreed)
 		}
-		if last == nil {
-			return agreed
+		if last != nil {
+			return false, last.Error()
 		}
-		if time.Now().After(deadline) {
-			r.t.Fatalf("%s: the nodes did not agree within 60s: %v", what, last)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return true, ""
+	})
+	return agreed
 }
 
 func (r *haRig) compare(names []string, etcdUp bool) (map[string]nodeView, error) {
@@ -490,16 +488,9 @@ func TestHAEveryNodeShowsTheOwnersTruth(t *testing.T) {
 // etcdLeader waits for the etcd cluster to have a leader and returns it.
 func (r *haRig) etcdLeader() int {
 	r.t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if l := r.etcd.Leader(); l >= 0 {
-			return l
-		}
-		if time.Now().After(deadline) {
-			r.t.Fatal("no etcd leader within 30s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	l := -1
+	wait.For(r.t, "an etcd leader", func() bool { l = r.etcd.Leader(); return l >= 0 })
+	return l
 }
 
 // tickContract runs every second and appends the time of each probe to
@@ -559,7 +550,7 @@ func TestHAEtcdLeaderKilledTenTimesFencesNoRun(t *testing.T) {
 		}
 		return total
 	}
-	waitFor(t, 30*time.Second, "a first run of each", func() bool {
+	wait.For(t, "a first run of each", func() bool {
 		for _, n := range names {
 			if len(r.runTimes(n)) == 0 {
 				return false
@@ -574,7 +565,7 @@ func TestHAEtcdLeaderKilledTenTimesFencesNoRun(t *testing.T) {
 		r.etcdLeader()
 		// Runs go on under the new leader: each contract once more at least.
 		before := count()
-		waitFor(t, 30*time.Second, "runs under the new leader", func() bool { return count() >= before+len(names) })
+		wait.For(t, "runs under the new leader", func() bool { return count() >= before+len(names) })
 		if err := r.etcd.Restart(l); err != nil {
 			t.Fatal(err)
 		}

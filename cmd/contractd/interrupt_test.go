@@ -16,6 +16,7 @@ import (
 	"github.com/contractd/contractd/engine"
 	"github.com/contractd/contractd/engine/store"
 	"github.com/contractd/contractd/fixtures/owner"
+	"github.com/contractd/contractd/fixtures/wait"
 )
 
 // declaredCrashContract is crashContract as a command: `contractd
@@ -49,18 +50,14 @@ func (c *interruptCase) command() *exec.Cmd {
 // its marks file before it takes its second.
 func (c *interruptCase) waitForRepair(t *testing.T, done <-chan error) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for countLines(t, filepath.Join(c.work, "repairs"), "start") == 0 {
+	wait.For(t, "the repair to start", func() bool {
 		select {
 		case err := <-done:
 			t.Fatalf("the run ended before its repair started: %v", err)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatal("the repair did not start within 30s")
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return countLines(t, filepath.Join(c.work, "repairs"), "start") > 0
+	})
 }
 
 // read runs a read-only command of the binary and returns its stdout.
@@ -295,11 +292,7 @@ func TestAKilledRunIsInTheHistoryTheLedgerImplies(t *testing.T) {
 	}
 	// kill -9 left the repair's own process running (its process group is
 	// its own); it ends by writing "up", before the work dir goes.
-	waitUp := time.Now().Add(30 * time.Second)
-	for strings.TrimSpace(readFile(t, filepath.Join(c.work, "state"))) != "up" {
-		if time.Now().After(waitUp) {
-			t.Fatal("the killed run's repair did not finish within 30s")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	wait.For(t, "the killed run's repair to finish", func() bool {
+		return strings.TrimSpace(readFile(t, filepath.Join(c.work, "state"))) == "up"
+	})
 }

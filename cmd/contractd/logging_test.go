@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/fixtures/owner"
+	"github.com/contractd/contractd/fixtures/wait"
 )
 
 // fragileContract's one agent is down and its repair always fails, so
@@ -83,11 +84,12 @@ func (s *served) lines(t *testing.T) []string {
 // waitFor waits until a line of stderr contains sub and returns it.
 func (s *served) waitFor(t *testing.T, sub string) string {
 	t.Helper()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	var line string
+	wait.Until(t, fmt.Sprintf("a line with %q", sub), func() (bool, string) {
 		for _, l := range s.lines(t) {
 			if strings.Contains(l, sub) {
-				return l
+				line = l
+				return true, ""
 			}
 		}
 		select {
@@ -96,11 +98,9 @@ func (s *served) waitFor(t *testing.T, sub string) string {
 			t.Fatalf("serve exited (%v) before it logged %q:\n%s", err, sub, strings.Join(s.lines(t), "\n"))
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no line with %q within a minute:\n%s", sub, strings.Join(s.lines(t), "\n"))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false, "stderr:\n" + strings.Join(s.lines(t), "\n")
+	})
+	return line
 }
 
 // stop sends SIGTERM and waits for a clean exit.

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -18,6 +19,7 @@ import (
 	"github.com/contractd/contractd/engine"
 	"github.com/contractd/contractd/fixtures/mesh"
 	"github.com/contractd/contractd/fixtures/need"
+	"github.com/contractd/contractd/fixtures/wait"
 )
 
 const zulipHealth = "../../fixtures/contracts/zulip-health.md"
@@ -420,17 +422,11 @@ func TestDeclaredCommandAnsweredByAWarmDaemonMatchesOneShot(t *testing.T) {
 	// The daemon answers once its socket is up; its first answer warms
 	// the resident sessions, the later ones use them.
 	var warm string
-	for deadline := time.Now().Add(time.Minute); ; {
+	wait.Until(t, "an answer of the daemon", func() (bool, string) {
 		code, out, errs := runMain(t, "contractd", "zulip-status", "--state-dir", state, "--json")
-		if code == 0 && strings.Contains(errs, "answered by the daemon") {
-			warm = out
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no daemon answer: exit %d\n%s\nserve log:\n%s", code, errs, serveErr.String())
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		warm = out
+		return code == 0 && strings.Contains(errs, "answered by the daemon"), fmt.Sprintf("exit %d\n%s\nserve log:\n%s", code, errs, serveErr.String())
+	})
 	code, out, errs := runMain(t, "contractd", "zulip-status", "--state-dir", state, "--json")
 	if code != 0 || !strings.Contains(errs, "answered by the daemon") {
 		t.Fatalf("second daemon answer: exit %d\n%s", code, errs)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/fixtures/need"
+	"github.com/contractd/contractd/fixtures/wait"
 )
 
 // The shipped Prometheus rules (packaging/prometheus) and the alertmanager
@@ -354,7 +355,7 @@ scrape_configs:
 		return getJSON(r.promURL+"/api/v1/query?query="+url.QueryEscape(`up{job="contractd"} == 1 and on() contractd_contract_interval_seconds{contract="web"} == 2`), &q) &&
 			len(q.Data.Result) == 1 && getJSON(r.amURL+"/api/v2/status", new(map[string]any))
 	}
-	waitFor(t, 30*time.Second, "Prometheus scraping contractd, Alertmanager up", up)
+	wait.For(t, "Prometheus scraping contractd, Alertmanager up", up)
 	t.Logf("servers up in %s", time.Since(start).Round(100*time.Millisecond))
 
 	// promtool check metrics on a live scrape.
@@ -379,7 +380,7 @@ scrape_configs:
 	broken := time.Now()
 	r.write("state", "down\n")
 	var first amAlert
-	waitFor(t, 20*time.Second, "the route's alert in Alertmanager", func() bool {
+	wait.For(t, "the route's alert in Alertmanager", func() bool {
 		as, _ := r.amAlerts("ContractdIncident", web)
 		if len(as) == 1 {
 			first = as[0]
@@ -401,13 +402,13 @@ scrape_configs:
 		{"ContractdRepairFailing", map[string]string{"contract": "web"}},
 		{"ContractdNotifyFailing", map[string]string{"contract": "web", "notifier": "dead"}},
 	} {
-		waitFor(t, 20*time.Second, rule.name+" firing in Prometheus", func() bool { return len(r.firing(rule.name, rule.match)) == 1 })
+		wait.For(t, rule.name+" firing in Prometheus", func() bool { return len(r.firing(rule.name, rule.match)) == 1 })
 	}
 	if n := len(r.firing("ContractdNotifyFailing", map[string]string{"notifier": "alertmanager"})); n != 0 {
 		t.Errorf("the alertmanager route is said to fail")
 	}
 	// The docs' inhibition: the route's alert mutes the rule's.
-	waitFor(t, 20*time.Second, "ContractdAgentCritical in Alertmanager, inhibited by the route's alert", func() bool {
+	wait.For(t, "ContractdAgentCritical in Alertmanager, inhibited by the route's alert", func() bool {
 		as, _ := r.amAlerts("ContractdAgentCritical", web)
 		return len(as) == 1 && as[0].Status.State == "suppressed" && len(as[0].Status.InhibitedBy) == 1
 	})
@@ -444,47 +445,47 @@ scrape_configs:
 	if out, err := exec.Command(r.bin, "maintenance", "--state-dir", r.state, "--agent", "svc", "--for", "10m", "web").CombinedOutput(); err != nil {
 		t.Fatalf("contractd maintenance: %v\n%s", err, out)
 	}
-	waitFor(t, 15*time.Second, "ContractdAgentCritical resolved and ContractdMaintenance firing", func() bool {
+	wait.For(t, "ContractdAgentCritical resolved and ContractdMaintenance firing", func() bool {
 		return len(r.firing("ContractdAgentCritical", web)) == 0 && len(r.firing("ContractdMaintenance", web)) == 1
 	})
-	waitFor(t, 15*time.Second, "the route's alert inhibited by ContractdMaintenance", func() bool {
+	wait.For(t, "the route's alert inhibited by ContractdMaintenance", func() bool {
 		as, _ := r.amAlerts("ContractdIncident", web)
 		return len(as) == 1 && as[0].Status.State == "suppressed"
 	})
 	if out, err := exec.Command(r.bin, "maintenance", "--state-dir", r.state, "--agent", "svc", "--end", "web").CombinedOutput(); err != nil {
 		t.Fatalf("contractd maintenance --end: %v\n%s", err, out)
 	}
-	waitFor(t, 15*time.Second, "ContractdAgentCritical firing again after the window", func() bool { return len(r.firing("ContractdAgentCritical", web)) == 1 })
+	wait.For(t, "ContractdAgentCritical firing again after the window", func() bool { return len(r.firing("ContractdAgentCritical", web)) == 1 })
 
 	// 4. Fixed: the route resolves its alert within one run (the interval
 	// is 2s; an alert left to expire would stay 4 × resend), and the rule
 	// resolves.
 	fixed := time.Now()
 	r.write("state", "up\n")
-	waitFor(t, 10*time.Second, "the route's alert resolved in Alertmanager", func() bool { return r.amCount("ContractdIncident", web) == 0 })
+	wait.For(t, "the route's alert resolved in Alertmanager", func() bool { return r.amCount("ContractdIncident", web) == 0 })
 	resolved := time.Since(fixed)
 	t.Logf("route's alert resolved %s after the fix (one run: 2s)", resolved.Round(100*time.Millisecond))
 	if resolved > 7*time.Second {
 		t.Errorf("resolved %s after the fix, want within a run or two (2s each), never left to expire (4 × resend)", resolved)
 	}
-	waitFor(t, 15*time.Second, "ContractdAgentCritical resolved in Prometheus", func() bool { return len(r.firing("ContractdAgentCritical", web)) == 0 })
+	wait.For(t, "ContractdAgentCritical resolved in Prometheus", func() bool { return len(r.firing("ContractdAgentCritical", web)) == 0 })
 
 	// 5. A run that hangs: no run finishes for three intervals (6s), so
 	// ContractdStale fires from the contract's own interval; when the run
 	// ends, it resolves.
 	r.write("delay", "12\n")
-	waitFor(t, 30*time.Second, "ContractdStale firing", func() bool { return len(r.firing("ContractdStale", map[string]string{"contract": "web"})) == 1 })
+	wait.For(t, "ContractdStale firing", func() bool { return len(r.firing("ContractdStale", map[string]string{"contract": "web"})) == 1 })
 	r.write("delay", "0\n")
-	waitFor(t, 30*time.Second, "ContractdStale resolved", func() bool { return len(r.firing("ContractdStale", map[string]string{"contract": "web"})) == 0 })
+	wait.For(t, "ContractdStale resolved", func() bool { return len(r.firing("ContractdStale", map[string]string{"contract": "web"})) == 0 })
 
 	// 6. A stopped daemon exports nothing: only up == 0 says it, and
 	// ContractdDown fires; it resolves when the daemon goes on.
 	r.contractd.cmd.Process.Signal(syscall.SIGSTOP)
-	waitFor(t, 20*time.Second, "ContractdDown firing for the stopped daemon", func() bool {
+	wait.For(t, "ContractdDown firing for the stopped daemon", func() bool {
 		return len(r.firing("ContractdDown", map[string]string{"instance": r.contractdAddr})) == 1
 	})
 	r.contractd.cmd.Process.Signal(syscall.SIGCONT)
-	waitFor(t, 20*time.Second, "ContractdDown resolved", func() bool {
+	wait.For(t, "ContractdDown resolved", func() bool {
 		return len(r.firing("ContractdDown", map[string]string{"instance": r.contractdAddr})) == 0
 	})
 	t.Logf("whole test: %s", time.Since(start).Round(time.Second))

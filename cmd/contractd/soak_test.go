@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"github.com/contractd/contractd/fixtures/wait"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -145,7 +146,7 @@ func TestSoakFailover(t *testing.T) {
 		procs[n] = r.start(n)
 	}
 	// Quiet time: every break is repaired.
-	waitFor(t, 60*time.Second, "every service up again", func() bool {
+	wait.For(t, "every service up again", func() bool {
 		for _, name := range names {
 			if strings.TrimSpace(readFile(t, filepath.Join(r.work, name+".state"))) != "up" {
 				return false
