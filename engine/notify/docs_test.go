@@ -21,6 +21,7 @@ import (
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine/notify"
 	"github.com/contractd/contractd/fixtures/agents"
+	"github.com/contractd/contractd/fixtures/wait"
 	_ "github.com/contractd/contractd/steps" // the step kinds the examples use
 )
 
@@ -118,24 +119,20 @@ func newDestinations(t *testing.T) *destinations {
 			agents.Env{Stdout: io.Discard, Stderr: &stderr, Getenv: func(k string) string { return d.env[k] }})
 	}()
 	t.Cleanup(func() { cancel(); <-done })
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	wait.Until(t, "the zulip stand-in to listen", func() (bool, string) {
 		b, err := os.ReadFile(addrFile)
 		var a struct{ Addr string }
 		if err == nil && json.Unmarshal(b, &a) == nil && a.Addr != "" {
 			d.zulip = a.Addr
-			break
+			return true, ""
 		}
 		select {
 		case code := <-done:
 			t.Fatalf("zulip stand-in exited %d: %s", code, stderr.String())
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("zulip stand-in did not start: %s", stderr.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		return false, stderr.String()
+	})
 	return d
 }
 

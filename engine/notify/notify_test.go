@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/fixtures/wait"
 )
 
 var msgTime = time.Date(2026, 11, 29, 19, 30, 0, 0, time.UTC)
@@ -272,9 +273,8 @@ func TestWebhookStopsWhenTheRunEnds(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	go func() {
-		for len(rec.requests()) == 0 {
-			time.Sleep(time.Millisecond)
-		}
+		// The run ends once the first attempt has failed and a retry waits.
+		wait.Poll(ctx, time.Millisecond, func() bool { return len(rec.requests()) > 0 })
 		cancel()
 	}()
 	err = n.Notify(ctx, testMessage())
@@ -346,16 +346,18 @@ func TestCommandTimeoutKillsTheTree(t *testing.T) {
 	pid := strings.TrimSpace(string(b))
 	// The grandchild was killed with its group: gone, or a zombie waiting
 	// for init, never still sleeping.
-	for range 200 {
+	// Well short of the sleep's own 30s, which would end it unkilled.
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	err = wait.Poll(ctx, 10*time.Millisecond, func() bool {
 		stat, err := os.ReadFile("/proc/" + pid + "/stat")
-		if err != nil || strings.Contains(string(stat), ") Z ") {
-			return
+		return err != nil || strings.Contains(string(stat), ") Z ")
+	})
+	if err != nil {
+		t.Errorf("sleep %s still running after the notifier timed out", pid)
+		if p, err := strconv.Atoi(pid); err == nil {
+			syscall.Kill(p, syscall.SIGKILL)
 		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Errorf("sleep %s still running after the notifier timed out", pid)
-	if p, err := strconv.Atoi(pid); err == nil {
-		syscall.Kill(p, syscall.SIGKILL)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/contractd/contractd/engine/guard"
 	"github.com/contractd/contractd/engine/notify"
 	"github.com/contractd/contractd/fixtures/owner"
+	"io"
 )
 
 var t0 = time.Date(2026, 11, 29, 19, 30, 0, 0, time.UTC)
@@ -35,8 +36,8 @@ func TestMain(m *testing.M) {
 			os.Exit(2)
 		}
 		fmt.Println("locked")
-		// Hold the lock until killed.
-		time.Sleep(time.Minute)
+		// Hold the lock until killed, or until the test's end closes stdin.
+		io.Copy(io.Discard, os.Stdin)
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
@@ -454,6 +455,9 @@ func TestLockReleasedWhenHolderDies(t *testing.T) {
 	cmd.Env = append(os.Environ(), "CONTRACTD_STORE_TEST_HOLD="+dir+"|zulip-health")
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cmd.StdinPipe(); err != nil { // open while the test runs
 		t.Fatal(err)
 	}
 	if err := cmd.Start(); err != nil {

@@ -11,8 +11,10 @@ import (
 	"github.com/contractd/contractd/engine/guard"
 	"github.com/contractd/contractd/engine/store"
 	"github.com/contractd/contractd/fixtures/etcdcluster"
+	"github.com/contractd/contractd/fixtures/wait"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+	"sync/atomic"
 )
 
 // cluster starts a one-member etcd and returns a client on it.
@@ -254,18 +256,21 @@ func TestWritesRideOutLeaderKills(t *testing.T) {
 		longest time.Duration
 	}
 	done := make(chan result)
+	var rounds atomic.Int64 // rounds of writes done, for the test to wait on
 	go func() {
 		var r result
 		l, err := s.ReadLedger("svc")
 		if err != nil {
 			r.errs = append(r.errs, err)
 		}
+		pace := time.NewTicker(20 * time.Millisecond) // a steady stream, not a flood
+		defer pace.Stop()
 		for i := 0; ; i++ {
 			select {
 			case <-stop:
 				done <- r
 				return
-			default:
+			case <-pace.C:
 			}
 			timed := func(what string, write func() error) {
 				start := time.Now()
@@ -281,26 +286,20 @@ func TestWritesRideOutLeaderKills(t *testing.T) {
 			timed("snapshot", func() error { return s.WriteSnapshot("svc", map[string]any{"i": i}) })
 			timed("history", func() error { return s.AppendHistory("svc", record(i)) })
 			r.writes++
-			time.Sleep(20 * time.Millisecond)
+			rounds.Add(1)
 		}
 	}()
 	leader := func() int {
-		deadline := time.Now().Add(30 * time.Second)
-		for {
-			if l := c.Leader(); l >= 0 {
-				return l
-			}
-			if time.Now().After(deadline) {
-				t.Fatal("no etcd leader within 30s")
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
+		l := -1
+		wait.For(t, "an etcd leader", func() bool { l = c.Leader(); return l >= 0 })
+		return l
 	}
 	for k := 0; k < 5; k++ {
 		l := leader()
 		c.Kill(l)
 		leader()
-		time.Sleep(300 * time.Millisecond) // writes under the new leader
+		from := rounds.Load()
+		wait.For(t, "writes under the new leader", func() bool { return rounds.Load() >= from+5 })
 		if err := c.Restart(l); err != nil {
 			t.Fatal(err)
 		}
