@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +16,7 @@ import (
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine"
 	"github.com/contractd/contractd/engine/notify"
+	"github.com/contractd/contractd/engine/serve"
 	"github.com/contractd/contractd/transports"
 )
 
@@ -250,8 +250,8 @@ func (m *Main) cmdRun(ctx context.Context, args []string) int {
 	}
 	if len(files) == 1 && isName(files[0]) {
 		name := files[0]
-		if ans, rep, msg := m.askDaemon(ctx, fs, rf, "/contracts/"+url.PathEscape(name)+"/run"); ans != daemonNone {
-			return m.daemonReport(name, ans, rep, msg, rf)
+		if ans := m.askDaemon(ctx, fs, rf, serve.RunRequest{Contract: name}); ans.Answer != serve.NotRun {
+			return m.daemonReport(name, ans, rf)
 		}
 		path, err := findContract(rf.dir, func(c *contracts.Contract) bool { return c.Name == name })
 		if err != nil {
@@ -307,12 +307,12 @@ func (m *Main) cmdDeclared(ctx context.Context, name string, args []string) int 
 	if _, err := m.parse(fs, args); err != nil {
 		return m.runUsageExit(err, args)
 	}
-	if ans, rep, msg := m.askDaemon(ctx, fs, rf, "/commands/"+url.PathEscape(name)+"/run"); ans != daemonNone {
+	if ans := m.askDaemon(ctx, fs, rf, serve.RunRequest{Command: name}); ans.Answer != serve.NotRun {
 		c := name
-		if rep != nil {
-			c = rep.Contract
+		if ans.Report != nil {
+			c = ans.Report.Contract
 		}
-		return m.daemonReport(c, ans, rep, msg, rf)
+		return m.daemonReport(c, ans, rf)
 	}
 	path, err := findContract(rf.dir, func(c *contracts.Contract) bool { return slices.Contains(c.Commands, name) })
 	if err != nil {
@@ -344,13 +344,13 @@ func findContract(dir string, match func(*contracts.Contract) bool) (string, err
 }
 
 // daemonReport prints what a daemon answered, as runContracts prints a run.
-func (m *Main) daemonReport(name string, ans daemonAnswer, rep *engine.Report, msg string, rf runFlags) int {
+func (m *Main) daemonReport(name string, ans serve.RunAnswer, rf runFlags) int {
 	var t tally
 	var runErr error
-	if ans == daemonFailed {
-		runErr = fmt.Errorf("the daemon's run failed: %s", msg)
+	if ans.Answer == serve.RunFailed {
+		runErr = fmt.Errorf("the daemon's run failed: %s", ans.Msg)
 	}
-	m.show(&t, name, rep, runErr, rf)
+	m.show(&t, name, ans.Report, runErr, rf)
 	return t.exit(rf)
 }
 

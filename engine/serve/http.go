@@ -170,6 +170,8 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = enc.Encode(v) // the client went away; nothing to do
 }
 
+// apiError is the body of every error answer of the API, and what Client
+// reads back from one: the error, and the report of a run that failed.
 type apiError struct {
 	Error  string         `json:"error"`
 	Report *engine.Report `json:"report,omitempty"`
