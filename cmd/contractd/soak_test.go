@@ -3,7 +3,6 @@ package main
 import (
 	"flag"
 	"fmt"
-	"github.com/contractd/contractd/fixtures/wait"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -12,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/contractd/contractd/fixtures/wait"
 )
 
 // soakContract is one of the soak's services: NAME.state is "down" until
