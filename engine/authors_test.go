@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/contracts"
-	"github.com/contractd/contractd/engine/guard"
+	"github.com/contractd/contractd/engine/clock"
 	"github.com/contractd/contractd/transports"
 )
 
@@ -62,7 +62,7 @@ for_each:
 		}
 		return transports.Result{Stdout: `{"age_h": 2}`}, nil
 	}}
-	clk := guard.NewFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	clk := clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	dir := t.TempDir()
 	eng, err := New(Options{StateDir: dir, Opener: &fakeOpener{targets: map[string]*fakeTarget{"box": box}}, Clock: clk})
 	if err != nil {

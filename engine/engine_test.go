@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine/clock"
 	"github.com/contractd/contractd/engine/guard"
 	"github.com/contractd/contractd/engine/notify"
 	"github.com/contractd/contractd/engine/store"
@@ -165,14 +166,14 @@ type harness struct {
 	t     *testing.T
 	c     *contracts.Contract
 	w     *world
-	clock *guard.FakeClock
+	clock *clock.Fake
 	dir   string
 	rec   *recorder
 	dry   bool
 }
 
 func newHarness(t *testing.T) *harness {
-	return &harness{t: t, c: parse(t, meshContract), w: newWorld(), clock: guard.NewFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)), dir: t.TempDir(), rec: &recorder{}}
+	return &harness{t: t, c: parse(t, meshContract), w: newWorld(), clock: clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)), dir: t.TempDir(), rec: &recorder{}}
 }
 
 // run runs the contract once with a fresh Engine, as a new process would.

@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/contractd/contractd/contracts"
-	"github.com/contractd/contractd/engine/guard"
+	"github.com/contractd/contractd/engine/clock"
 	"os/exec"
 	"strings"
 	"testing"
@@ -77,7 +77,7 @@ func newFleetWorld() *fleetWorld {
 	return w
 }
 
-func runFleet(t *testing.T, w *fleetWorld, dir string, clk *guard.FakeClock, rec *recorder) *Report {
+func runFleet(t *testing.T, w *fleetWorld, dir string, clk *clock.Fake, rec *recorder) *Report {
 	t.Helper()
 	c := parse(t, fleetContract)
 	eng, err := New(Options{StateDir: dir, Opener: &fakeOpener{targets: map[string]*fakeTarget{"t": w.t}}, Clock: clk,
@@ -109,7 +109,7 @@ func TestEscalationRelaysEachCriticalAgentButOneAlertWhenAllAreDown(t *testing.T
 				w.sick[a] = true
 			}
 			rec := &recorder{}
-			runFleet(t, w, t.TempDir(), guard.NewFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)), rec)
+			runFleet(t, w, t.TempDir(), clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)), rec)
 			if len(rec.msgs) != len(tc.want) {
 				t.Fatalf("messages %q, want %d", rec.msgs, len(tc.want))
 			}
@@ -125,7 +125,7 @@ func TestEscalationRelaysEachCriticalAgentButOneAlertWhenAllAreDown(t *testing.T
 func TestTiersEscalateInsteadOfLooping(t *testing.T) {
 	w := newFleetWorld()
 	w.sick["a"] = true
-	dir, clk, rec := t.TempDir(), guard.NewFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)), &recorder{}
+	dir, clk, rec := t.TempDir(), clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)), &recorder{}
 	var statuses []string
 	for i := 0; i < 4; i++ {
 		rep := runFleet(t, w, dir, clk, rec)
@@ -153,7 +153,7 @@ func TestTiersEscalateInsteadOfLooping(t *testing.T) {
 
 func TestGateDownSuppressesNewAlertsButNotTheirResolution(t *testing.T) {
 	w := newFleetWorld()
-	dir, clk, rec := t.TempDir(), guard.NewFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)), &recorder{}
+	dir, clk, rec := t.TempDir(), clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)), &recorder{}
 	w.sick["a"] = true
 	runFleet(t, w, dir, clk, rec) // a's incident opens
 	w.t.exec = wrapGate(w.t.exec, "down")
@@ -269,7 +269,7 @@ func TestBlastRadiusCapsRepairsAndOpensTheCircuit(t *testing.T) {
 			src := strings.Replace(fleetContract, "guards: {debounce: 1s, escalate_after: 2, grace: 1s}", "guards: "+tc.guards, 1)
 			c := parse(t, src)
 			rec := &recorder{}
-			clk := guard.NewFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+			clk := clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 			eng, err := New(Options{StateDir: t.TempDir(), Opener: &fakeOpener{targets: map[string]*fakeTarget{"t": w.t}}, Clock: clk,
 				Notifiers: []notify.Notifier{rec}, Sleep: func(context.Context, time.Duration) error { return nil }})
 			if err != nil {

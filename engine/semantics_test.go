@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/contracts"
-	"github.com/contractd/contractd/engine/guard"
+	"github.com/contractd/contractd/engine/clock"
 	"github.com/contractd/contractd/engine/notify"
 	"github.com/contractd/contractd/transports"
 )
@@ -48,7 +48,7 @@ func TestOneStepStageKeepsItsTransportError(t *testing.T) {
 			}
 			return transports.Result{ExitCode: -1}, errors.New("Error response from daemon: No such container: app")
 		}}
-		clk := guard.NewFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+		clk := clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 		eng, _ := New(Options{StateDir: t.TempDir(), Opener: &fakeOpener{targets: map[string]*fakeTarget{"ct": ct}}, Clock: clk})
 		rep, err := eng.Run(context.Background(), c)
 		if err != nil {
@@ -92,7 +92,7 @@ func TestForEachOnKeyReachesEachItemsTarget(t *testing.T) {
 			return transports.Result{Stdout: "up\n"}, nil
 		}}
 	}
-	clk := guard.NewFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	clk := clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	eng, _ := New(Options{StateDir: t.TempDir(), Opener: &fakeOpener{targets: map[string]*fakeTarget{"h1": mk("h1"), "h2": mk("h2")}}, Clock: clk})
 	rep, err := eng.Run(context.Background(), c)
 	if err != nil {
@@ -232,7 +232,7 @@ func TestAStoppedContainerIsStartedAndVerifiedWhole(t *testing.T) {
 		}
 		return transports.Result{Stdout: "ok\n"}, nil
 	}}
-	clk := guard.NewFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	clk := clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	rec := &recorder{}
 	eng, _ := New(Options{StateDir: t.TempDir(), Opener: &fakeOpener{targets: map[string]*fakeTarget{"host": host, "ct": ct}}, Clock: clk,
 		Notifiers: []notify.Notifier{rec}, Sleep: func(ctx context.Context, d time.Duration) error { clk.Advance(d); return nil }})
@@ -286,7 +286,7 @@ func TestWhyShowsWhatARepairPrinted(t *testing.T) {
 		}
 		return transports.Result{Stdout: "down\n"}, nil
 	}}
-	clk := guard.NewFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	clk := clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	eng, _ := New(Options{StateDir: t.TempDir(), Opener: &fakeOpener{targets: map[string]*fakeTarget{"ct": ct}}, Clock: clk,
 		Sleep: func(ctx context.Context, d time.Duration) error { clk.Advance(d); return nil }})
 	rep, err := eng.Run(context.Background(), c)

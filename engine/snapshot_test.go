@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/contracts"
-	"github.com/contractd/contractd/engine/guard"
+	"github.com/contractd/contractd/engine/clock"
 	"github.com/contractd/contractd/transports"
 )
 
@@ -81,7 +81,7 @@ func TestSnapshotFollowsTheContractsMaintainsRule(t *testing.T) {
 		}
 		return transports.Result{ExitCode: 127}, nil
 	}}
-	clk := guard.NewFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	clk := clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	dir := t.TempDir()
 	eng, err := New(Options{StateDir: dir, Opener: &fakeOpener{targets: map[string]*fakeTarget{"box": box}}, Clock: clk})
 	if err != nil {

@@ -5,12 +5,13 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine/clock"
 )
 
 // BenchmarkDecide measures one candidate repair through the whole chain for
 // a unit with a day of history; the engine's per-step budget is 1 ms.
 func BenchmarkDecide(b *testing.B) {
-	clock := NewFakeClock(t0)
+	clock := clock.NewFake(t0)
 	c := NewChain(zulipGuards, contracts.Schedule{}, clock)
 	u := &Unit{}
 	for range 100 {

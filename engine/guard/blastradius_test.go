@@ -3,6 +3,8 @@ package guard
 import (
 	"strings"
 	"testing"
+
+	"github.com/contractd/contractd/engine/clock"
 )
 
 func TestBlastRadius(t *testing.T) {
@@ -27,7 +29,7 @@ func TestBlastRadius(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.b.Clock = NewFakeClock(t0)
+			tt.b.Clock = clock.NewFake(t0)
 			s := tt.b.Check(tt.fleet)
 			if s.Allowed != tt.wantAllowed {
 				t.Fatalf("allowed = %v, want %v (%s)", s.Allowed, tt.wantAllowed, s)

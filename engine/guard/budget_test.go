@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/contractd/contractd/engine/clock"
 )
 
 func TestBudget(t *testing.T) {
@@ -28,7 +30,7 @@ func TestBudget(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := Budget{Count: tt.count, Window: tt.window, Clock: NewFakeClock(at(tt.now))}.Check(&Unit{Repairs: tt.repairs})
+			s := Budget{Count: tt.count, Window: tt.window, Clock: clock.NewFake(at(tt.now))}.Check(&Unit{Repairs: tt.repairs})
 			if s.Allowed != tt.wantAllowed {
 				t.Fatalf("allowed = %v, want %v (%s)", s.Allowed, tt.wantAllowed, s)
 			}

@@ -167,10 +167,10 @@ type Chain struct {
 // unreachable_after, recover_after) are at least 1, and a zero reminder
 // interval means DefaultRepeat. The schedule's interval is what slow_retry's
 // factor multiplies (zero: contracts.DefaultEvery). A nil clock means
-// RealClock.
+// the system clock in UTC.
 func NewChain(g contracts.Guards, s contracts.Schedule, clock Clock) *Chain {
 	if clock == nil {
-		clock = RealClock{}
+		clock = systemClock()
 	}
 	if g.Repeat <= 0 {
 		g.Repeat = DefaultRepeat

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine/clock"
 )
 
 // zulipGuards are the guards of the flagship contract plus a budget.
@@ -90,7 +91,7 @@ func TestChainDecide(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			g := zulipGuards
 			g.BlastRadius = tt.blast
-			c := NewChain(g, contracts.Schedule{}, NewFakeClock(at(tt.now)))
+			c := NewChain(g, contracts.Schedule{}, clock.NewFake(at(tt.now)))
 			tt.cand.Condition, tt.cand.Action = "stuck", action
 			v := c.Decide(tt.unit, tt.cand)
 			if v.Run != tt.wantRun || v.Status != tt.wantStatus || v.Guard != tt.wantGuard {
@@ -115,7 +116,7 @@ func TestChainOrderIsFixed(t *testing.T) {
 		Restarts:   &Counter{Increments: []Sample{{At: at(0), N: 20}}},
 		Conditions: map[string]*Condition{"stuck": {Escalated: true}},
 	}
-	v := NewChain(zulipGuards, contracts.Schedule{}, NewFakeClock(at(2*time.Minute))).Decide(u, Candidate{Condition: "stuck", Action: "x", Severity: C})
+	v := NewChain(zulipGuards, contracts.Schedule{}, clock.NewFake(at(2*time.Minute))).Decide(u, Candidate{Condition: "stuck", Action: "x", Severity: C})
 	var order, statuses []string
 	for _, s := range v.Trace {
 		order = append(order, s.Guard)
@@ -139,7 +140,7 @@ func TestChainOrderIsFixed(t *testing.T) {
 // and the condition still holds, it runs; if the condition cleared, nothing
 // runs.
 func TestDebounceScenario(t *testing.T) {
-	clock := NewFakeClock(t0)
+	clock := clock.NewFake(t0)
 	c := NewChain(contracts.Guards{Debounce: 300 * time.Second}, contracts.Schedule{}, clock)
 	u := &Unit{}
 	cand := Candidate{Condition: "response_pipeline=blocked", Action: "pm2 restart abiba-zulip"}
@@ -184,7 +185,7 @@ func TestDebounceScenario(t *testing.T) {
 // condition, repairs stop and the verdict is escalate until the condition
 // clears, or an operator resets the unit.
 func TestEscalationScenario(t *testing.T) {
-	clock := NewFakeClock(t0)
+	clock := clock.NewFake(t0)
 	c := NewChain(contracts.Guards{Debounce: time.Minute, EscalateAfter: 2}, contracts.Schedule{}, clock)
 	u := &Unit{}
 	cand := Candidate{Condition: "stuck", Action: "systemctl --user restart lab-a2a-sol"}
@@ -232,7 +233,7 @@ func TestEscalationScenario(t *testing.T) {
 }
 
 func TestRecordRepairPrunesOldTimes(t *testing.T) {
-	clock := NewFakeClock(t0)
+	clock := clock.NewFake(t0)
 	c := NewChain(contracts.Guards{}, contracts.Schedule{}, clock)
 	u := &Unit{}
 	for range 30 {
@@ -246,7 +247,7 @@ func TestRecordRepairPrunesOldTimes(t *testing.T) {
 
 func TestTraceLines(t *testing.T) {
 	u := &Unit{Conditions: map[string]*Condition{"stuck": {Held: 1}}, Repairs: repairsAt(0)}
-	v := NewChain(contracts.Guards{Debounce: 5 * time.Minute}, contracts.Schedule{}, NewFakeClock(at(time.Minute))).Decide(u, Candidate{Condition: "stuck", Action: "x", Severity: C})
+	v := NewChain(contracts.Guards{Debounce: 5 * time.Minute}, contracts.Schedule{}, clock.NewFake(at(time.Minute))).Decide(u, Candidate{Condition: "stuck", Action: "x", Severity: C})
 	lines := v.TraceLines()
 	if len(lines) != len(v.Trace) || lines[0] != "maintenance: allow (no maintenance window)" || lines[1] != "severity: allow (critical)" ||
 		!strings.HasPrefix(lines[9], "debounce: pending (pending restart since 2026-11-29T19:01:00Z") {

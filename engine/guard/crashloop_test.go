@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine/clock"
 )
 
 func TestCrashLoop(t *testing.T) {
@@ -38,7 +39,7 @@ func TestCrashLoop(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			u := &Unit{Repairs: tt.repairs, Restarts: tt.counter}
-			s := CrashLoop{MaxRestarts: 3, Per: time.Hour, Clock: NewFakeClock(at(tt.now))}.Check(u)
+			s := CrashLoop{MaxRestarts: 3, Per: time.Hour, Clock: clock.NewFake(at(tt.now))}.Check(u)
 			if s.Allowed != tt.wantAllowed {
 				t.Fatalf("allowed = %v, want %v (%s)", s.Allowed, tt.wantAllowed, s)
 			}
@@ -53,7 +54,7 @@ func TestCrashLoop(t *testing.T) {
 }
 
 func TestRestartCounterDeltas(t *testing.T) {
-	clock := NewFakeClock(t0)
+	clock := clock.NewFake(t0)
 	c := NewChain(contracts.Guards{CrashLoop: contracts.CrashLoop{MaxRestarts: 5, Per: time.Hour}}, contracts.Schedule{}, clock)
 	u := &Unit{}
 	// pm2 restarts read each run: baseline 40, then +2, +0, a reset to 1, +3.

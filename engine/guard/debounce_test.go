@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/contractd/contractd/engine/clock"
 )
 
 func TestDebounce(t *testing.T) {
@@ -34,7 +36,7 @@ func TestDebounce(t *testing.T) {
 			if !tt.pending.IsZero() {
 				u.Conditions = map[string]*Condition{"stuck": {PendingSince: tt.pending}}
 			}
-			s := Debounce{Window: tt.window, Clock: NewFakeClock(at(tt.now))}.Check(u, "stuck")
+			s := Debounce{Window: tt.window, Clock: clock.NewFake(at(tt.now))}.Check(u, "stuck")
 			if s.Allowed != tt.wantAllowed {
 				t.Fatalf("allowed = %v, want %v (%s)", s.Allowed, tt.wantAllowed, s)
 			}

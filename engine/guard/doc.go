@@ -22,7 +22,7 @@
 //
 // One run, per unit:
 //
-//	chain := guard.NewChain(contract.Guards, contract.Schedule, guard.RealClock{})
+//	chain := guard.NewChain(contract.Guards, contract.Schedule, clock.UTC{})
 //	settled := chain.Observe(unit, guard.Observation{Severity: sev, Conditions: held})
 //	for each candidate repair:
 //	    v := chain.Decide(unit, guard.Candidate{Condition: key, Action: row.Action,

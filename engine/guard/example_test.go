@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine/clock"
 	"github.com/contractd/contractd/engine/guard"
 )
 
@@ -12,7 +13,7 @@ import (
 // next run inside the 300 s debounce holds the repair as pending, and a run
 // after the window repairs again because the condition still holds.
 func Example() {
-	clock := guard.NewFakeClock(time.Date(2026, 11, 29, 19, 0, 0, 0, time.UTC))
+	clock := clock.NewFake(time.Date(2026, 11, 29, 19, 0, 0, 0, time.UTC))
 	chain := guard.NewChain(contracts.Guards{Debounce: 300 * time.Second}, contracts.Schedule{}, clock)
 	unit := &guard.Unit{} // from the ledger: ledger.Units["abiba"]
 	incidents := chain.Incidents(map[string]*guard.Incident{})

@@ -3,6 +3,8 @@ package guard
 import (
 	"testing"
 	"time"
+
+	"github.com/contractd/contractd/engine/clock"
 )
 
 func TestGrace(t *testing.T) {
@@ -18,7 +20,7 @@ func TestGrace(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := Grace{Clock: NewFakeClock(at(tt.now))}.Check(&Unit{GraceUntil: tt.until})
+			s := Grace{Clock: clock.NewFake(at(tt.now))}.Check(&Unit{GraceUntil: tt.until})
 			if s.Allowed != tt.wantAllowed {
 				t.Fatalf("allowed = %v, want %v (%s)", s.Allowed, tt.wantAllowed, s)
 			}

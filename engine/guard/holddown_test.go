@@ -3,6 +3,8 @@ package guard
 import (
 	"testing"
 	"time"
+
+	"github.com/contractd/contractd/engine/clock"
 )
 
 func TestBackoffAndHoldDown(t *testing.T) {
@@ -15,7 +17,7 @@ func TestBackoffAndHoldDown(t *testing.T) {
 		}
 	}
 
-	h := HoldDown{Clock: NewFakeClock(t0)}
+	h := HoldDown{Clock: clock.NewFake(t0)}
 	s := &Scheduler{}
 	var alerts []int
 	errRun := errorString("engine: run past its deadline")

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine/clock"
 )
 
 const (
@@ -49,7 +50,7 @@ func TestHysteresis(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			tt.h.Clock = NewFakeClock(t0)
+			tt.h.Clock = clock.NewFake(t0)
 			u := &Unit{}
 			var got []contracts.Severity
 			var fails []bool
@@ -69,7 +70,7 @@ func TestHysteresis(t *testing.T) {
 }
 
 func TestHysteresisReasons(t *testing.T) {
-	h := Hysteresis{After: 2, UnreachableAfter: 3, RecoverAfter: 2, Clock: NewFakeClock(t0)}
+	h := Hysteresis{After: 2, UnreachableAfter: 3, RecoverAfter: 2, Clock: clock.NewFake(t0)}
 	u := &Unit{}
 	for _, tt := range []struct {
 		sev  contracts.Severity
@@ -94,7 +95,7 @@ func TestHysteresisReasons(t *testing.T) {
 }
 
 func TestGraceIsNotCountedAsFailing(t *testing.T) {
-	clock := NewFakeClock(t0)
+	clock := clock.NewFake(t0)
 	c := NewChain(contracts.Guards{After: 2}, contracts.Schedule{}, clock)
 	u := &Unit{}
 	c.Observe(u, Observation{Severity: C, Conditions: []string{"stuck"}})
@@ -125,7 +126,7 @@ func TestGraceIsNotCountedAsFailing(t *testing.T) {
 }
 
 func TestConditionsClear(t *testing.T) {
-	h := Hysteresis{RecoverAfter: 2, Clock: NewFakeClock(t0)}
+	h := Hysteresis{RecoverAfter: 2, Clock: clock.NewFake(t0)}
 	u := &Unit{}
 	h.Observe(u, Observation{Severity: C, Conditions: []string{"stuck", "retry_count>=3"}})
 	u.Conditions["stuck"].Escalated = true
@@ -158,7 +159,7 @@ func TestConditionsClear(t *testing.T) {
 // the next failing run is pending, the one after it repairs.
 func TestAfterStartsAfreshAfterAVerifiedRepair(t *testing.T) {
 	for _, undecided := range []bool{false, true} {
-		clock := NewFakeClock(t0)
+		clock := clock.NewFake(t0)
 		c := NewChain(contracts.Guards{After: 2}, contracts.Schedule{}, clock)
 		u := &Unit{}
 		cand := Candidate{Condition: "stuck", Action: "x"}

@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/contractd/contractd/engine/clock"
 )
 
 func TestIncidents(t *testing.T) {
@@ -58,7 +60,7 @@ func TestIncidents(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clock := NewFakeClock(t0)
+			clock := clock.NewFake(t0)
 			p := Incidents{Repeat: 4 * time.Hour, State: map[string]*Incident{}, Clock: clock}
 			key := IncidentKey("zulip-health", "abiba", "response_pipeline=blocked")
 			for i, o := range tt.runs {
@@ -76,7 +78,7 @@ func TestIncidents(t *testing.T) {
 }
 
 func TestIncidentActionsCarryTheStory(t *testing.T) {
-	clock := NewFakeClock(t0)
+	clock := clock.NewFake(t0)
 	p := Incidents{State: map[string]*Incident{}, Clock: clock}
 	key := IncidentKey("zulip-health", "koby", "")
 	p.Observe(key, true, "", Incident{})

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine/clock"
 )
 
 // TestReportOnlyNeverRuns tries every verdict path with ReportOnly set, with
@@ -25,7 +26,7 @@ func TestReportOnlyNeverRuns(t *testing.T) {
 		for _, sev := range []contracts.Severity{U, H, D, C, R} {
 			for _, dry := range []bool{false, true} {
 				t.Run(fmt.Sprintf("%s/%s/dry=%v", name, sev, dry), func(t *testing.T) {
-					v := NewChain(zulipGuards, contracts.Schedule{}, NewFakeClock(at(time.Second))).Decide(u, Candidate{Condition: "c", Action: "pm2 restart koby", Severity: sev, ReportOnly: true, DryRun: dry})
+					v := NewChain(zulipGuards, contracts.Schedule{}, clock.NewFake(at(time.Second))).Decide(u, Candidate{Condition: "c", Action: "pm2 restart koby", Severity: sev, ReportOnly: true, DryRun: dry})
 					if v.Run || v.Status != StatusReportOnly {
 						t.Errorf("report-only agent got %s", v)
 					}
@@ -54,7 +55,7 @@ func TestGuardsHoldUnderRandomRuns(t *testing.T) {
 	seen := map[string]int{}
 	for seed := range uint64(50) {
 		rng := rand.New(rand.NewPCG(seed, 7))
-		clock := NewFakeClock(t0)
+		clock := clock.NewFake(t0)
 		c := NewChain(g, contracts.Schedule{}, clock)
 		u := &Unit{}
 		var repairs []time.Time

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine/clock"
 )
 
 // guardNope names nope in a Step and a Verdict.
@@ -70,7 +71,7 @@ func TestANewGuardIsOneFileAndOneRow(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.cand.Action = "pm2 restart svc"
-			v := NewChain(zulipGuards, contracts.Schedule{}, NewFakeClock(t0)).Decide(tt.unit, tt.cand)
+			v := NewChain(zulipGuards, contracts.Schedule{}, clock.NewFake(t0)).Decide(tt.unit, tt.cand)
 			if v.Status != tt.wantStatus || v.Guard != tt.wantGuard || v.Run != (tt.wantStatus == StatusRun) {
 				t.Fatalf("verdict = run %v %q by %q, want %q by %q\n%s", v.Run, v.Status, v.Guard, tt.wantStatus, tt.wantGuard, v)
 			}
@@ -97,7 +98,7 @@ func TestANewGuardIsOneFileAndOneRow(t *testing.T) {
 func TestARowsPlaceIsItsOrder(t *testing.T) {
 	withRow(t, 0, newNope)
 	u := &Unit{Conditions: map[string]*Condition{"svc=nope": {Held: 1}}}
-	v := NewChain(zulipGuards, contracts.Schedule{}, NewFakeClock(t0)).Decide(u, Candidate{Condition: "svc=nope", Action: "pm2 restart svc", Severity: U})
+	v := NewChain(zulipGuards, contracts.Schedule{}, clock.NewFake(t0)).Decide(u, Candidate{Condition: "svc=nope", Action: "pm2 restart svc", Severity: U})
 	if v.Guard != guardNope || v.Status != StatusPending {
 		t.Fatalf("decided by %q (%s), want nope first\n%s", v.Guard, v.Status, v)
 	}

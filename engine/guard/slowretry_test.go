@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine/clock"
 )
 
 func TestSlowRetryCheck(t *testing.T) {
@@ -35,7 +36,7 @@ func TestSlowRetryCheck(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := SlowRetry{After: tt.after, Factor: tt.factor, Every: time.Minute, Clock: NewFakeClock(at(tt.now))}.Check(tt.unit)
+			s := SlowRetry{After: tt.after, Factor: tt.factor, Every: time.Minute, Clock: clock.NewFake(at(tt.now))}.Check(tt.unit)
 			if s.Allowed != tt.wantAllowed {
 				t.Fatalf("allowed = %v, want %v (%s)", s.Allowed, tt.wantAllowed, s)
 			}
@@ -83,7 +84,7 @@ func TestSlowRetryCountsVerificationsNotTicks(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clock := NewFakeClock(t0)
+			clock := clock.NewFake(t0)
 			c := NewChain(contracts.Guards{SlowRetry: &contracts.SlowRetry{After: 3, Factor: 5}}, contracts.Schedule{Every: time.Minute}, clock)
 			u := &Unit{}
 			slowedAt := -1
@@ -134,7 +135,7 @@ func TestSlowRetryCountsVerificationsNotTicks(t *testing.T) {
 }
 
 func TestSlowRetryInTheChain(t *testing.T) {
-	clock := NewFakeClock(t0)
+	clock := clock.NewFake(t0)
 	c := NewChain(contracts.Guards{Debounce: time.Second, SlowRetry: &contracts.SlowRetry{After: 3, Factor: 5}}, contracts.Schedule{Every: time.Minute}, clock)
 	u := &Unit{}
 	cand := Candidate{Condition: "stopped", Action: "systemctl start sib", Severity: C}

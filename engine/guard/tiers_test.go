@@ -1,6 +1,10 @@
 package guard
 
-import "testing"
+import (
+	"testing"
+
+	"github.com/contractd/contractd/engine/clock"
+)
 
 func TestTiers(t *testing.T) {
 	tests := []struct {
@@ -22,7 +26,7 @@ func TestTiers(t *testing.T) {
 			if tt.cond != nil {
 				u.Conditions = map[string]*Condition{"stuck": tt.cond}
 			}
-			s := Tiers{EscalateAfter: tt.after, Clock: NewFakeClock(t0)}.Check(u, "stuck")
+			s := Tiers{EscalateAfter: tt.after, Clock: clock.NewFake(t0)}.Check(u, "stuck")
 			if s.Allowed != tt.wantAllowed {
 				t.Fatalf("allowed = %v, want %v (%s)", s.Allowed, tt.wantAllowed, s)
 			}

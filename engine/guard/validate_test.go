@@ -6,12 +6,13 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine/clock"
 )
 
 // A state file with null entries may reach the rules (a store that does
 // not validate, an older build's file): they are skipped, never a panic.
 func TestNullEntriesDoNotPanic(t *testing.T) {
-	clock := NewFakeClock(t0)
+	clock := clock.NewFake(t0)
 	t.Run("incidents", func(t *testing.T) {
 		p := Incidents{State: map[string]*Incident{"c/zzz/critical": nil, "c/abiba/stuck": {OpenedAt: t0, LastSent: t0}}, Clock: clock}
 		if got := p.Open(); len(got) != 1 || got[0] != "c/abiba/stuck" {

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/contracts"
-	"github.com/contractd/contractd/engine/guard"
+	"github.com/contractd/contractd/engine/clock"
 	"github.com/contractd/contractd/engine/notify"
 )
 
@@ -26,7 +26,7 @@ func Example() {
 	for _, err := range errs {
 		fmt.Println(err)
 	}
-	clock := guard.NewFakeClock(time.Date(2026, 11, 29, 19, 30, 0, 0, time.UTC))
+	clock := clock.NewFake(time.Date(2026, 11, 29, 19, 30, 0, 0, time.UTC))
 	var outbox notify.Outbox // ledger.Outbox
 	sender := notify.Sender{Notifiers: notifiers, Clock: clock}
 	deliveries := sender.Send(context.Background(), &outbox, notify.Message{

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/contractd/contractd/engine/guard"
+	"github.com/contractd/contractd/engine/clock"
 )
 
 // Queued is a message a route failed to deliver, kept for a later run.
@@ -88,7 +88,7 @@ const (
 // behind, in order.
 type Sender struct {
 	Notifiers []Notifier
-	Clock     guard.Clock // nil means guard.RealClock
+	Clock     clock.Clock // nil means clock.UTC
 	// MaxAge drops a message still undelivered this long after its first
 	// failure (default 24h). MaxAttempts, when above zero, also drops it
 	// after that many attempts.
@@ -114,11 +114,11 @@ func (s Sender) backoff(since, now time.Time) time.Duration {
 // outcome. Messages queued for a route that is no longer configured are
 // dropped.
 func (s Sender) Send(ctx context.Context, out *Outbox, msgs ...Message) []Delivery {
-	clock := s.Clock
-	if clock == nil {
-		clock = guard.RealClock{}
+	clk := s.Clock
+	if clk == nil {
+		clk = clock.UTC{}
 	}
-	now := clock.Now()
+	now := clk.Now()
 	maxAge := s.MaxAge
 	if maxAge <= 0 {
 		maxAge = DefaultMaxAge

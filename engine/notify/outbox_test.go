@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/contractd/contractd/engine/guard"
+	"github.com/contractd/contractd/engine/clock"
 )
 
 func TestSenderQueuesAndRetriesNextRun(t *testing.T) {
@@ -20,7 +20,7 @@ func TestSenderQueuesAndRetriesNextRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logBuf bytes.Buffer
-	clock := guard.NewFakeClock(msgTime)
+	clock := clock.NewFake(msgTime)
 	s := Sender{Notifiers: []Notifier{NewLog(&logBuf), hook}, Clock: clock}
 	msg := func(text string) Message { m := testMessage(); m.Text = text; return m }
 
@@ -80,7 +80,7 @@ func TestSenderDropsAfterMaxAttemptsAndAge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	clock := guard.NewFakeClock(msgTime)
+	clock := clock.NewFake(msgTime)
 	s := Sender{Notifiers: []Notifier{hook}, Clock: clock, MaxAttempts: 3}
 	var out Outbox
 	var got []string
@@ -121,7 +121,7 @@ func TestSenderBacksOffPerRoute(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logBuf bytes.Buffer
-	clock := guard.NewFakeClock(msgTime)
+	clock := clock.NewFake(msgTime)
 	s := Sender{Notifiers: []Notifier{NewLog(&logBuf), hook}, Clock: clock, RetryMax: 20 * time.Minute}
 	var out Outbox
 	tries := func() int { return len(rec.requests()) }
@@ -214,7 +214,7 @@ func (panicky) Notify(context.Context, Message) error { panic("injected fault") 
 // the message is queued for it, and every other route still delivers.
 func TestSenderSurvivesANotifierThatPanics(t *testing.T) {
 	var logBuf bytes.Buffer
-	s := Sender{Notifiers: []Notifier{panicky{}, NewLog(&logBuf)}, Clock: guard.NewFakeClock(msgTime)}
+	s := Sender{Notifiers: []Notifier{panicky{}, NewLog(&logBuf)}, Clock: clock.NewFake(msgTime)}
 	var out Outbox
 	ds := s.Send(t.Context(), &out, testMessage())
 	if got := summarize(ds); got != "panicky:restarted:queued log:restarted:ok" {

@@ -19,7 +19,7 @@ import (
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine"
-	"github.com/contractd/contractd/engine/guard"
+	"github.com/contractd/contractd/engine/clock"
 	"github.com/contractd/contractd/engine/notify"
 	"github.com/contractd/contractd/steps"
 	"github.com/contractd/contractd/transports"
@@ -73,7 +73,7 @@ func Test(ctx context.Context, path string) (*Result, error) {
 	}
 	defer os.RemoveAll(state)
 	start, _ := f.start()
-	clk := guard.NewFakeClock(start)
+	clk := clock.NewFake(start)
 	rp := &replayer{}
 	secrets := map[string]string{}
 	for _, s := range c.Secrets {
@@ -119,7 +119,7 @@ func inventoryPath(f *File) string {
 // sleeper makes the engine's waits for a verify grace take no time: the
 // fake clock moves to d past when the wait began, so units verifying at
 // once wait the longest grace, not the sum of them.
-func sleeper(clk *guard.FakeClock) func(context.Context, time.Duration) error {
+func sleeper(clk *clock.Fake) func(context.Context, time.Duration) error {
 	return func(ctx context.Context, d time.Duration) error {
 		clk.AdvanceTo(clk.Now().Add(d))
 		return ctx.Err()

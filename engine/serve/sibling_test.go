@@ -14,7 +14,7 @@ import (
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine"
-	"github.com/contractd/contractd/engine/guard"
+	"github.com/contractd/contractd/engine/clock"
 	"github.com/contractd/contractd/engine/notify"
 	"github.com/contractd/contractd/fixtures/wait"
 	"github.com/contractd/contractd/transports"
@@ -103,7 +103,7 @@ func TestSiblingSupervisorWithTheRealEngine(t *testing.T) {
 	if err := os.WriteFile(tokenFile, []byte("tok\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	clock := guard.NewFakeClock(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
+	clock := clock.NewFake(time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC))
 	pool := transports.NewPool(transports.PoolOptions{})
 	t.Cleanup(func() { pool.Close() })
 	eng, err := engine.New(engine.Options{

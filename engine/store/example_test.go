@@ -7,7 +7,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/contractd/contractd/engine/guard"
+	"github.com/contractd/contractd/engine/clock"
 	"github.com/contractd/contractd/engine/store"
 )
 
@@ -17,7 +17,7 @@ import (
 func Example() {
 	dir, _ := os.MkdirTemp("", "contractd-state-")
 	defer os.RemoveAll(dir)
-	clock := guard.NewFakeClock(time.Date(2026, 11, 29, 19, 30, 0, 0, time.UTC))
+	clock := clock.NewFake(time.Date(2026, 11, 29, 19, 30, 0, 0, time.UTC))
 	st, err := store.Open(dir)
 	if err != nil {
 		fmt.Println(err)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine/clock"
 	"github.com/contractd/contractd/engine/guard"
 )
 
@@ -34,7 +35,7 @@ func FuzzStateReaders(f *testing.F) {
 	t0 := time.Date(2026, 11, 29, 19, 30, 0, 0, time.UTC)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		dir := t.TempDir()
-		clock := guard.NewFakeClock(t0)
+		clock := clock.NewFake(t0)
 		s, err := Open(dir)
 		if err != nil {
 			t.Fatal(err)

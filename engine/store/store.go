@@ -28,7 +28,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/contractd/contractd/engine/guard"
+	"github.com/contractd/contractd/engine/clock"
 )
 
 // ErrCorrupt is wrapped when a state file could not be read back; the file
@@ -65,7 +65,7 @@ const DefaultHistory = 200
 // different contracts; one contract's files are guarded by its run lock.
 type Store struct {
 	dir   string
-	clock guard.Clock
+	clock clock.Clock
 	// HistoryLimit bounds NAME.history.jsonl (DefaultHistory when zero).
 	HistoryLimit int
 }
@@ -97,12 +97,12 @@ func Open(dir string) (*Store, error) {
 	if !fi.IsDir() {
 		return nil, fmt.Errorf("open state dir %s: not a directory", dir)
 	}
-	return &Store{dir: dir, clock: guard.RealClock{}}, nil
+	return &Store{dir: dir, clock: clock.UTC{}}, nil
 }
 
 // WithClock returns the store using clock for timestamps (snapshot times,
 // corrupt-file suffixes).
-func (s *Store) WithClock(clock guard.Clock) *Store {
+func (s *Store) WithClock(clock clock.Clock) *Store {
 	c := *s
 	c.clock = clock
 	return &c

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine/clock"
 	"github.com/contractd/contractd/engine/guard"
 	"github.com/contractd/contractd/engine/notify"
 	"github.com/contractd/contractd/fixtures/owner"
@@ -43,7 +44,7 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-func openAt(t *testing.T, dir string, clock guard.Clock) *Store {
+func openAt(t *testing.T, dir string, clock clock.Clock) *Store {
 	t.Helper()
 	s, err := Open(dir)
 	if err != nil {
@@ -57,7 +58,7 @@ func openAt(t *testing.T, dir string, clock guard.Clock) *Store {
 // incidents and the outbox carry on where they were.
 func TestGuardsSurviveRestart(t *testing.T) {
 	dir := t.TempDir()
-	clock := guard.NewFakeClock(t0)
+	clock := clock.NewFake(t0)
 	g := contracts.Guards{Debounce: 300 * time.Second}
 	const unit, cond = "abiba", "response_pipeline=blocked"
 	key := guard.IncidentKey("zulip-health", unit, cond)
@@ -131,7 +132,7 @@ func TestCorruptLedgerIsMovedAside(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			s := openAt(t, dir, guard.NewFakeClock(t0))
+			s := openAt(t, dir, clock.NewFake(t0))
 			path := filepath.Join(dir, "zulip-health.ledger.json")
 			os.WriteFile(path, []byte(tt.content), 0o600)
 
@@ -162,7 +163,7 @@ func TestCorruptLedgerIsMovedAside(t *testing.T) {
 
 func TestCorruptTwiceInOneSecondKeepsBoth(t *testing.T) {
 	dir := t.TempDir()
-	s := openAt(t, dir, guard.NewFakeClock(t0))
+	s := openAt(t, dir, clock.NewFake(t0))
 	path := filepath.Join(dir, "zulip-health.ledger.json")
 	for i := range 2 {
 		os.WriteFile(path, []byte(fmt.Sprintf("garbage %d", i)), 0o600)
@@ -177,7 +178,7 @@ func TestCorruptTwiceInOneSecondKeepsBoth(t *testing.T) {
 
 func TestSnapshot(t *testing.T) {
 	dir := t.TempDir()
-	clock := guard.NewFakeClock(t0)
+	clock := clock.NewFake(t0)
 	s := openAt(t, dir, clock)
 	data, at, err := s.ReadSnapshot("zulip-health")
 	if data != nil || !at.IsZero() || err != nil {
@@ -216,7 +217,7 @@ func TestCorruptSnapshotIsMovedAside(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			s := openAt(t, dir, guard.NewFakeClock(t0))
+			s := openAt(t, dir, clock.NewFake(t0))
 			path := filepath.Join(dir, "zulip-health.snapshot.json")
 			os.WriteFile(path, []byte(tt.content), 0o600)
 			data, _, err := s.ReadSnapshot("zulip-health")
@@ -234,7 +235,7 @@ func TestCorruptSnapshotIsMovedAside(t *testing.T) {
 }
 
 func TestNilSnapshotReadsBackEmpty(t *testing.T) {
-	s := openAt(t, t.TempDir(), guard.NewFakeClock(t0))
+	s := openAt(t, t.TempDir(), clock.NewFake(t0))
 	if err := s.WriteSnapshot("c", nil); err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +247,7 @@ func TestNilSnapshotReadsBackEmpty(t *testing.T) {
 
 func TestWritesLeaveNoTempFiles(t *testing.T) {
 	dir := t.TempDir()
-	s := openAt(t, dir, guard.NewFakeClock(t0))
+	s := openAt(t, dir, clock.NewFake(t0))
 	for i := range 5 {
 		if err := s.WriteLedger("c", NewLedger("c")); err != nil {
 			t.Fatal(err)
@@ -273,13 +274,13 @@ func TestWritesLeaveNoTempFiles(t *testing.T) {
 
 func TestHistoryIsBounded(t *testing.T) {
 	dir := t.TempDir()
-	s := openAt(t, dir, guard.NewFakeClock(t0))
+	s := openAt(t, dir, clock.NewFake(t0))
 	for i := 1; i <= DefaultHistory+5; i++ {
 		if err := s.AppendHistory("zulip-health", run(i)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	all, err := openAt(t, dir, guard.NewFakeClock(t0)).History("zulip-health", 0)
+	all, err := openAt(t, dir, clock.NewFake(t0)).History("zulip-health", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -298,7 +299,7 @@ func TestHistoryIsBounded(t *testing.T) {
 
 func TestHistorySkipsAndReportsBadLines(t *testing.T) {
 	dir := t.TempDir()
-	s := openAt(t, dir, guard.NewFakeClock(t0))
+	s := openAt(t, dir, clock.NewFake(t0))
 	path := filepath.Join(dir, "c.history.jsonl")
 	good := func(i int) string { b, _ := EncodeRecord(run(i)); return string(b) }
 	content := good(1) + "\n{\"run_id\":\"r2\"\n[3]\n{\"run_id\":4}\nnull\n" + good(6) + "\n"
@@ -345,7 +346,7 @@ func TestHistorySkipsAndReportsBadLines(t *testing.T) {
 }
 
 func TestAppendRefusesWhatIsNotARunRecord(t *testing.T) {
-	s := openAt(t, t.TempDir(), guard.NewFakeClock(t0))
+	s := openAt(t, t.TempDir(), clock.NewFake(t0))
 	for _, tc := range []struct {
 		name string
 		rec  RunRecord
@@ -373,7 +374,7 @@ func run(i int) RunRecord {
 }
 
 func TestNamesCannotEscapeTheDir(t *testing.T) {
-	s := openAt(t, t.TempDir(), guard.NewFakeClock(t0))
+	s := openAt(t, t.TempDir(), clock.NewFake(t0))
 	for _, name := range []string{"", "../etc/passwd", "a/b", ".hidden", "..", strings.Repeat("x", 200)} {
 		t.Run(fmt.Sprintf("%q", name), func(t *testing.T) {
 			if _, err := s.ReadLedger(name); !errors.Is(err, ErrName) {
@@ -402,7 +403,7 @@ func TestDefaultDir(t *testing.T) {
 }
 
 func TestLock(t *testing.T) {
-	s := openAt(t, t.TempDir(), guard.NewFakeClock(t0))
+	s := openAt(t, t.TempDir(), clock.NewFake(t0))
 	unlock, err := s.Lock(t.Context(), "zulip-health", 0)
 	if err != nil {
 		t.Fatal(err)
@@ -431,7 +432,7 @@ func TestLock(t *testing.T) {
 }
 
 func TestLockWaitsForTheHolder(t *testing.T) {
-	s := openAt(t, t.TempDir(), guard.NewFakeClock(t0))
+	s := openAt(t, t.TempDir(), clock.NewFake(t0))
 	unlock, err := s.Lock(t.Context(), "c", 0)
 	if err != nil {
 		t.Fatal(err)
@@ -469,7 +470,7 @@ func TestLockReleasedWhenHolderDies(t *testing.T) {
 		t.Fatalf("child said %q", line)
 	}
 
-	s := openAt(t, dir, guard.NewFakeClock(t0))
+	s := openAt(t, dir, clock.NewFake(t0))
 	_, err = s.Lock(t.Context(), "zulip-health", 100*time.Millisecond)
 	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), "held by pid "+strconv.Itoa(cmd.Process.Pid)) {
 		t.Fatalf("lock held by a live child: %v", err)
@@ -485,7 +486,7 @@ func TestLockReleasedWhenHolderDies(t *testing.T) {
 
 func TestLedgerJSONIsReadable(t *testing.T) {
 	dir := t.TempDir()
-	s := openAt(t, dir, guard.NewFakeClock(t0))
+	s := openAt(t, dir, clock.NewFake(t0))
 	l := NewLedger("zulip-health")
 	l.Unit("abiba").Repairs = []time.Time{t0}
 	l.Unit("abiba").State = guard.StateFailing
@@ -506,7 +507,7 @@ func TestLedgerJSONIsReadable(t *testing.T) {
 
 func TestOperatorResetSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
-	clock := guard.NewFakeClock(t0)
+	clock := clock.NewFake(t0)
 	s := openAt(t, dir, clock)
 	l := NewLedger("zulip-health")
 	l.Unit("abiba").Conditions = map[string]*guard.Condition{"stuck": {Held: 4, FailedRepairs: 3, Escalated: true}}
@@ -569,7 +570,7 @@ func TestLedgerWindowCoversAgentOrWholeContract(t *testing.T) {
 
 func TestContractsAreThoseWithState(t *testing.T) {
 	dir := t.TempDir()
-	s := openAt(t, dir, guard.NewFakeClock(t0))
+	s := openAt(t, dir, clock.NewFake(t0))
 	if err := s.WriteLedger("b", NewLedger("b")); err != nil {
 		t.Fatal(err)
 	}

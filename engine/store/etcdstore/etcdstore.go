@@ -35,7 +35,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/contractd/contractd/engine/guard"
+	"github.com/contractd/contractd/engine/clock"
 	"github.com/contractd/contractd/engine/store"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
@@ -78,7 +78,7 @@ type Options struct {
 	// half a second and a second): a request stuck on a follower whose
 	// leader died is given up and tried again rather than waited for.
 	Attempt      time.Duration
-	Clock        guard.Clock // snapshot times, history keys (the wall clock)
+	Clock        clock.Clock // snapshot times, history keys (the wall clock)
 	HistoryLimit int         // records kept per contract (store.DefaultHistory)
 	// Serializable makes reads answer from the member the client talks
 	// to, without asking the leader: a view of the state (a status page)
@@ -111,7 +111,7 @@ func New(ctx context.Context, cli *clientv3.Client, prefix string, opts Options)
 		opts.Attempt = min(max(opts.Timeout/5, minAttempt), maxAttempt)
 	}
 	if opts.Clock == nil {
-		opts.Clock = guard.RealClock{}
+		opts.Clock = clock.UTC{}
 	}
 	if opts.HistoryLimit <= 0 {
 		opts.HistoryLimit = store.DefaultHistory
