@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"flag"
 	"fmt"
@@ -16,7 +14,6 @@ import (
 	"github.com/contractd/contractd/engine/store"
 	"github.com/contractd/contractd/engine/store/etcdstore"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.uber.org/zap"
 )
 
 // etcdFlags reach the etcd cluster of a group of instances: `serve`
@@ -80,37 +77,27 @@ func (h *haFlags) connect(ctx context.Context, getenv func(string) string, log *
 	return cli, ha, st, nil
 }
 
-// client opens the etcd client the flags describe, its warnings and
-// errors logged to log (see etcdLogger; nil: a command's error says what
-// went wrong, and the client's own lines are left out). It fails on a bad
-// flag or an unreadable certificate, key or password file; it does not
-// wait for etcd to answer.
+// client opens the etcd client the flags describe (etcdstore.Connect),
+// its warnings and errors logged to log (see etcdLogger; nil: a command's
+// error says what went wrong, and the client's own lines are left out). It
+// fails on a bad flag or an unreadable certificate, key or password file;
+// it does not wait for etcd to answer.
 func (h *etcdFlags) client(ctx context.Context, getenv func(string) string, log *slog.Logger) (*clientv3.Client, error) {
-	var eps []string
+	cfg := etcdstore.Config{CACert: h.cacert, Cert: h.cert, Key: h.key}
 	for _, e := range strings.Split(h.endpoints, ",") {
 		if e = strings.TrimSpace(e); e != "" {
-			eps = append(eps, e)
+			cfg.Endpoints = append(cfg.Endpoints, e)
 		}
 	}
-	if len(eps) == 0 {
+	if len(cfg.Endpoints) == 0 {
 		return nil, errors.New("--etcd: no endpoint")
 	}
 	if h.timeout <= 0 {
-		h.timeout = 5 * time.Second
+		h.timeout = etcdstore.DefaultTimeout
 	}
-	cfg := clientv3.Config{
-		Endpoints: eps, DialTimeout: h.timeout, DialKeepAliveTime: h.timeout, DialKeepAliveTimeout: h.timeout,
-		Context: ctx, Logger: zap.NewNop(),
-	}
+	cfg.Timeout = h.timeout
 	if log != nil {
 		cfg.Logger = etcdLogger(log)
-	}
-	if h.cacert != "" || h.cert != "" || h.key != "" {
-		tc, err := h.tlsConfig()
-		if err != nil {
-			return nil, err
-		}
-		cfg.TLS = tc
 	}
 	if h.user != "" {
 		user, pass, inline := strings.Cut(h.user, ":")
@@ -126,39 +113,7 @@ func (h *etcdFlags) client(ctx context.Context, getenv func(string) string, log 
 		}
 		cfg.Username, cfg.Password = user, pass
 	}
-	cli, err := clientv3.New(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("etcd client: %w", err)
-	}
-	return cli, nil
-}
-
-// tlsConfig builds the client TLS from --etcd-cacert, --etcd-cert and
-// --etcd-key.
-func (h *etcdFlags) tlsConfig() (*tls.Config, error) {
-	tc := &tls.Config{MinVersion: tls.VersionTLS12}
-	if h.cacert != "" {
-		pem, err := os.ReadFile(h.cacert)
-		if err != nil {
-			return nil, fmt.Errorf("--etcd-cacert: %w", err)
-		}
-		pool := x509.NewCertPool()
-		if !pool.AppendCertsFromPEM(pem) {
-			return nil, fmt.Errorf("--etcd-cacert %s: no PEM certificate in it", h.cacert)
-		}
-		tc.RootCAs = pool
-	}
-	if (h.cert == "") != (h.key == "") {
-		return nil, errors.New("--etcd-cert and --etcd-key go together")
-	}
-	if h.cert != "" {
-		pair, err := tls.LoadX509KeyPair(h.cert, h.key)
-		if err != nil {
-			return nil, fmt.Errorf("--etcd-cert/--etcd-key: %w", err)
-		}
-		tc.Certificates = []tls.Certificate{pair}
-	}
-	return tc, nil
+	return etcdstore.Connect(ctx, cfg)
 }
 
 // stateSource is where a command reads and changes contracts' state: the
