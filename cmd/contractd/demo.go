@@ -177,7 +177,7 @@ func (d *demo) run(ctx context.Context, dir, fixture string) error {
 		// Restarted a moment ago, abiba is degraded (uptime ≤ 60 s) while
 		// its pipeline has cleared: undecided until a later run sees it
 		// healthy, or remediated when the grace outlasts that rule.
-		if a.Status == "ran" && a.Verify != guard.Remediated && a.Verify != guard.Undecided {
+		if a.Status == engine.ActionRan && a.Verify != guard.Remediated && a.Verify != guard.Undecided {
 			return fmt.Errorf("repair %q did not clear its condition: %s", a.Action, a.Verify)
 		}
 	}

@@ -276,7 +276,7 @@ func (m *Main) cmdHistory(ctx context.Context, args []string) int {
 			say(tw, "\t  interrupted: %s\n", h.Interrupted)
 		}
 		for _, a := range h.Actions {
-			if a.Status == "logged" || a.Status == "monitor" {
+			if a.Status == engine.ActionLogged || a.Status == engine.ActionMonitor {
 				continue
 			}
 			say(tw, "\t  %s %s: %s (%s)\n", a.Agent, a.Status, a.Action, a.Condition)
