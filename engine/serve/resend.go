@@ -61,25 +61,29 @@ func (d *Daemon) resendDue(e *entry) {
 	}
 	e.resendAt = now.Add(e.resendEvery)
 	busy, c, every := e.running || e.resending, e.c, e.resendEvery
-	e.resending = e.resending || !busy
+	var done chan struct{}
+	if !busy {
+		done = make(chan struct{})
+		e.resending, e.resendDone = true, done
+	}
 	e.mu.Unlock()
 	if busy {
 		return
 	}
-	if d.mode(e.name) == Standby {
+	end := func() {
 		e.mu.Lock()
 		e.resending = false
 		e.mu.Unlock()
+		close(done)
+	}
+	if d.mode(e.name) == Standby {
+		end()
 		return
 	}
 	d.runs.Add(1)
 	go func() {
 		defer d.runs.Done()
-		defer func() {
-			e.mu.Lock()
-			e.resending = false
-			e.mu.Unlock()
-		}()
+		defer end()
 		d.protect(e.name, "a resend", func() { d.resend(e.name, rs, c, min(every, maxResendTime)) })
 	}()
 }

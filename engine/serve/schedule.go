@@ -36,10 +36,13 @@ type entry struct {
 
 	// resendEvery is how often the contract's open incidents are posted
 	// again between runs (its alertmanager routes' resend; 0 for none),
-	// resendAt when next, resending while a resend is going.
+	// resendAt when next, resending while a resend is going and
+	// resendDone closed when it has ended: a run that falls due meanwhile
+	// waits for it, so the two never go side by side.
 	resendEvery time.Duration
 	resendAt    time.Time
 	resending   bool
+	resendDone  chan struct{}
 
 	// busySince is when the loop started its current tick (UnixNano), 0
 	// while it waits; /healthz and the watchdog read it without locks.
@@ -256,14 +259,27 @@ func (d *Daemon) tick(e *entry) {
 		return
 	}
 	e.running, e.runStart, e.trigger = true, now, "schedule"
-	c := e.c
+	c, resend := e.c, e.resendGoing()
 	e.mu.Unlock()
 	d.runs.Add(1)
 	go func() {
 		defer d.runs.Done()
+		<-resend
 		d.protect(e.name, "a run", func() { d.execute(e, c) })
 	}()
 }
+
+// resendGoing returns a channel closed when the entry's resend under way
+// has ended (at once when none is); e.mu is held.
+func (e *entry) resendGoing() <-chan struct{} {
+	if e.resending && e.resendDone != nil {
+		return e.resendDone
+	}
+	return closed
+}
+
+// closed is a channel that is always closed.
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
 
 // RunNow runs a contract immediately and waits for its report, as
 // POST /contracts/{name}/run does. It returns ErrUnknownContract,
@@ -292,10 +308,11 @@ func (d *Daemon) RunNow(name string) (*engine.Report, error) {
 		return nil, fmt.Errorf("%s: %w", name, ErrOverlap)
 	}
 	e.running, e.runStart, e.trigger = true, now, "on demand"
-	c := e.c
+	c, resend := e.c, e.resendGoing()
 	e.mu.Unlock()
 	d.runs.Add(1)
 	defer d.runs.Done()
+	<-resend
 	return d.execute(e, c)
 }
 
