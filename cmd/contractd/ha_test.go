@@ -430,9 +430,13 @@ func TestHAPausedOwnerWakesFencedNoSecondRepairNorAlert(t *testing.T) {
 	a.cmd.Process.Signal(syscall.SIGCONT)
 
 	// The paused run goes on: it saw "down" and decides to repair; its
-	// intent cannot be written.
+	// intent cannot be written. (A run that had opened while etcd did not
+	// answer, which a loaded machine can make of a slow second, repairs
+	// nothing by itself and says so instead.)
 	wait.For(t, "the woken instance refuses its own repair", func() bool {
-		return strings.Contains(readFile(t, a.log)[logBefore:], "repair not run: its intent cannot be recorded")
+		log := readFile(t, a.log)[logBefore:]
+		return strings.Contains(log, "repair not run: its intent cannot be recorded") ||
+			strings.Contains(log, "no repairs and no alerts this run, state is not shared")
 	})
 	before := r.probesBy(b) + r.probesBy(a)
 	wait.For(t, "three more runs", func() bool { return r.probesBy(b)+r.probesBy(a) >= before+3 })
@@ -449,15 +453,18 @@ func TestHAPausedOwnerWakesFencedNoSecondRepairNorAlert(t *testing.T) {
 	}
 }
 
-// (c) one etcd member stopped: nothing changes. Two stopped (no quorum):
-// within one TTL every instance says so (contractd_etcd_up 0, the log,
-// the page), probing goes on and reports, no repair; members back: the
-// repair runs, once.
+// (c) one etcd member stopped (a follower: the leader's loss, an election,
+// is TestHAEtcdLeaderKilledTenTimesFencesNoRun's): nothing changes. Two
+// stopped (no quorum): within one TTL every instance says so
+// (contractd_etcd_up 0, the log, the page), probing goes on and reports, no
+// repair; members back: the repair runs, once.
 func TestHAEtcdMemberLossAndQuorumLoss(t *testing.T) {
 	r := startHATTL(t, 3*time.Second, 2, map[string]string{"svc": haContract("svc")})
 	owner := r.settled("svc")
 
-	r.etcd.Stop(0)
+	stopped := (r.etcdLeader() + 1) % 3
+	killed := (stopped + 1) % 3
+	r.etcd.Stop(stopped)
 	start := r.probesBy(owner)
 	wait.For(t, "five runs with one member stopped", func() bool {
 		if o := r.ownerOf("svc"); o != "" && o != owner.name {
@@ -479,8 +486,8 @@ func TestHAEtcdMemberLossAndQuorumLoss(t *testing.T) {
 	// Killed, not stopped: quorum is lost the moment its raft stops, where a
 	// graceful stop drains its clients for seconds first.
 	lost := time.Now()
-	killed := make(chan struct{})
-	go func() { r.etcd.Kill(1); close(killed) }() // its listeners may take seconds to close
+	gone := make(chan struct{})
+	go func() { r.etcd.Kill(killed); close(gone) }() // its listeners may take seconds to close
 	for _, n := range r.live() {
 		wait.Within(t, time.Until(lost.Add(r.ttl)), n.name+": contractd_etcd_up 0 within one TTL of quorum lost", func() bool { return n.metric("contractd_etcd_up") == 0 })
 	}
@@ -492,7 +499,7 @@ func TestHAEtcdMemberLossAndQuorumLoss(t *testing.T) {
 		wait.For(t, n.name+" logs that etcd is unreachable", func() bool { return strings.Contains(readFile(t, n.log), `msg="etcd unreachable`) })
 	}
 	t.Logf("quorum lost: every instance said so %s after the second member was killed (TTL %s)", noticed.Round(10*time.Millisecond), r.ttl)
-	<-killed
+	<-gone
 	r.setState("down")
 	start = r.probesBy(owner)
 	wait.For(t, "three runs without quorum", func() bool { return r.probesBy(owner) >= start+3 })
@@ -508,8 +515,8 @@ func TestHAEtcdMemberLossAndQuorumLoss(t *testing.T) {
 	}
 
 	errs := make(chan error, 2)
-	go func() { errs <- r.etcd.Restart(0) }()
-	go func() { errs <- r.etcd.Restart(1) }()
+	go func() { errs <- r.etcd.Restart(stopped) }()
+	go func() { errs <- r.etcd.Restart(killed) }()
 	for i := 0; i < 2; i++ {
 		if err := <-errs; err != nil {
 			t.Fatal(err)
