@@ -330,6 +330,11 @@ func (s *Store) ReadLedger(name string) (*store.Ledger, error) {
 	return l, nil
 }
 
+// staleRev is the revision kept for a contract whose ledger write was
+// refused by a change made since it was read: every later write fails with
+// ErrConflict until ReadLedger reads the ledger again.
+const staleRev = -1
+
 func (s *Store) setRev(name string, rev int64) {
 	s.mu.Lock()
 	s.revs[name] = rev
@@ -382,6 +387,13 @@ func (s *Store) WriteLedger(name string, l *store.Ledger) error {
 		return fmt.Errorf("write ledger %s: %w", name, err)
 	}
 	rev, known := s.rev(name)
+	if known && rev == staleRev {
+		// A write of this ledger was refused: what the writer holds
+		// predates another's change (an operator's maintenance or reset),
+		// and writing it now would undo that change. Only a new read
+		// writes again.
+		return fmt.Errorf("write ledger %s: %w", name, ErrConflict)
+	}
 	if !known {
 		// Never read here: an operator's write must not overwrite what a
 		// run wrote; read first.
@@ -431,9 +443,7 @@ func (s *Store) refused(name, what string, fence []clientv3.Cmp) error {
 			return fmt.Errorf("%s %s: %w: its election key is gone or was won again by another", what, name, store.ErrFenced)
 		}
 	}
-	s.mu.Lock()
-	delete(s.revs, name) // what this writer holds is stale
-	s.mu.Unlock()
+	s.setRev(name, staleRev) // what this writer holds is stale until it reads again
 	return fmt.Errorf("%s %s: %w", what, name, ErrConflict)
 }
 

@@ -157,7 +157,9 @@ func TestWriteOfALostOwnerIsFenced(t *testing.T) {
 }
 
 // An operator's change (maintenance) between a run's read and its write
-// is never overwritten: the run's write fails with ErrConflict.
+// is never overwritten: the run's write fails with ErrConflict, and so
+// does every later write of what it holds (a run writes its ledger ahead
+// several times), until it reads the ledger again.
 func TestOperatorChangeIsNotOverwritten(t *testing.T) {
 	cli := cluster(t)
 	fence, _ := owner(t, cli, "svc")
@@ -178,9 +180,19 @@ func TestOperatorChangeIsNotOverwritten(t *testing.T) {
 	if err := run.WriteLedger("svc", l); !errors.Is(err, ErrConflict) {
 		t.Fatalf("the run's stale write: %v, want ErrConflict", err)
 	}
+	if err := run.WriteLedger("svc", l); !errors.Is(err, ErrConflict) {
+		t.Fatalf("the run's next write of the same stale ledger: %v, want ErrConflict", err)
+	}
 	back, _ := op.ReadLedger("svc")
 	if back.Maintenance[store.AllAgents] == nil {
 		t.Fatal("the maintenance window was overwritten")
+	}
+	fresh, err := run.ReadLedger("svc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := run.WriteLedger("svc", fresh); err != nil {
+		t.Fatalf("a write after a new read: %v", err)
 	}
 }
 
