@@ -293,7 +293,9 @@ func TestBusyboxStepIgnoringTERMIsKilled(t *testing.T) {
 	for _, tr := range []Transport{open(t, func() *Pool { p, _ := newPool(t, PoolOptions{}); return p }(), &Spec{Kind: "docker", Container: c.Name}), open(t, p, &Spec{Kind: "docker", Container: c.Name})} {
 		rs, err := tr.ExecBatch(testCtx(t), []Command{
 			{Script: "trap '' TERM; while :; do sleep 6005; done", Timeout: time.Second},
-			{Script: "echo next", Timeout: 5 * time.Second},
+			// A minute: the batch's deadline is its steps' timeouts, and a
+			// loaded machine takes seconds to start `docker exec`.
+			{Script: "echo next", Timeout: time.Minute},
 		})
 		if err != nil || !rs[0].TimedOut || rs[1].Stdout != "next\n" {
 			t.Fatalf("%s: %+v %v\n%s", tr, rs, err, book.all())
