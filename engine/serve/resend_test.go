@@ -297,3 +297,50 @@ func TestScrapeNeverWaitsOnTheStore(t *testing.T) {
 		return ok && v == 1
 	})
 }
+
+// A resend that hangs (an Alertmanager that takes the connection and never
+// answers) holds the contract's next run until it ends, never a run beside
+// it; meanwhile the daemon answers, and the ticks that fall due are counted
+// as overlaps; once the resend ends, the run goes.
+func TestRunWaitsForAHangingResendAndServeAnswers(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeContract(t, dir, "am", "1", "200ms", true, "notify:\n  - {alertmanager: {url: \"http://127.0.0.1:9\", name: am}}\n")
+	release := make(chan struct{})
+	r := &resender{every: 30 * time.Millisecond}
+	r.reply = func(n int) ([]engine.Resend, error) {
+		if n == 1 {
+			<-release
+		}
+		return []engine.Resend{{Route: "am", Incidents: 1}}, nil
+	}
+	r.run = func(ctx context.Context, c *contracts.Contract) (*engine.Report, error) {
+		r.mu.Lock()
+		r.going, r.runs = true, r.runs+1
+		r.mu.Unlock()
+		defer func() { r.mu.Lock(); r.going = false; r.mu.Unlock() }()
+		return report(c), nil
+	}
+	h := startDaemon(t, Config{Dir: dir, StateDir: t.TempDir(), Runner: r})
+	released := false
+	t.Cleanup(func() {
+		if !released {
+			close(release)
+		}
+	})
+	wait.For(h.t, "the first resend under way", func() bool { calls, _, _ := r.count(); return calls >= 1 })
+	_, _, runs := r.count()
+	wait.For(h.t, "two ticks that found the run waiting", func() bool {
+		v, _ := h.metric(`contractd_skipped_overlap_total{contract="am"}`)
+		return v >= 2
+	})
+	if len(h.list().Contracts) != 1 {
+		t.Fatal("the daemon did not answer while a resend hung")
+	}
+	if _, clash, now := r.count(); now != runs || clash != 0 {
+		t.Fatalf("%d runs started beside the hanging resend (%d clashes)", now-runs, clash)
+	}
+	close(release)
+	released = true
+	wait.For(h.t, "the run once the resend ended", func() bool { _, _, n := r.count(); return n > runs })
+}
