@@ -157,8 +157,9 @@ func NewHA(cfg HAConfig) (*HA, error) {
 	// A takeover waits for the lease to expire (TTL) and then for the
 	// next poll: polls at a fifth of the TTL keep it well inside 2 × TTL.
 	h.poll = max(cfg.TTL/5, 100*time.Millisecond)
-	// Quorum lost is said within 0.9 TTL: no answer for 0.6 TTL, the
-	// question that found it out taking up to 0.2 TTL, and the tick. An
+	// Quorum lost is said within 0.9 TTL: no answer for 0.6 TTL (and
+	// two questions in a row, each put in time, unanswered), the question
+	// that found it out taking up to 0.2 TTL, and the tick. An
 	// etcd leader change (an election: about a second with etcd's default
 	// timeout) stays well below 0.6 TTL for any TTL the docs advise.
 	h.tick = max(cfg.TTL/10, 100*time.Millisecond)
@@ -433,6 +434,12 @@ func (h *HA) say(why string) {
 	}
 }
 
+// downQuestions is how many questions in a row, each put in time, must go
+// unanswered before etcd is called unreachable (besides downAfter of
+// silence): silence made of one question, or of a process that was not
+// scheduled, is a starved machine's, not etcd's.
+const downQuestions = 2
+
 // watch asks etcd a linearizable question (how many nodes are
 // registered) every tick until ctx ends, and calls it unreachable once
 // none was answered for downAfter: quorum lost is said within one TTL,
@@ -442,24 +449,25 @@ func (h *HA) say(why string) {
 // members, so one member stuck waiting on a leader that died does not
 // hide the others' answers.
 func (h *HA) watch(ctx context.Context) {
+	q := questions{probe: h.probe, tick: h.tick, downAfter: h.downAfter}
 	for ctx.Err() == nil {
+		began := time.Now()
 		err := h.ask(ctx)
 		if ctx.Err() != nil {
 			return
 		}
 		now := time.Now()
 		h.mu.Lock()
-		changed := false
-		switch {
-		case err == nil:
-			h.lastAnswer = now
-			changed = !h.reached
-			h.reached = true
-		case h.reached && now.Sub(h.lastAnswer) >= h.downAfter:
-			h.reached, changed = false, true
-		}
+		q.last = h.lastAnswer // the run's start counts as an answer
+		reached, late := q.answer(h.reached, err, began, now)
+		h.lastAnswer = q.last
+		changed := reached != h.reached
+		h.reached = reached
 		silent := now.Sub(h.lastAnswer)
 		h.mu.Unlock()
+		if late {
+			h.log.Debug("etcd: a question ended late, this process was not scheduled: not counted", "took", now.Sub(began).Round(10*time.Millisecond), "error", err)
+		}
 		if changed {
 			why := ""
 			if err != nil {
@@ -469,6 +477,35 @@ func (h *HA) watch(ctx context.Context) {
 		}
 		sleep(ctx, h.tick)
 	}
+}
+
+// questions decides from the watch's questions whether etcd is reached.
+type questions struct {
+	probe, tick, downAfter time.Duration
+	failed                 int       // questions in a row, put in time, that had no answer
+	last                   time.Time // the last answer
+}
+
+// answer takes one question's outcome (err; put at began, ended at now)
+// and etcd's state before it (reached), and returns the state after it and
+// whether the question was late. A question ends by its deadline (probe);
+// one that ended more than a tick past it was not put in time: this
+// process was not given the CPU (a starved machine), so the silence it
+// found is not proof of etcd's. A late question neither counts toward the
+// failures nor clears them; only an answer clears them.
+func (q *questions) answer(reached bool, err error, began, now time.Time) (after, late bool) {
+	switch {
+	case err == nil:
+		q.failed, q.last = 0, now
+		return true, false
+	case now.Sub(began) > q.probe+q.tick:
+		return reached, true
+	}
+	q.failed++
+	if reached && q.failed >= downQuestions && now.Sub(q.last) >= q.downAfter {
+		return false, false
+	}
+	return reached, false
 }
 
 // ask puts the watch's question to etcd, once per endpoint at once, and
