@@ -1,7 +1,6 @@
 package steps
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -101,13 +100,13 @@ func isTimeout(err error) bool {
 	return errors.As(err, &ne) && ne.Timeout()
 }
 
-// httpSpec is the step's parsed http block, or its raw text parsed when the
-// contract parser left it unparsed.
+// httpSpec is the step's http block as the contract parser read it (the
+// one reader of the block: contracts/httpstep.go).
 func httpSpec(step *contracts.Step) (*contracts.HTTPRequest, error) {
-	if step.HTTP != nil {
-		return step.HTTP, nil
+	if step.HTTP == nil {
+		return nil, fmt.Errorf("http step %s: no request: the step was not read by the contract parser", step.ID)
 	}
-	return ParseHTTPBlock(step.Script)
+	return step.HTTP, nil
 }
 
 // buildRequest makes the request from an http block, with every ${name}
@@ -148,47 +147,4 @@ func buildRequest(ctx context.Context, id string, spec *contracts.HTTPRequest, v
 		req.Header.Set("User-Agent", "contractd")
 	}
 	return req, nil
-}
-
-// ParseHTTPBlock reads an http block: `METHOD URL`, header lines, a blank
-// line, then the body. It fails when the request line is missing.
-func ParseHTTPBlock(text string) (*contracts.HTTPRequest, error) {
-	sc := bufio.NewScanner(strings.NewReader(text))
-	sc.Buffer(make([]byte, 64*1024), 1<<20)
-	r := &contracts.HTTPRequest{Headers: map[string]string{}}
-	state := 0
-	var body []string
-	for sc.Scan() {
-		line := sc.Text()
-		switch state {
-		case 0:
-			if strings.TrimSpace(line) == "" {
-				continue
-			}
-			f := strings.Fields(line)
-			if len(f) == 1 {
-				r.Method, r.URL = http.MethodGet, f[0]
-			} else {
-				r.Method, r.URL = strings.ToUpper(f[0]), f[1]
-			}
-			state = 1
-		case 1:
-			if strings.TrimSpace(line) == "" {
-				state = 2
-				continue
-			}
-			k, v, ok := strings.Cut(line, ":")
-			if !ok {
-				return nil, fmt.Errorf("http header %q: want Name: value", line)
-			}
-			r.Headers[strings.TrimSpace(k)] = strings.TrimSpace(v)
-		default:
-			body = append(body, line)
-		}
-	}
-	if r.URL == "" {
-		return nil, errors.New("http block has no request line (METHOD URL)")
-	}
-	r.Body = strings.Join(body, "\n")
-	return r, nil
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -162,7 +163,7 @@ func TestHTTPProbe(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), tc.timeout)
 			defer cancel()
-			o := Kinds["http"].Probe(ctx, &contracts.Step{ID: "h", Kind: "http", Script: tc.script}, vars, nil)
+			o := Kinds["http"].Probe(ctx, parsedStep(t, "http", tc.script, vars), vars, nil)
 			if o.HTTPStatus != tc.status || o.Values["http_status"] != tc.status {
 				t.Fatalf("status %q (values %v), want %q", o.HTTPStatus, o.Values["http_status"], tc.status)
 			}
@@ -189,6 +190,25 @@ func TestTCPProbe(t *testing.T) {
 }
 
 // freeAddr returns a loopback address nothing listens on.
+// parsedStep is the one step of a contract whose block is kind's, holding
+// script, read by the contract parser as a run reads it, with vars declared.
+func parsedStep(t *testing.T, kind, script string, vars map[string]string) *contracts.Step {
+	t.Helper()
+	src := "---\nname: t\nruntime_contract: 2\n"
+	if len(vars) > 0 {
+		src += "vars:\n"
+		for k, v := range vars {
+			src += "  " + k + ": " + strconv.Quote(v) + "\n"
+		}
+	}
+	src += "---\n\n## Execution\n\n### Step {#s}\n\n```" + kind + " {id=h}\n" + script + "\n```\n"
+	c, diags := contracts.Parse("t.md", []byte(src), contracts.Options{})
+	if diags.HasErrors() {
+		t.Fatalf("%s", diags.Errors())
+	}
+	return c.Stages[0].Steps[0]
+}
+
 func freeAddr(t *testing.T) string {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
