@@ -116,6 +116,9 @@ func New(opts Options) (*Engine, error) {
 	if opts.Clock == nil {
 		opts.Clock = clock.UTC{}
 	}
+	if opts.NotifyDeps.Clock == nil {
+		opts.NotifyDeps.Clock = opts.Clock
+	}
 	if opts.Getenv == nil {
 		opts.Getenv = func(string) string { return "" }
 	}

@@ -72,7 +72,7 @@ func TestAlertmanagerRouteThroughRunsAndResends(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.c.Notify = []contracts.NotifyRoute{route}
-	eng, err := New(Options{StateDir: h.dir, Opener: h.w.opener, Clock: h.clock, NotifyDeps: notify.Deps{Now: h.clock.Now},
+	eng, err := New(Options{StateDir: h.dir, Opener: h.w.opener, Clock: h.clock, NotifyDeps: notify.Deps{Clock: h.clock},
 		Sleep: func(ctx context.Context, d time.Duration) error { h.clock.Advance(d); return nil }})
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine/clock"
 )
 
 // DefaultAlertname is the alertname of the alertmanager route's alerts
@@ -48,7 +49,7 @@ type Alertmanager struct {
 	resend  time.Duration
 	page    string // the status page's base URL; "" for no generatorURL
 	bearer  envVar
-	now     func() time.Time
+	clock   clock.Clock
 }
 
 // amTarget is one Alertmanager.
@@ -62,14 +63,14 @@ var _ Refresher = (*Alertmanager)(nil)
 
 func newAlertmanager(r contracts.NotifyRoute, deps Deps) (Notifier, error) {
 	o := r.Options.(*contracts.AlertmanagerOptions)
-	a := &Alertmanager{name: r.Name, resend: o.Resend, page: strings.TrimRight(o.PageURL, "/"), now: deps.Now,
+	a := &Alertmanager{name: r.Name, resend: o.Resend, page: strings.TrimRight(o.PageURL, "/"), clock: deps.Clock,
 		labels: map[string]string{"alertname": DefaultAlertname}}
 	maps.Copy(a.labels, o.Labels)
 	if a.page == "" {
 		a.page = strings.TrimRight(deps.PageURL, "/")
 	}
-	if a.now == nil {
-		a.now = time.Now
+	if a.clock == nil {
+		a.clock = clock.Real{}
 	}
 	if a.resend <= 0 {
 		return nil, fmt.Errorf("%w: resend must be positive", ErrConfig)
@@ -160,7 +161,7 @@ func (a *Alertmanager) Notify(ctx context.Context, m Message) error {
 	if m.Kind == KindRepair {
 		return nil
 	}
-	errs := a.post(ctx, []PostableAlert{a.Alert(m, a.now())})
+	errs := a.post(ctx, []PostableAlert{a.Alert(m, a.clock.Now())})
 	if len(errs) < len(a.targets) {
 		return nil
 	}
@@ -174,7 +175,7 @@ func (a *Alertmanager) Refresh(ctx context.Context, open []Message) error {
 	if len(open) == 0 {
 		return nil
 	}
-	now := a.now()
+	now := a.clock.Now()
 	alerts := make([]PostableAlert, 0, len(open))
 	for _, m := range open {
 		m.Kind = KindReminder

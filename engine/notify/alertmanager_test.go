@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine/clock"
 )
 
 // buildAM builds an alertmanager route from options as a contract writes
@@ -25,7 +26,7 @@ func buildAM(t *testing.T, opts map[string]any, now time.Time, getenv func(strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := New(r, Deps{Now: func() time.Time { return now }, PageURL: "http://contractd.example:9464/", Getenv: getenv})
+	n, err := New(r, Deps{Clock: clock.NewFake(now), PageURL: "http://contractd.example:9464/", Getenv: getenv})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine/clock"
 	"github.com/contractd/contractd/engine/notify"
 	"github.com/contractd/contractd/fixtures/agents"
 	"github.com/contractd/contractd/fixtures/wait"
@@ -362,7 +363,7 @@ func TestDocsAlertmanagerBodyIsWhatTheRouteSends(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	n, err := notify.New(r, notify.Deps{PageURL: "http://127.0.0.1:9464", Now: func() time.Time { return at }})
+	n, err := notify.New(r, notify.Deps{PageURL: "http://127.0.0.1:9464", Clock: clock.NewFake(at)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine/clock"
 	"github.com/contractd/contractd/transports"
 )
 
@@ -121,9 +122,10 @@ type Deps struct {
 	// Client sends HTTP requests; nil means a default client. Per-attempt
 	// timeouts come from the notifier's options, not the client.
 	Client *http.Client
-	// Now is the time a message is sent at (an alert's endsAt is reckoned
-	// from it); nil means time.Now.
-	Now func() time.Time
+	// Clock is the time a message is sent at (an alert's endsAt is
+	// reckoned from it); nil means the system clock. The engine gives its
+	// own when this is nil.
+	Clock clock.Clock
 	// PageURL is the base URL of the daemon's status page (its --listen
 	// address), which alerts link to; "" when there is none (a one-shot
 	// run), unless a route names one.

@@ -202,6 +202,9 @@ func New(cfg Config) (*Daemon, error) {
 	if cfg.Clock == nil {
 		cfg.Clock = clock.Real{}
 	}
+	if cfg.NotifyDeps.Clock == nil {
+		cfg.NotifyDeps.Clock = cfg.Clock
+	}
 	if cfg.Log == nil {
 		cfg.Log = slog.Default()
 		if cfg.Logf != nil {
