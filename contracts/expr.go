@@ -3,6 +3,7 @@ package contracts
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -20,15 +21,20 @@ import (
 // implementation in the environment map under the name "restarts".
 type RestartsFunc = func(agent string, window string) int
 
+// stepValueNames are the values every step has, whatever its kind or
+// output (a bash step's http_status is "", a tcp step's stdout too).
+var stepValueNames = []string{"stdout", "stderr", "exit_code", "timed_out", "duration", "unreachable", "http_status", "status_code", "open"}
+
+// Names a health cell and an action condition see besides the step values.
+var sharedNames = []string{"json", "vars", "state", "item", "restarts"}
+
 // Names the engine binds in a health cell's environment, besides the JSON
 // fields of the step's output and earlier steps by id.
-var cellNames = []string{"it", "stdout", "stderr", "exit_code", "timed_out", "duration", "unreachable",
-	"http_status", "status_code", "open", "json", "vars", "state", "item", "restarts"}
+var cellNames = slices.Concat([]string{"it"}, stepValueNames, sharedNames)
 
 // Names an action condition sees besides the stage's merged step fields and
 // every step by id.
-var actionNames = []string{"severity", "stdout", "stderr", "exit_code", "timed_out", "duration", "unreachable",
-	"http_status", "status_code", "open", "json", "vars", "state", "item", "restarts"}
+var actionNames = slices.Concat([]string{"severity"}, stepValueNames, sharedNames)
 
 // Names an escalation row sees.
 var escalationNames = []string{"critical_count", "degraded_count", "unreachable_count", "healthy_count",

@@ -311,9 +311,6 @@ func jsonStep(steps []*Step) *Step {
 	return nil
 }
 
-// stepValueNames are the values every step has, whatever its output.
-var stepValueNames = []string{"stdout", "stderr", "exit_code", "timed_out", "duration", "unreachable", "http_status", "status_code", "open"}
-
 // stepField reports whether name reads as <step id>_<field>.
 func (b *bodyParser) stepField(name string) bool {
 	for i, c := range name {
