@@ -138,3 +138,22 @@ func TestLintStrictPassesWithAReportOnlyAgent(t *testing.T) {
 		}
 	}
 }
+
+// TestStateCommandsTakeTheContractFile: `status`, `history` and `why`
+// given the file `run` was given read that contract's state, by the name
+// in its front matter, as they do given the name.
+func TestStateCommandsTakeTheContractFile(t *testing.T) {
+	dir, state := t.TempDir(), t.TempDir()
+	file := filepath.Join(dir, "disk-check.md")
+	os.WriteFile(file, []byte("---\nname: spool\nruntime_contract: 2\n---\n\n## Execution\n\n### Spool {#spool agent=spool}\n\n"+
+		"```sh {id=n}\necho 3\n```\n\n| Field | Healthy | Degraded |\n|---|---|---|\n| `stdout` | < 5 | >= 5 |\n"), 0o644)
+	if code, out, errs := runMain(t, "contractd", "run", "--state-dir", state, file); code != 0 {
+		t.Fatalf("run: exit %d\n%s%s", code, out, errs)
+	}
+	for _, cmd := range []string{"status", "history", "why"} {
+		code, out, errs := runMain(t, "contractd", cmd, "--state-dir", state, file)
+		if code != 0 || !strings.Contains(out, "spool") || errs != "" {
+			t.Errorf("%s %s: exit %d, stdout %q, stderr %q; want the state of spool", cmd, file, code, out, errs)
+		}
+	}
+}

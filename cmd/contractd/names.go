@@ -17,6 +17,21 @@ func declares(name string) func(*contracts.Contract) bool {
 	return func(c *contracts.Contract) bool { return slices.Contains(c.Commands, name) }
 }
 
+// stateName is the contract a state command (status, history, why,
+// reset, maintenance) was given: a name as it stands, or the path of a
+// contract file (one ending in .md that reads), taken as the name its
+// front matter gives, so `contractd status web.md` shows what `contractd
+// run web.md` recorded.
+func stateName(arg string) string {
+	if !strings.HasSuffix(arg, ".md") {
+		return arg
+	}
+	if c, _ := contracts.LoadFile(arg, contracts.Options{}); c != nil && c.Name != "" {
+		return c.Name
+	}
+	return arg
+}
+
 // contractDirs are the directories searched for contract files by name:
 // dir (--dir or CONTRACTD_DIR) first, then /etc/contractd.
 func contractDirs(dir string) []string {

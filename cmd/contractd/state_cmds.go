@@ -65,7 +65,7 @@ func (m *Main) cmdStatus(ctx context.Context, args []string) int {
 	if len(names) == 0 {
 		return m.statusSummary(ctx, src, *asJSON)
 	}
-	name := names[0]
+	name := stateName(names[0])
 	m.settle(ctx, "status", src, name)
 	// The last run, when it was interrupted, is said beside the snapshot:
 	// the snapshot is then an older run's, or there is none.
@@ -242,6 +242,7 @@ func (m *Main) cmdHistory(ctx context.Context, args []string) int {
 		m.errorf("usage: contractd history %s", commands["history"].args)
 		return exitUsage
 	}
+	names[0] = stateName(names[0])
 	src, err := m.openState(ctx, sf, ef)
 	if err != nil {
 		m.fail("history", err)
@@ -307,7 +308,7 @@ func (m *Main) cmdWhy(ctx context.Context, args []string) int {
 		m.errorf("usage: contractd why %s", commands["why"].args)
 		return exitUsage
 	}
-	name := names[0]
+	name := stateName(names[0])
 	src, err := m.openState(ctx, sf, ef)
 	if err != nil {
 		m.fail("why", err)
@@ -386,7 +387,7 @@ func (m *Main) cmdReset(ctx context.Context, args []string) int {
 		m.errorf("usage: contractd reset %s", commands["reset"].args)
 		return exitUsage
 	}
-	name := names[0]
+	name := stateName(names[0])
 	src, code := m.changeState(ctx, "reset", sf, ef, name, *unit)
 	if code != exitOK {
 		return code
@@ -423,7 +424,7 @@ func (m *Main) cmdMaintenance(ctx context.Context, args []string) int {
 		m.errorf("usage: contractd maintenance %s", commands["maintenance"].args)
 		return exitUsage
 	}
-	name := names[0]
+	name := stateName(names[0])
 	src, code := m.changeState(ctx, "maintenance", sf, ef, name, *agent)
 	if code != exitOK {
 		return code
