@@ -608,10 +608,8 @@ func (h *HA) reconcile(ctx context.Context, s *concurrency.Session) {
 	}
 	var all []standing
 	h.mu.Lock()
-	h.nodes, h.owners = live, leaders
-	for name, o := range leaders {
-		h.seen[name] = o
-	}
+	h.nodes = live
+	h.sawOwnersLocked(leaders)
 	for name, c := range h.claims {
 		all = append(all, standing{name, c, h.preferredLocked(name) == h.cfg.Node, c.owned, c.campaign != nil, c.idle()})
 	}
@@ -630,6 +628,22 @@ func (h *HA) reconcile(ctx context.Context, s *concurrency.Session) {
 			}
 		case !st.mine && !st.owned && !st.going && leaders[st.name] == h.cfg.Node:
 			h.dropOrphan(ctx, s, st.name)
+		}
+	}
+}
+
+// sawOwnersLocked takes the owners read from etcd. seen keeps, for each
+// contract, the last owner seen that is not this node, besides the win
+// the campaign records: a poll can read this node's key leading the
+// election before its campaign has returned the win, and were seen then
+// this node, the win would be told as from itself and not as a takeover
+// from the node that died, which runs the contract at once (it would wait
+// for the contract's interval after the dead owner's last run instead).
+func (h *HA) sawOwnersLocked(leaders map[string]string) {
+	h.owners = leaders
+	for name, o := range leaders {
+		if o != h.cfg.Node {
+			h.seen[name] = o
 		}
 	}
 }
