@@ -287,7 +287,7 @@ func TestScrapeNeverWaitsOnTheStore(t *testing.T) {
 	for i := range 3 {
 		start := time.Now()
 		v, ok := h.metric(`contractd_maintenance{agent="ops",contract="slow"}`)
-		if took := time.Since(start); took > 2*time.Second || !ok || v != 0 {
+		if took := time.Since(start); took > 10*time.Second || !ok || v != 0 { // the store hangs until released: any bound tells an answer from a wait
 			t.Fatalf("scrape %d with the store hanging: %s, maintenance %v (present %v); want at once what it last said, 0", i, took, v, ok)
 		}
 	}

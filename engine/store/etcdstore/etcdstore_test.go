@@ -391,7 +391,9 @@ func TestReaderAnswersWithoutQuorum(t *testing.T) {
 	if _, _, err := s.Unfenced().ReadSnapshot("svc"); !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("a linearizable read without quorum: %v, want ErrUnavailable", err)
 	}
-	if took := time.Since(start); took > 4*time.Second {
+	// Without the store's timeout the read waits for quorum for ever; the
+	// bound is generous for a loaded machine.
+	if took := time.Since(start); took > 15*time.Second {
 		t.Fatalf("the read without quorum took %s, the store's timeout is 2s", took)
 	}
 	data, _, err := s.Reader().ReadSnapshot("svc")
