@@ -292,7 +292,10 @@ func TestBusyboxStepIgnoringTERMIsKilled(t *testing.T) {
 	}
 	for _, tr := range []Transport{open(t, func() *Pool { p, _ := newPool(t, PoolOptions{}); return p }(), &Spec{Kind: "docker", Container: c.Name}), open(t, p, &Spec{Kind: "docker", Container: c.Name})} {
 		rs, err := tr.ExecBatch(testCtx(t), []Command{
-			{Script: "trap '' TERM; while :; do sleep 6005; done", Timeout: time.Second},
+			// Ten seconds: a resident session's shell must start within its
+			// first step's deadline, and a loaded machine takes seconds to
+			// start `docker exec`.
+			{Script: "trap '' TERM; while :; do sleep 6005; done", Timeout: 10 * time.Second},
 			// A minute: the batch's deadline is its steps' timeouts, and a
 			// loaded machine takes seconds to start `docker exec`.
 			{Script: "echo next", Timeout: time.Minute},
