@@ -126,7 +126,7 @@ func TestResidentBatchCasesMatchFreshSessions(t *testing.T) {
 	tr := open(t, p, sshSpec(s))
 	for i := 0; i < 2; i++ {
 		rs, err := tr.ExecBatch(testCtx(t), []Command{
-			{Script: "sleep 30", Timeout: time.Second},
+			{Script: "sleep 30", Timeout: 5 * time.Second}, // the session starts within it: seconds on a loaded machine
 			{Script: "echo after"},
 		})
 		if err != nil || rs[0].ExitCode != 124 || !rs[0].TimedOut || rs[1].Stdout != "after\n" || rs[1].TimedOut {
@@ -199,8 +199,8 @@ func TestResidentSessionRecovers(t *testing.T) {
 			pid := loopPID(t, tr)
 			b.apply(t, p, spec, pid)
 			steps := []Command{
-				{Script: "echo one", Timeout: 3 * time.Second},
-				{Script: "echo two >&2; exit 5", Timeout: 3 * time.Second},
+				{Script: "echo one", Timeout: 10 * time.Second},
+				{Script: "echo two >&2; exit 5", Timeout: 10 * time.Second},
 			}
 			start := time.Now()
 			rs, err := tr.ExecBatch(testCtx(t), steps)
@@ -499,7 +499,7 @@ func TestResidentDockerSessionRecovers(t *testing.T) {
 			loop := strings.TrimSpace(rs[0].Stdout)
 			tc.apply(t, loop)
 			start := time.Now()
-			rs, err = dk.ExecBatch(testCtx(t), []Command{{Script: "echo $PPID", Timeout: 3 * time.Second}, {Script: "echo again", Timeout: 3 * time.Second}})
+			rs, err = dk.ExecBatch(testCtx(t), []Command{{Script: "echo $PPID", Timeout: 10 * time.Second}, {Script: "echo again", Timeout: 10 * time.Second}})
 			took := time.Since(start)
 			if err != nil || rs[1].Stdout != "again\n" {
 				t.Fatalf("after the damage: %+v, %v\n%s", rs, err, book.all())
