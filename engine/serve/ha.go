@@ -458,9 +458,10 @@ func (h *HA) watch(ctx context.Context) {
 		}
 		now := time.Now()
 		h.mu.Lock()
-		q.last = h.lastAnswer // the run's start counts as an answer
-		reached, late := q.answer(h.reached, err, began, now)
-		h.lastAnswer = q.last
+		reached, late := q.answer(h.reached, h.lastAnswer, err, began, now) // the run's start counts as an answer
+		if err == nil {
+			h.lastAnswer = now
+		}
 		changed := reached != h.reached
 		h.reached = reached
 		silent := now.Sub(h.lastAnswer)
@@ -482,27 +483,27 @@ func (h *HA) watch(ctx context.Context) {
 // questions decides from the watch's questions whether etcd is reached.
 type questions struct {
 	probe, tick, downAfter time.Duration
-	failed                 int       // questions in a row, put in time, that had no answer
-	last                   time.Time // the last answer
+	failed                 int // questions in a row, put in time, that had no answer
 }
 
-// answer takes one question's outcome (err; put at began, ended at now)
-// and etcd's state before it (reached), and returns the state after it and
+// answer takes one question's outcome (err; put at began, ended at now),
+// etcd's state before it (reached) and when it last answered (last), and
+// returns the state after it and
 // whether the question was late. A question ends by its deadline (probe);
 // one that ended more than a tick past it was not put in time: this
 // process was not given the CPU (a starved machine), so the silence it
 // found is not proof of etcd's. A late question neither counts toward the
 // failures nor clears them; only an answer clears them.
-func (q *questions) answer(reached bool, err error, began, now time.Time) (after, late bool) {
+func (q *questions) answer(reached bool, last time.Time, err error, began, now time.Time) (after, late bool) {
 	switch {
 	case err == nil:
-		q.failed, q.last = 0, now
+		q.failed = 0
 		return true, false
 	case now.Sub(began) > q.probe+q.tick:
 		return reached, true
 	}
 	q.failed++
-	if reached && q.failed >= downQuestions && now.Sub(q.last) >= q.downAfter {
+	if reached && q.failed >= downQuestions && now.Sub(last) >= q.downAfter {
 		return false, false
 	}
 	return reached, false

@@ -56,12 +56,16 @@ func TestQuorumWatchDiscountsQuestionsThatEndedLate(t *testing.T) {
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			q := questions{probe: probe, tick: tick, downAfter: downAfter, last: t0}
+			q := questions{probe: probe, tick: tick, downAfter: downAfter}
+			last := t0
 			up := true
 			for i, x := range c.questions {
 				began := t0.Add(x.at)
 				var late bool
-				up, late = q.answer(up, x.err, began, began.Add(x.took))
+				up, late = q.answer(up, last, x.err, began, began.Add(x.took))
+				if x.err == nil {
+					last = began.Add(x.took)
+				}
 				if up != x.wantUp || late != x.wantLate {
 					t.Fatalf("question %d (%s): reached %v late %v, want reached %v late %v", i, x.narration, up, late, x.wantUp, x.wantLate)
 				}
