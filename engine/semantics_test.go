@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -85,9 +86,12 @@ Expected: ` + "`up`" + `
 // on=$key in a for_each stage sends every step kind to the item's target.
 func TestForEachOnKeyReachesEachItemsTarget(t *testing.T) {
 	c := parse(t, forEachOnContract)
+	var mu sync.Mutex // the stages of the two items probe side by side
 	seen := map[string]int{}
 	mk := func(name string) *fakeTarget {
 		return &fakeTarget{name: name, exec: func(ctx context.Context, cmd transports.Command) (transports.Result, error) {
+			mu.Lock()
+			defer mu.Unlock()
 			seen[name]++
 			return transports.Result{Stdout: "up\n"}, nil
 		}}
