@@ -496,13 +496,15 @@ func (r *haRig) etcdLeader() int {
 }
 
 // etcdOutages asks every member of a cluster a linearizable question
-// every 50 ms, all at once, and keeps the longest time none answered: the
-// outages any client of the cluster saw, elections included.
+// every 50 ms, all at once, each with the deadline an instance gives its
+// own questions (0.2 × TTL), and keeps the longest time none answered in
+// time: the outages any client of the cluster saw, elections and a
+// cluster too slow to answer within that deadline included.
 type etcdOutages struct {
 	stop func() time.Duration
 }
 
-func watchEtcd(t *testing.T, endpoints string) etcdOutages {
+func watchEtcd(t *testing.T, endpoints string, deadline time.Duration) etcdOutages {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var clients []*clientv3.Client
@@ -521,7 +523,7 @@ func watchEtcd(t *testing.T, endpoints string) etcdOutages {
 		last := time.Now()
 		for ctx.Err() == nil {
 			answered := make(chan struct{}, len(clients))
-			qctx, qcancel := context.WithTimeout(ctx, time.Second)
+			qctx, qcancel := context.WithTimeout(ctx, deadline)
 			for _, cli := range clients {
 				go func() {
 					if _, err := cli.Get(qctx, "contractd-test/outage-probe"); err == nil {
@@ -618,7 +620,7 @@ func TestHAEtcdLeaderKilledTenTimesFencesNoRun(t *testing.T) {
 		}
 		return true
 	})
-	outages := watchEtcd(t, r.etcd.Endpoints())
+	outages := watchEtcd(t, r.etcd.Endpoints(), r.ttl/5)
 	killedAt := time.Now()
 	for k := 0; k < 10; k++ {
 		l := r.etcdLeader()
@@ -633,13 +635,14 @@ func TestHAEtcdLeaderKilledTenTimesFencesNoRun(t *testing.T) {
 	}
 	t.Logf("10 leader kills in %s", time.Since(killedAt).Round(100*time.Millisecond))
 	// An instance calls etcd unreachable after 0.6 × TTL without an answer
-	// to two questions in a row (each 0.2 × TTL, a tenth apart): a cluster
-	// silent for less than 0.3 × TTL cannot be called so truthfully. An
-	// election is about half a second here; one that a loaded machine
-	// stretched past that makes etcd really unreachable for a while, and
-	// the instances must say so, not hide it.
+	// to two questions in a row (each given 0.2 × TTL, a tenth apart): a
+	// cluster that answered within 0.2 × TTL at least every 0.3 × TTL
+	// cannot be called so truthfully. An election is about half a second
+	// here; one that a loaded machine stretched, or answers it slowed
+	// past the instances' deadline, make etcd really unreachable for a
+	// while, and the instances must say so, not hide it.
 	outage := outages.stop()
-	t.Logf("the longest time no etcd member answered a linearizable read, asked from the test every 50 ms: %s", outage.Round(10*time.Millisecond))
+	t.Logf("the longest time no etcd member answered a linearizable read within %s, asked from the test every 50 ms: %s", r.ttl/5, outage.Round(10*time.Millisecond))
 	said := []string{"writes refused", `msg="etcd unreachable`}
 	if outage >= r.ttl*3/10 {
 		t.Logf("etcd did not answer for %s (elections slowed by the machine's load): an instance may say it was unreachable", outage.Round(10*time.Millisecond))

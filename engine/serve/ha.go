@@ -441,8 +441,9 @@ func (h *HA) say(why string) {
 const downQuestions = 2
 
 // watch asks etcd a linearizable question (how many nodes are
-// registered) every tick until ctx ends, and calls it unreachable once
-// none was answered for downAfter: quorum lost is said within one TTL,
+// registered) every tick until ctx ends (while it has no answer, one after
+// another: next), and calls it unreachable once none was answered for
+// downAfter: quorum lost is said within one TTL,
 // long before the session's lease would tell. Each question requires a
 // leader, so a member without one says so at once; it is asked as many
 // times at once as there are endpoints, which the client spreads over the
@@ -476,7 +477,7 @@ func (h *HA) watch(ctx context.Context) {
 			}
 			h.say(why)
 		}
-		sleep(ctx, h.tick)
+		sleep(ctx, q.next(err, late, began, now))
 	}
 }
 
@@ -507,6 +508,20 @@ func (q *questions) answer(reached bool, last time.Time, err error, began, now t
 		return false, false
 	}
 	return reached, false
+}
+
+// next returns how long the watch waits before its next question: a tick
+// after an answer (or a late question); after a question put in time that
+// had none, no wait beyond the rest of its probe window, so that while
+// etcd is silent the questions cover the time back to back. Spaced a tick
+// apart, two questions can both fall into the elections of a cluster
+// whose leader changes every second while it answers in between, and the
+// watch would call such a cluster unreachable.
+func (q *questions) next(err error, late bool, began, now time.Time) time.Duration {
+	if err == nil || late {
+		return q.tick
+	}
+	return max(q.probe-now.Sub(began), 0)
 }
 
 // ask puts the watch's question to etcd, once per endpoint at once, and

@@ -73,3 +73,63 @@ func TestQuorumWatchDiscountsQuestionsThatEndedLate(t *testing.T) {
 		})
 	}
 }
+
+// The watch's questions, simulated against a cluster given by when it
+// answers, with the watch's own decision (answer) and pacing (next): a
+// question put at t is answered at the first moment in [t, t+probe] the
+// cluster answers, else it fails at t+probe.
+func simulateWatch(ttl, length time.Duration, answers func(at time.Duration) bool) (downAt time.Duration, down bool) {
+	probe, tick, downAfter := ttl/5, ttl/10, ttl*6/10
+	q := questions{probe: probe, tick: tick, downAfter: downAfter}
+	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	last, up := t0, true
+	for at := time.Duration(0); at < length; {
+		var err error = context.DeadlineExceeded
+		took := probe
+		for d := time.Duration(0); d <= probe; d += 10 * time.Millisecond {
+			if answers(at + d) {
+				err, took = nil, d
+				break
+			}
+		}
+		began := t0.Add(at)
+		ended := began.Add(took)
+		var late bool
+		up, late = q.answer(up, last, err, began, ended)
+		if err == nil {
+			last = ended
+		}
+		if !up {
+			return at + took, true
+		}
+		at += took + q.next(err, late, began, ended)
+	}
+	return 0, false
+}
+
+// A cluster whose leader is killed over and over (an election of 0.9 s,
+// then 0.3 s of answers, again and again) is reachable: the watch's
+// questions follow one another while it is silent, so two of them cannot
+// both fall into elections while it answers in between (spaced a tick
+// apart, they did, at TTL 4 s: TestHAEtcdLeaderKilledTenTimesFencesNoRun
+// saw an instance call it unreachable while etcd answered others). Quorum
+// lost is still said within 0.9 × TTL.
+func TestQuorumWatchCallsAFlappingClusterReachable(t *testing.T) {
+	const ttl = 4 * time.Second
+	for _, phase := range []time.Duration{0, 100 * time.Millisecond, 250 * time.Millisecond, 400 * time.Millisecond, 700 * time.Millisecond, 1100 * time.Millisecond} {
+		flapping := func(at time.Duration) bool {
+			return (at+phase)%(1200*time.Millisecond) >= 900*time.Millisecond
+		}
+		if at, down := simulateWatch(ttl, time.Minute, flapping); down {
+			t.Errorf("phase %s: called unreachable at %s, though the cluster answers 0.3 s of every 1.2 s", phase, at)
+		}
+	}
+	lost := 10 * time.Second
+	for _, phase := range []time.Duration{0, 150 * time.Millisecond, 333 * time.Millisecond} {
+		quorumLost := func(at time.Duration) bool { return at+phase < lost }
+		at, down := simulateWatch(ttl, time.Minute, quorumLost)
+		if !down || at-(lost-phase) > ttl*9/10 {
+			t.Errorf("phase %s: quorum lost at %s: down %v at %s, want down within %s", phase, lost-phase, down, at, ttl*9/10)
+		}
+	}
+}
