@@ -495,16 +495,13 @@ func (r *haRig) etcdLeader() int {
 	return l
 }
 
-// etcdOutages asks every member of a cluster a linearizable question
+// watchEtcd asks every member of a cluster a linearizable question
 // every 50 ms, all at once, each with the deadline an instance gives its
 // own questions (0.2 × TTL), and keeps the longest time none answered in
 // time: the outages any client of the cluster saw, elections and a
-// cluster too slow to answer within that deadline included.
-type etcdOutages struct {
-	stop func() time.Duration
-}
-
-func watchEtcd(t *testing.T, endpoints string, deadline time.Duration) etcdOutages {
+// cluster too slow to answer within that deadline included. The returned
+// func stops it and returns that time.
+func watchEtcd(t *testing.T, endpoints string, deadline time.Duration) (stop func() time.Duration) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var clients []*clientv3.Client
@@ -545,14 +542,14 @@ func watchEtcd(t *testing.T, endpoints string, deadline time.Duration) etcdOutag
 		}
 		longest = max(longest, time.Since(last))
 	}()
-	return etcdOutages{stop: func() time.Duration {
+	return func() time.Duration {
 		cancel()
 		<-done
 		for _, cli := range clients {
 			cli.Close()
 		}
 		return longest
-	}}
+	}
 }
 
 // tickContract runs every second and appends the time of each probe to
@@ -620,7 +617,7 @@ func TestHAEtcdLeaderKilledTenTimesFencesNoRun(t *testing.T) {
 		}
 		return true
 	})
-	outages := watchEtcd(t, r.etcd.Endpoints(), r.ttl/5)
+	stopWatch := watchEtcd(t, r.etcd.Endpoints(), r.ttl/5)
 	killedAt := time.Now()
 	for k := 0; k < 10; k++ {
 		l := r.etcdLeader()
@@ -641,7 +638,7 @@ func TestHAEtcdLeaderKilledTenTimesFencesNoRun(t *testing.T) {
 	// here; one that a loaded machine stretched, or answers it slowed
 	// past the instances' deadline, make etcd really unreachable for a
 	// while, and the instances must say so, not hide it.
-	outage := outages.stop()
+	outage := stopWatch()
 	t.Logf("the longest time no etcd member answered a linearizable read within %s, asked from the test every 50 ms: %s", r.ttl/5, outage.Round(10*time.Millisecond))
 	said := []string{"writes refused", `msg="etcd unreachable`}
 	if outage >= r.ttl*3/10 {
