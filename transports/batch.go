@@ -117,16 +117,19 @@ else
 	# child too: run the step in its own session, and when signalled pass
 	# TERM to that whole group, then KILL 2 s later to whatever ignored it,
 	# before exiting 124 like coreutils timeout; the group is also killed
-	# once the step has exited.
-	__g='"$@" & __p=$!; trap "kill -TERM $__p 2>/dev/null; sleep 2; kill -KILL $__p 2>/dev/null; exit 124" TERM; wait $__p'
-	if command -v setsid >/dev/null 2>&1; then __g='setsid "$@" & __p=$!; trap "kill -TERM -$__p 2>/dev/null; __i=0; while [ \$__i -lt 20 ] && kill -0 -$__p 2>/dev/null; do if sleep 0.1 2>/dev/null; then __i=\$((__i + 1)); else sleep 1; __i=\$((__i + 10)); fi; done; kill -KILL -$__p 2>/dev/null; exit 124" TERM; wait $__p; __c=$?; if kill -0 -$__p 2>/dev/null; then sleep 0.1 2>/dev/null || sleep 1; kill -KILL -$__p 2>/dev/null; fi; exit $__c'; fi
+	# once the step has exited. The step's new session gets its own mark
+	# (sessionMark, passed as $1), so that a reaper still finds the step
+	# and spares only what the step itself detached.
+	__e='` + sessionMark + `'
+	__g='shift; "$@" & __p=$!; trap "kill -TERM $__p 2>/dev/null; sleep 2; kill -KILL $__p 2>/dev/null; exit 124" TERM; wait $__p'
+	if command -v setsid >/dev/null 2>&1; then __g='__e=$1; shift; setsid sh -c "$__e; exec \"\$@\"" sh "$@" & __p=$!; trap "kill -TERM -$__p 2>/dev/null; __i=0; while [ \$__i -lt 20 ] && kill -0 -$__p 2>/dev/null; do if sleep 0.1 2>/dev/null; then __i=\$((__i + 1)); else sleep 1; __i=\$((__i + 10)); fi; done; kill -KILL -$__p 2>/dev/null; exit 124" TERM; wait $__p; __c=$?; if kill -0 -$__p 2>/dev/null; then sleep 0.1 2>/dev/null || sleep 1; kill -KILL -$__p 2>/dev/null; fi; exit $__c'; fi
 	__run() {
 		if [ "$1" = 0 ]; then printf '\n%s 0 o\n' "$__B"; printf '\n%s 0 e\n' "$__B" >&2; fi
 		__s=sh; if [ "$3" = bash ]; then __s=$__b; fi
 		if [ "$__t" = timeout ] && [ "$2" != 0 ]; then
 			timeout -k 2 "$2" $__s /dev/fd/3 </dev/null
 		elif [ "$__t" = busybox ] && [ "$2" != 0 ]; then
-			timeout "$2" sh -c "$__g" sh $__s /dev/fd/3 </dev/null
+			timeout "$2" sh -c "$__g" sh "$__e" $__s /dev/fd/3 </dev/null
 		else
 			$__s /dev/fd/3 </dev/null
 		fi

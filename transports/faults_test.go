@@ -1,6 +1,7 @@
 package transports
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -351,4 +352,112 @@ func TestResidentLocalChainsAreNotBounded(t *testing.T) {
 	if n := strings.Count(book.all(), "already open on this host"); n != 1 {
 		t.Fatalf("the bound was logged %d times over 3 runs, want once:\n%s", n, book.all())
 	}
+}
+
+// TestReaperSparesWhatARunDetached: a run stopped before it finished (its
+// context cancelled, or its resident loop killed mid-request) is reaped by
+// its run token, plain `&` children included (one that ignores TERM goes
+// with the reaper's KILL), but a service it had
+// already started in a session of its own (`setsid`, the documented way to
+// leave something running) carries the same token and lives on. On busybox
+// the framing itself runs a timed step in a new session: the step is still
+// reaped.
+func TestReaperSparesWhatARunDetached(t *testing.T) {
+	t.Parallel()
+	slow(t)
+	s := startSSHD(t, sshd.Options{})
+	fresh, _ := newPool(t, PoolOptions{})
+	resident, book := residentPool(t, ResidentOptions{HealthEvery: time.Hour})
+	c := busyboxContainer(t)
+	cases := []struct {
+		name  string
+		tr    Transport
+		batch bool
+		ps    func() string
+		// stop breaks the run: cancel its context, or kill its loop.
+		stop func(cancel func(), loop int)
+	}{
+		{"ssh", open(t, fresh, sshSpec(s)), false, func() string { return psArgs(t, s) }, nil},
+		{"ssh batch", open(t, fresh, sshSpec(s)), true, func() string { return psArgs(t, s) }, nil},
+		{"local", open(t, fresh, &Spec{Kind: "local"}), false, func() string { return hostPS(t) }, nil},
+		{"busybox docker batch", open(t, fresh, &Spec{Kind: "docker", Container: c.Name}), true, func() string { return hostPS(t) }, nil},
+		{"resident ssh, loop killed", open(t, resident, sshSpec(s)), false, func() string { return psArgs(t, s) },
+			func(_ func(), loop int) { syscall.Kill(loop, syscall.SIGKILL) }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			plain, svc := uniqueSleep(), uniqueSleep()
+			t.Cleanup(func() { exec.Command("pkill", "-f", svc).Run() })
+			// A resident session's unfinished command runs again in a fresh
+			// session: that second run finds the mark and ends. The run's
+			// output goes elsewhere, as a repair's service's does, so that
+			// nothing holds the session open once its loop is killed.
+			once := "/tmp/" + strings.ReplaceAll(plain, " ", "-")
+			t.Cleanup(func() { os.Remove(once) })
+			script := "[ -e " + once + " ] && exit 0; : > " + once + "; exec >/dev/null 2>&1; setsid sh -c 'exec " + svc + "' </dev/null & (trap '' TERM; " + plain + ") & wait"
+			loop := 0
+			if tc.stop != nil {
+				loop = loopPID(t, tc.tr)
+			}
+			ctx, cancel := context.WithCancel(testCtx(t))
+			defer cancel()
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				if tc.batch {
+					// A deadline, so that busybox runs the step under its
+					// own-session wrapper.
+					tc.tr.ExecBatch(ctx, []Command{{Script: "echo a"}, {Script: script, Timeout: 10 * time.Minute}})
+				} else {
+					tc.tr.Exec(ctx, Command{Script: script, Timeout: 10 * time.Minute})
+				}
+			}()
+			wait.Until(t, "the run and the service it detaches start", func() (bool, string) {
+				ps := tc.ps()
+				return strings.Contains(ps, plain) && strings.Contains(ps, svc), ps
+			})
+			tok := runTokenOf(plain)
+			if tc.stop != nil {
+				tc.stop(cancel, loop)
+			} else {
+				cancel()
+			}
+			<-done
+			wait.Until(t, "the run's own processes are reaped", func() (bool, string) {
+				ps := tc.ps()
+				return !strings.Contains(ps, plain), ps
+			})
+			// The reaper ends with a KILL pass a second after its TERM pass;
+			// when it runs in a session of its own, its command line names
+			// the token.
+			if tok != "" {
+				wait.Until(t, "the reaper ends", func() (bool, string) {
+					ps := tc.ps()
+					return !strings.Contains(ps, tok), ps
+				})
+			}
+			if ps := tc.ps(); !strings.Contains(ps, svc) {
+				t.Fatalf("the service the run detached (%s) was reaped with it:\n%s\n%s", svc, ps, book.all())
+			}
+		})
+	}
+}
+
+// runTokenOf returns the run token in the environment of the process on
+// this host whose command line contains args, or "".
+func runTokenOf(args string) string {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		cmdline, err := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if err != nil || !strings.Contains(strings.ReplaceAll(string(cmdline), "\x00", " "), args) {
+			continue
+		}
+		env, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
+		for _, kv := range strings.Split(string(env), "\x00") {
+			if v, ok := strings.CutPrefix(kv, "CONTRACTD_RUN="); ok {
+				return v
+			}
+		}
+	}
+	return ""
 }

@@ -142,7 +142,8 @@ const detachGrace = 100 * time.Millisecond
 
 // reapLocal kills every process on this host whose environment carries the
 // run token (TERM, then KILL after a second), containers' processes
-// included when we may read their /proc entries.
+// included when we may read their /proc entries, except those that left
+// the session the run was marked with (see reaper).
 func reapLocal(tok string) {
 	want := []byte("\x00CONTRACTD_RUN=" + tok + "\x00")
 	find := func() []int {
@@ -154,7 +155,7 @@ func reapLocal(tok string) {
 				continue
 			}
 			env, err := os.ReadFile(filepath.Join("/proc", e.Name(), "environ"))
-			if err == nil && bytes.Contains(append([]byte{0}, env...), want) {
+			if err == nil && bytes.Contains(append([]byte{0}, env...), want) && !leftItsSession(pid, env) {
 				pids = append(pids, pid)
 			}
 		}
@@ -171,6 +172,33 @@ func reapLocal(tok string) {
 	for _, p := range find() {
 		syscall.Kill(p, syscall.SIGKILL)
 	}
+}
+
+// leftItsSession reports whether the process pid, whose environment is env,
+// is in a session other than the one its run was marked with (sessionMark):
+// something it or an ancestor started with `setsid` to outlive the run.
+// Without a mark or a readable session it has not.
+func leftItsSession(pid int, env []byte) bool {
+	var mark string
+	for _, kv := range bytes.Split(env, []byte{0}) {
+		if v, ok := bytes.CutPrefix(kv, []byte("CONTRACTD_SID=")); ok {
+			mark = string(v)
+		}
+	}
+	if mark == "" {
+		return false
+	}
+	status, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return false
+	}
+	for line := range bytes.Lines(status) {
+		if v, ok := bytes.CutPrefix(line, []byte("NSsid:")); ok {
+			f := bytes.Fields(v)
+			return len(f) > 0 && string(f[len(f)-1]) != mark
+		}
+	}
+	return false
 }
 
 // exitStatus turns Wait's outcome into a shell-style exit code: 128+N for a

@@ -218,18 +218,30 @@ const groupKill = `trap "trap : TERM; kill -TERM 0; i=0; while [ \$i -lt 20 ] &&
 // script cannot outlive its deadline even where our signal cannot reach it
 // (sshd ignores signal requests on root logins).
 // It exports the run token so that every process of the run carries it in
-// its environment, where a reaper can find them (see SSH.reap).
+// its environment, where a reaper can find them (see SSH.reap), and the
+// session it runs in (sessionMark), so that the reaper can tell what left
+// that session on purpose (`setsid`) and spare it.
 // A batch (shell name "batch") is sourced whole from stdin by bash: with
 // -s bash reads a script from a pipe one byte per read(2), to leave the
 // rest to the commands, and a batch's steps never read stdin.
 // Arguments: $1 seconds (0 = none), $2 shell name, $3 run token.
-const launcher = `t=$1 s=$2; CONTRACTD_RUN=$3; export CONTRACTD_RUN; ` +
+const launcher = `t=$1 s=$2; CONTRACTD_RUN=$3; export CONTRACTD_RUN; ` + sessionMark + `; ` +
 	`if [ "$s" != sh ] && command -v bash >/dev/null 2>&1; then ` +
 	`if [ "$s" = batch ]; then set -- bash --norc -c '. /dev/stdin'; else set -- bash --norc -s; fi; else set -- sh -s; fi; ` +
 	`if [ "$t" != 0 ] && command -v timeout >/dev/null 2>&1; then ` +
 	`if [ -L /bin/timeout ] || [ -L /usr/bin/timeout ]; then exec timeout -k 2 "$t" sh -c '` + groupKill + `' sh "$@"; fi; ` +
 	`exec timeout -k 2 "$t" "$@"; fi; ` +
 	`exec "$@"`
+
+// sessionMark exports CONTRACTD_SID, the id of the session the shell runs
+// in as its own pid namespace numbers it (field 6 of /proc/$$/stat; the
+// shell's name, field 2, holds no space). Every process the run starts
+// inherits it. One that has since left that session (`setsid`: a service
+// a repair started) carries a mark that is not its session's, and the
+// reaper spares it; the run's own processes, plain `&` children included,
+// still carry their session's and are reaped. Without /proc nothing is
+// exported and the reaper kills by the token alone.
+const sessionMark = `unset CONTRACTD_SID; read -r __x __x __x __x __x CONTRACTD_SID __x </proc/$$/stat 2>/dev/null && export CONTRACTD_SID`
 
 // shellArgv is the fixed argv that reads a script from stdin: no script
 // text, only the launcher, a number, a shell name and the run token, which

@@ -169,9 +169,19 @@ const reapAfter = 500 * time.Millisecond
 // reaper kills, on the target, every process whose environment carries the
 // run token (TERM, then KILL a second later): the shell, the script's
 // children, and processes inside pct and docker containers on that host,
-// which the host's /proc shows too. One grep over /proc, kills are builtins.
+// which the host's /proc shows too. It spares a process that left the
+// session its run was marked with (sessionMark): the last NSsid field of
+// /proc/PID/status is its session in its own pid namespace, the numbering
+// the mark was taken in. One grep over /proc finds the run; kills are
+// builtins.
 const reaper = `tok=$1
-reap() { grep -lzx "CONTRACTD_RUN=$tok" /proc/[0-9]*/environ 2>/dev/null | while IFS= read -r f; do p=${f#/proc/}; kill "-$1" "${p%/environ}" 2>/dev/null; done; }
+reap() { grep -lzx "CONTRACTD_RUN=$tok" /proc/[0-9]*/environ 2>/dev/null | while IFS= read -r f; do
+	d=${f%/environ}
+	m=$(grep -zx 'CONTRACTD_SID=[0-9]*' "$f" 2>/dev/null | tr -d '\000'); m=${m#CONTRACTD_SID=}
+	s=$(sed -n 's/^NSsid:.*[^0-9]\([0-9][0-9]*\)$/\1/p' "$d/status" 2>/dev/null)
+	if [ -n "$m" ] && [ -n "$s" ] && [ "$m" != "$s" ]; then continue; fi
+	kill "-$1" "${d#/proc/}" 2>/dev/null
+done; }
 reap TERM; sleep 1; reap KILL
 `
 
