@@ -122,10 +122,20 @@ func TestKillNineNeverRepairsTwiceNorLosesTheIncident(t *testing.T) {
 		up := strings.TrimSpace(readFile(t, filepath.Join(work, "state"))) == "up"
 		paged := countLines(t, filepath.Join(work, "pages.txt"), "[open]") > 0
 		if !up && !paged {
-			t.Errorf("kill %d at %s: the service is still down and no page went out: the incident was lost\n%s", i, at, out)
+			st, _ := os.Stat(filepath.Join(work, "state"))
+			t.Errorf("kill %d at %s: the service is still down and no page went out: the incident was lost (%d repairs started; state file %s)\n%s", i, at, repairs, describeFile(st), out)
 		}
 	}
 	t.Logf("%d kills; iterations by repairs started: %v", kills, repairsSeen)
+}
+
+// describeFile says whether a file exists, its size and when it was last
+// written.
+func describeFile(fi os.FileInfo) string {
+	if fi == nil {
+		return "absent"
+	}
+	return fmt.Sprintf("%d bytes, written %s", fi.Size(), fi.ModTime().Format("15:04:05.000"))
 }
 
 func readFile(t *testing.T, path string) string {
