@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -412,9 +413,11 @@ func TestReaperSparesWhatARunDetached(t *testing.T) {
 					tc.tr.Exec(ctx, Command{Script: script, Timeout: 10 * time.Minute})
 				}
 			}()
+			// The service has left the session once it runs as itself:
+			// before, `setsid` and `sh -c` carry its name too.
 			wait.Until(t, "the run and the service it detaches start", func() (bool, string) {
 				ps := tc.ps()
-				return strings.Contains(ps, plain) && strings.Contains(ps, svc), ps
+				return strings.Contains(ps, plain) && slices.Contains(strings.Split(ps, "\n"), svc), ps
 			})
 			tok := runTokenOf(plain)
 			if tc.stop != nil {

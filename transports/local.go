@@ -89,7 +89,9 @@ func (l *Local) run(ctx context.Context, argv []string, stdin io.Reader, stdout,
 	go func() { waitc <- c.Wait() }()
 	// drain kills what is left in the group and waits for the output the
 	// group wrote; a descendant that left the group and kept our pipes
-	// gets killAfter, then the pipes are closed under it.
+	// gets killAfter, then the pipes are closed under it. Output already
+	// written is never cut off: while no other process holds the pipes,
+	// their end is in them and the copies are only slow (a loaded machine).
 	drain := func() {
 		if syscall.Kill(-pgid, 0) == nil {
 			// A child that is detaching (setsid -f forks, then leaves
@@ -99,12 +101,18 @@ func (l *Local) run(ctx context.Context, argv []string, stdin io.Reader, stdout,
 		}
 		done := make(chan struct{})
 		go func() { copies.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(killAfter):
-			outR.Close()
-			errR.Close()
-			<-done
+		for wait := killAfter; ; wait = killAfter {
+			select {
+			case <-done:
+			case <-time.After(wait):
+				if !pipesHeld(outR, errR) {
+					continue
+				}
+				outR.Close()
+				errR.Close()
+				<-done
+			}
+			break
 		}
 		outR.Close()
 		errR.Close()
@@ -135,6 +143,43 @@ func (l *Local) run(ctx context.Context, argv []string, stdin io.Reader, stdout,
 }
 
 func (l *Local) reap(_ context.Context, tok string) { reapLocal(tok) }
+
+// pipesHeld reports whether a process other than this one has one of the
+// pipes open: a descendant that left the group with our stdout or stderr.
+// Only then can a copy wait forever; it reports true when /proc cannot
+// tell.
+func pipesHeld(pipes ...*os.File) bool {
+	want := map[string]bool{}
+	for _, f := range pipes {
+		fi, err := f.Stat()
+		if err != nil {
+			return true
+		}
+		st, ok := fi.Sys().(*syscall.Stat_t)
+		if !ok {
+			return true
+		}
+		want[fmt.Sprintf("pipe:[%d]", st.Ino)] = true
+	}
+	self := strconv.Itoa(os.Getpid())
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return true
+	}
+	for _, p := range procs {
+		if _, err := strconv.Atoi(p.Name()); err != nil || p.Name() == self {
+			continue
+		}
+		dir := filepath.Join("/proc", p.Name(), "fd")
+		fds, _ := os.ReadDir(dir)
+		for _, fd := range fds {
+			if link, _ := os.Readlink(filepath.Join(dir, fd.Name())); want[link] {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // detachGrace is how long what a finished command left in its process
 // group has to leave it (setsid) before the group is killed.

@@ -2,7 +2,10 @@ package transports
 
 import (
 	"errors"
+	"io"
+	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -176,4 +179,47 @@ func TestRegistryRejectsDuplicates(t *testing.T) {
 		}
 	}()
 	registry(kind{"local", openLocal}, kind{"local", openLocal})
+}
+
+// slowFirstWrite is a reader of a command's output that is not scheduled
+// for a while (a loaded machine): its first Write returns after delay.
+type slowFirstWrite struct {
+	delay time.Duration
+	once  sync.Once
+	mu    sync.Mutex
+	b     strings.Builder
+}
+
+func (w *slowFirstWrite) Write(p []byte) (int, error) {
+	w.once.Do(func() { time.Sleep(w.delay) })
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.Write(p)
+}
+
+func (w *slowFirstWrite) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.b.String()
+}
+
+// TestLocalKeepsOutputItHasNotReadYet: a command that has exited keeps
+// all it wrote, however long the copy of its output takes (a probe's
+// "down" lost this way made a run unknown and lost an incident); only a
+// descendant that keeps the pipe open is cut off, after the kill grace.
+func TestLocalKeepsOutputItHasNotReadYet(t *testing.T) {
+	t.Parallel()
+	out := &slowFirstWrite{delay: killAfter + time.Second}
+	code, err := (&Local{}).run(testCtx(t), []string{"sh", "-c", "echo first; sleep 0.2; echo second"}, strings.NewReader(""), out, io.Discard)
+	if err != nil || code != 0 || out.String() != "first\nsecond\n" {
+		t.Fatalf("exit %d, %v, output %q; want all of it", code, err, out.String())
+	}
+	// A detached child holding stdout does not keep run waiting for ever.
+	sleep := uniqueSleep()
+	t.Cleanup(func() { exec.Command("pkill", "-f", sleep).Run() })
+	var held strings.Builder
+	code, err = (&Local{}).run(testCtx(t), []string{"sh", "-c", "setsid " + sleep + " & echo started"}, strings.NewReader(""), &held, io.Discard)
+	if err != nil || code != 0 || held.String() != "started\n" {
+		t.Fatalf("with a detached child holding stdout: exit %d, %v, output %q", code, err, held.String())
+	}
 }
