@@ -333,6 +333,13 @@ func (r *alerting) repairText(u *unit) string {
 	for _, j := range u.repairs {
 		var text string
 		switch {
+		// A repair that failed (cut off, or an error exit) may still have
+		// done its work: the verification after grace says how the unit
+		// is, and the message leads with that.
+		case j.report.Status == ActionFailed && j.report.Verify == guard.Remediated && u.final == contracts.SeverityHealthy:
+			text = fmt.Sprintf("%s is healthy after %s, though its repair failed: %s → `%s`: %s", u.name(), j.grace, j.seen, j.command, j.report.Reason)
+		case j.report.Status == ActionFailed && (j.report.Verify == guard.Remediated || j.report.Verify == guard.Undecided):
+			text = fmt.Sprintf("repair of %s failed: %s → `%s`: %s; after %s the condition is gone all the same (now %s)", u.name(), j.seen, j.command, j.report.Reason, j.grace, u.final)
 		case j.report.Status == ActionFailed:
 			text = fmt.Sprintf("repair of %s failed: %s → `%s`: %s", u.name(), j.seen, j.command, j.report.Reason)
 		case j.report.Verify == guard.Remediated && u.final == contracts.SeverityHealthy:

@@ -65,6 +65,57 @@ targets:
 	}
 }
 
+// TestRepairThatFailedButHealedLeadsWithTheUnit: a repair whose command
+// failed (an error exit, or cut off with its target lost) may still have
+// done its work; when the verification finds the unit healthy, the message
+// says so first and keeps why the command failed, instead of reading as a
+// failed repair on a message labelled healthy.
+func TestRepairThatFailedButHealedLeadsWithTheUnit(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	src := "---\n" + `kind: responsibility
+name: msg
+runtime_contract: 2
+guards: {grace: 0s}
+targets:
+  box: {local: true}
+` + "---\n" + `
+# Msg
+
+## Execution
+
+### Svc {#svc agent=svc on=box}
+
+` + "```sh {id=st}\ncat " + state + "\n```" + `
+
+| Field | Healthy | Critical |
+|-------|---------|----------|
+| ` + "`stdout`" + ` | ` + "`running`" + ` | ` + "`stopped`" + ` |
+
+| Condition | Action |
+|-----------|--------|
+| ` + "`st.stdout == \"stopped\"`" + ` | ` + "`cat " + filepath.Join(dir, "next") + " > " + state + "; echo already bound >&2; exit 3`" + ` |
+`
+	c := parse(t, src)
+	pool := localPool(t, transports.PoolOptions{})
+	for _, tc := range []struct{ next, want, not string }{
+		{"running", "svc is healthy after 0s, though its repair failed: ", "did not help"},
+		{"stopped", "repair of svc failed: ", "is healthy"},
+	} {
+		os.WriteFile(state, []byte("stopped\n"), 0o644)
+		os.WriteFile(filepath.Join(dir, "next"), []byte(tc.next+"\n"), 0o644)
+		rep := runOnPool(t, pool, c, Options{})
+		var texts []string
+		for _, a := range rep.Alerts {
+			texts = append(texts, a.Text)
+		}
+		all := strings.Join(texts, "\n")
+		if !strings.Contains(all, tc.want) || strings.Contains(all, tc.not) || !strings.Contains(all, "exit code 3: already bound") {
+			t.Errorf("repair exiting 3 and leaving %q: messages %q; want %q (with the exit code) and not %q", tc.next, all, tc.want, tc.not)
+		}
+	}
+}
+
 // TestSnapshotFieldReportedNullIsNull: a field the probe now reports as
 // null is null in the snapshot; only a field the run could not see keeps
 // its last value.
