@@ -43,8 +43,11 @@ const notRun = "[contractd: not run: the batch ended before this step finished]"
 
 const batchPrologue = `__p= __w=
 __stop() {
-	if [ -n "$__p" ]; then kill -KILL -- "-$__p" 2>/dev/null; fi
-	if [ -n "$__w" ]; then kill -KILL -- "-$__w" 2>/dev/null; fi
+	# Each is waited for once killed: one left unreaped would pass to the
+	# target's init, and in a container whose PID 1 does not reap it
+	# stays a zombie for good.
+	if [ -n "$__p" ]; then kill -KILL -- "-$__p" 2>/dev/null; wait "$__p" 2>/dev/null; __p=; fi
+	if [ -n "$__w" ]; then kill -KILL -- "-$__w" 2>/dev/null; wait "$__w" 2>/dev/null; __w=; fi
 }
 trap '__stop' EXIT
 trap '__stop; exit 129' HUP; trap '__stop; exit 130' INT; trap '__stop; exit 141' PIPE; trap '__stop; exit 143' TERM
@@ -113,23 +116,26 @@ else
 	__t=; if command -v timeout >/dev/null 2>&1; then __t=timeout; fi
 	if [ -L /bin/timeout ] || [ -L /usr/bin/timeout ]; then __t=busybox; fi
 	__b=sh; if command -v bash >/dev/null 2>&1; then __b="bash --norc"; fi
-	# busybox timeout signals only its child, and its -k KILL only that
-	# child too: run the step in its own session, and when signalled pass
-	# TERM to that whole group, then KILL 2 s later to whatever ignored it,
-	# before exiting 124 like coreutils timeout; the group is also killed
-	# once the step has exited. The step's new session gets its own mark
-	# (sessionMark, passed as $1), so that a reaper still finds the step
-	# and spares only what the step itself detached.
+	# busybox timeout signals only its child, its -k KILL only that child
+	# too, and it leaves its watcher to the container's init (a zombie
+	# where PID 1 does not reap): a timed step instead runs in a wrapper
+	# with its own timer (shellTimer, $2 seconds), in its own session; when
+	# the timer fires the wrapper passes TERM to the step's whole group,
+	# then KILL 2 s later to whatever ignored it, and exits 124 like
+	# coreutils timeout; the group is also killed once the step has exited,
+	# and the timer is stopped and reaped. The step's new session gets its
+	# own mark (sessionMark, passed as $1), so that a reaper still finds the
+	# step and spares only what the step itself detached.
 	__e='` + sessionMark + `'
-	__g='shift; "$@" & __p=$!; trap "kill -TERM $__p 2>/dev/null; sleep 2; kill -KILL $__p 2>/dev/null; exit 124" TERM; wait $__p'
-	if command -v setsid >/dev/null 2>&1; then __g='__e=$1; shift; setsid sh -c "$__e; exec \"\$@\"" sh "$@" & __p=$!; trap "kill -TERM -$__p 2>/dev/null; __i=0; while [ \$__i -lt 20 ] && kill -0 -$__p 2>/dev/null; do if sleep 0.1 2>/dev/null; then __i=\$((__i + 1)); else sleep 1; __i=\$((__i + 10)); fi; done; kill -KILL -$__p 2>/dev/null; exit 124" TERM; wait $__p; __c=$?; if kill -0 -$__p 2>/dev/null; then sleep 0.1 2>/dev/null || sleep 1; kill -KILL -$__p 2>/dev/null; fi; exit $__c'; fi
+	__g='__d=$2; shift 2; ` + shellTimer + `; "$@" & __p=$!; trap "kill -TERM $__p 2>/dev/null; sleep 2; kill -KILL $__p 2>/dev/null; wait $__p; kill $__w 2>/dev/null; wait $__w; exit 124" TERM; wait $__p; __c=$?; kill $__w 2>/dev/null; wait $__w; exit $__c'
+	if command -v setsid >/dev/null 2>&1; then __g='__e=$1 __d=$2; shift 2; ` + shellTimer + `; setsid sh -c "$__e; exec \"\$@\"" sh "$@" & __p=$!; trap "kill -TERM -$__p 2>/dev/null; __i=0; while [ \$__i -lt 20 ] && kill -0 -$__p 2>/dev/null; do if sleep 0.1 2>/dev/null; then __i=\$((__i + 1)); else sleep 1; __i=\$((__i + 10)); fi; done; kill -KILL -$__p 2>/dev/null; wait $__p; kill $__w 2>/dev/null; wait $__w; exit 124" TERM; wait $__p; __c=$?; kill $__w 2>/dev/null; wait $__w; if kill -0 -$__p 2>/dev/null; then sleep 0.1 2>/dev/null || sleep 1; kill -KILL -$__p 2>/dev/null; fi; exit $__c'; fi
 	__run() {
 		if [ "$1" = 0 ]; then printf '\n%s 0 o\n' "$__B"; printf '\n%s 0 e\n' "$__B" >&2; fi
 		__s=sh; if [ "$3" = bash ]; then __s=$__b; fi
 		if [ "$__t" = timeout ] && [ "$2" != 0 ]; then
 			timeout -k 2 "$2" $__s /dev/fd/3 </dev/null
 		elif [ "$__t" = busybox ] && [ "$2" != 0 ]; then
-			timeout "$2" sh -c "$__g" sh "$__e" $__s /dev/fd/3 </dev/null
+			sh -c "$__g" sh "$__e" "$2" $__s /dev/fd/3 </dev/null
 		else
 			$__s /dev/fd/3 </dev/null
 		fi

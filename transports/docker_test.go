@@ -19,26 +19,7 @@ import (
 // busyboxContainer starts a FROM-scratch busybox container, or skips.
 func busyboxContainer(t *testing.T) *dockerimg.Container {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	need.Docker(t)
-	need.Busybox(t)
-	img, err := dockerimg.Build(ctx, dockerimg.Spec{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := img.Remove(context.Background()); err != nil {
-			t.Error(err)
-		}
-	})
-	name := fmt.Sprintf("contractd-transports-%s", strings.TrimPrefix(token(), "contractd")[:12])
-	c, err := dockerimg.Run(ctx, img.Tag, name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { c.Remove(context.Background()) })
-	return c
+	return containerWith(t, nil)
 }
 
 // hostPS lists command lines of every process on the host, containers' included.
@@ -168,4 +149,167 @@ func TestDockerContainer(t *testing.T) {
 	if strings.Contains(book.all(), "hunter2-xyz") {
 		t.Fatal("secret in the log")
 	}
+}
+
+// containerProcs lists the processes in container c as "pid state ppid
+// comm", from the container's own /proc (zombies included, which `docker
+// top` leaves out), without the lister itself.
+func containerProcs(t *testing.T, c *dockerimg.Container) []string {
+	t.Helper()
+	out, err := exec.Command("docker", "exec", c.Name, "sh", "-c", `echo $$; for f in /proc/[0-9]*/stat; do read -r l <"$f" && echo "$l"; done 2>/dev/null`).Output()
+	if err != nil {
+		t.Fatalf("listing the processes in %s: %v", c.Name, err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	self := lines[0]
+	var procs []string
+	for _, l := range lines[1:] {
+		// pid (comm) state ppid …: comm holds no space in this image.
+		f := strings.Fields(l)
+		if len(f) < 4 || f[0] == self || f[3] == self {
+			continue
+		}
+		procs = append(procs, strings.Join(f[:4], " "))
+	}
+	return procs
+}
+
+// bashFiles are the files that make the host's bash run in a FROM-scratch
+// image: the binary and the libraries ldd names, at their host paths.
+func bashFiles(t *testing.T) map[string]string {
+	t.Helper()
+	bash, err := exec.LookPath("bash")
+	if err != nil {
+		t.Fatalf("no bash on the host: %v", err)
+	}
+	out, err := exec.Command("ldd", bash).Output()
+	if err != nil {
+		t.Fatalf("ldd %s: %v", bash, err)
+	}
+	files := map[string]string{"/bin/bash": bash}
+	for _, l := range strings.Split(string(out), "\n") {
+		for _, f := range strings.Fields(l) {
+			if strings.HasPrefix(f, "/") {
+				files[f] = f
+			}
+		}
+	}
+	return files
+}
+
+// TestDockerLeavesNothingInTheContainer: a container whose PID 1 does not
+// reap (an application, here `sleep`) inherits every process a probe
+// leaves behind, and keeps each as a zombie for good: one per timed step
+// would fill a container's pid limit and stop the service the contract
+// watches. On a busybox image and on one with bash, timed commands, timed
+// batch steps and a resident session's requests leave nothing: once each
+// is answered, PID 1 (and the resident loop, while it is open) is all the
+// container runs.
+func TestDockerLeavesNothingInTheContainer(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		files func(*testing.T) map[string]string
+		shell string
+	}{
+		{"busybox", func(*testing.T) map[string]string { return nil }, "sh"},
+		{"bash", bashFiles, "bash"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := containerWith(t, tc.files(t))
+			leavesNothing(t, c, tc.shell)
+		})
+	}
+}
+
+// containerWith starts a FROM-scratch busybox container holding files too
+// (image path → host file), whose PID 1 is `sleep`, or skips.
+func containerWith(t *testing.T, files map[string]string) *dockerimg.Container {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	need.Docker(t)
+	need.Busybox(t)
+	img, err := dockerimg.Build(ctx, dockerimg.Spec{Files: files})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := img.Remove(context.Background()); err != nil {
+			t.Error(err)
+		}
+	})
+	c, err := dockerimg.Run(ctx, img.Tag, fmt.Sprintf("contractd-transports-%s", strings.TrimPrefix(token(), "contractd")[:12]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Remove(context.Background()) })
+	return c
+}
+
+func leavesNothing(t *testing.T, c *dockerimg.Container, shell string) {
+	ctx := testCtx(t)
+	only := func(t *testing.T, what string, keep func(p string) bool) {
+		t.Helper()
+		wait.Until(t, what+" left nothing in the container (PID 1 never reaps)", func() (bool, string) {
+			ps := containerProcs(t, c)
+			var extra []string
+			for _, p := range ps {
+				if !strings.HasPrefix(p, "1 ") && !keep(p) {
+					extra = append(extra, p)
+				}
+			}
+			return len(extra) == 0, fmt.Sprintf("left behind: %q (all: %q)", extra, ps)
+		})
+	}
+	none := func(string) bool { return false }
+	steps := []Command{
+		{Script: "echo one", Shell: shell, Timeout: 30 * time.Second},
+		{Script: "echo two; exit 3", Shell: shell, Timeout: 30 * time.Second},
+	}
+
+	p, _ := newPool(t, PoolOptions{})
+	tr := open(t, p, &Spec{Kind: "docker", Container: c.Name})
+	for i := 0; i < 3; i++ {
+		res, err := tr.Exec(ctx, Command{Script: "echo timed", Shell: shell, Timeout: 30 * time.Second})
+		if err != nil || res.Stdout != "timed\n" {
+			t.Fatalf("exec: %+v, %v", res, err)
+		}
+	}
+	only(t, "three timed commands", none)
+	for i := 0; i < 2; i++ {
+		rs, err := tr.ExecBatch(ctx, steps)
+		if err != nil || len(rs) != 2 || rs[0].Stdout != "one\n" || rs[1].ExitCode != 3 {
+			t.Fatalf("batch: %+v, %v", rs, err)
+		}
+	}
+	only(t, "two batches of timed steps", none)
+
+	rp, _ := residentPool(t, ResidentOptions{})
+	rtr := open(t, rp, &Spec{Kind: "docker", Container: c.Name})
+	var loop string
+	for i := 0; i < 3; i++ {
+		rs, err := rtr.ExecBatch(ctx, steps)
+		if err != nil || len(rs) != 2 || rs[0].Stdout != "one\n" || rs[1].ExitCode != 3 {
+			t.Fatalf("resident request: %+v, %v", rs, err)
+		}
+		if loop == "" {
+			for _, p := range containerProcs(t, c) {
+				if f := strings.Fields(p); f[0] != "1" && f[3] == "0" {
+					loop = f[0] // the loop is the exec's root: its parent is outside the container
+				}
+			}
+		}
+	}
+	if loop == "" {
+		t.Fatalf("no resident loop in the container: %q", containerProcs(t, c))
+	}
+	// The loop's own watchdog (bash) is its child and lives with it.
+	only(t, "three resident requests", func(p string) bool {
+		f := strings.Fields(p)
+		return f[0] == loop || f[3] == loop
+	})
+	rp.Close()
+	only(t, "the resident session, closed,", none)
 }

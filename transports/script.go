@@ -202,14 +202,28 @@ func remoteSeconds(deadline time.Time, ok bool, now time.Time) int {
 	return max(s, 1)
 }
 
-// groupKill is the program a busybox-style `timeout` (a symlink, which
-// signals only the process it started) runs: it starts the shell with our
-// stdin and, when signalled, passes the signal to its whole process group,
-// so that children of the script die too. coreutils timeout already
-// signals its group and needs no help.
-// A step that ignores TERM gets KILL 2 s later: the wrapper sends it
-// itself, since busybox's -k would only KILL the wrapper.
-const groupKill = `trap "trap : TERM; kill -TERM 0; i=0; while [ \$i -lt 20 ] && kill -0 \$! 2>/dev/null; do if sleep 0.1 2>/dev/null; then i=\$((i + 1)); else sleep 1; i=\$((i + 10)); fi; done; kill -KILL 0" TERM; exec 3<&0; "$@" <&3 3<&- & wait $!`
+// shellTimer starts, in a POSIX sh program, the timer that stands in for
+// busybox's `timeout` on busybox targets: a subshell that sends TERM to the
+// program's shell ($$) once $__d seconds have passed, and whose pid is in
+// __w. The program kills it when its command is done (the subshell then
+// kills and reaps its sleep) and waits for it, so every process it started
+// is reaped by its own parent. busybox's `timeout` leaves its watcher to
+// the pid namespace's init instead, and in a container whose PID 1 does
+// not reap (an application, `sleep`) every timed step would leave a zombie
+// behind for good. The timer's streams are /dev/null: it never holds the
+// session's output open.
+const shellTimer = `(trap "kill \$! 2>/dev/null; wait; exit 0" TERM; sleep "$__d" & wait $!; kill -TERM $$) </dev/null >/dev/null 2>&1 & __w=$!`
+
+// groupKill is the program that times a script on a busybox target (one
+// whose `timeout` is a symlink): it starts shellTimer for $1 seconds and
+// the shell with our stdin, and when the timer (or anyone) sends it TERM
+// it passes the signal to its whole process group, so that children of
+// the script die too, and sends KILL 2 s later to whatever ignored it.
+// When the script is done it stops the timer and exits with the script's
+// status. coreutils `timeout` signals its group and reaps what it starts,
+// and is used as is.
+const groupKill = `__d=$1; shift; trap "trap : TERM; kill -TERM 0; i=0; while [ \$i -lt 20 ] && kill -0 \$p 2>/dev/null; do if sleep 0.1 2>/dev/null; then i=\$((i + 1)); else sleep 1; i=\$((i + 10)); fi; done; kill -KILL 0" TERM; ` +
+	shellTimer + `; exec 3<&0; "$@" <&3 3<&- & p=$!; wait $p; c=$?; kill $__w 2>/dev/null; wait $__w; exit $c`
 
 // launcher is the constant program of the fixed argv every script runs
 // under. It picks the shell (bash with --norc so an ssh login does not
@@ -229,7 +243,7 @@ const launcher = `t=$1 s=$2; CONTRACTD_RUN=$3; export CONTRACTD_RUN; ` + session
 	`if [ "$s" != sh ] && command -v bash >/dev/null 2>&1; then ` +
 	`if [ "$s" = batch ]; then set -- bash --norc -c '. /dev/stdin'; else set -- bash --norc -s; fi; else set -- sh -s; fi; ` +
 	`if [ "$t" != 0 ] && command -v timeout >/dev/null 2>&1; then ` +
-	`if [ -L /bin/timeout ] || [ -L /usr/bin/timeout ]; then exec timeout -k 2 "$t" sh -c '` + groupKill + `' sh "$@"; fi; ` +
+	`if [ -L /bin/timeout ] || [ -L /usr/bin/timeout ]; then exec sh -c '` + groupKill + `' sh "$t" "$@"; fi; ` +
 	`exec timeout -k 2 "$t" "$@"; fi; ` +
 	`exec "$@"`
 
