@@ -118,17 +118,20 @@ else
 	__b=sh; if command -v bash >/dev/null 2>&1; then __b="bash --norc"; fi
 	# busybox timeout signals only its child, its -k KILL only that child
 	# too, and it leaves its watcher to the container's init (a zombie
-	# where PID 1 does not reap): a timed step instead runs in a wrapper
-	# with its own timer (shellTimer, $2 seconds), in its own session; when
-	# the timer fires the wrapper passes TERM to the step's whole group,
-	# then KILL 2 s later to whatever ignored it, and exits 124 like
-	# coreutils timeout; the group is also killed once the step has exited,
-	# and the timer is stopped and reaped. The step's new session gets its
-	# own mark (sessionMark, passed as $1), so that a reaper still finds the
-	# step and spares only what the step itself detached.
+	# where PID 1 does not reap). A timed step instead runs in a wrapper
+	# whose deadline is a sleep of $2 seconds it waits for, as groupKill's
+	# is (the step kills that sleep when it is done, and no signal is sent
+	# when all goes well), with the step in its own session: at the
+	# deadline the wrapper passes TERM to the step's whole group, then KILL
+	# 2 s later to whatever ignored it, and exits 124 like coreutils
+	# timeout; the group is also killed once the step has exited. The
+	# step's new session gets its own mark (sessionMark, passed as $1), so
+	# that a reaper still finds the step and spares only what the step
+	# itself detached. Without setsid the step runs in a subshell that
+	# passes the wrapper's TERM on to it.
 	__e='` + sessionMark + `'
-	__g='__d=$2; shift 2; ` + shellTimer + `; "$@" & __p=$!; trap "kill -TERM $__p 2>/dev/null; sleep 2; kill -KILL $__p 2>/dev/null; wait $__p; kill $__w 2>/dev/null; wait $__w; exit 124" TERM; wait $__p; __c=$?; kill $__w 2>/dev/null; wait $__w; exit $__c'
-	if command -v setsid >/dev/null 2>&1; then __g='__e=$1 __d=$2; shift 2; ` + shellTimer + `; setsid sh -c "$__e; exec \"\$@\"" sh "$@" & __p=$!; trap "kill -TERM -$__p 2>/dev/null; __i=0; while [ \$__i -lt 20 ] && kill -0 -$__p 2>/dev/null; do if sleep 0.1 2>/dev/null; then __i=\$((__i + 1)); else sleep 1; __i=\$((__i + 10)); fi; done; kill -KILL -$__p 2>/dev/null; wait $__p; kill $__w 2>/dev/null; wait $__w; exit 124" TERM; wait $__p; __c=$?; kill $__w 2>/dev/null; wait $__w; if kill -0 -$__p 2>/dev/null; then sleep 0.1 2>/dev/null || sleep 1; kill -KILL -$__p 2>/dev/null; fi; exit $__c'; fi
+	__g='__d=$2; shift 2; sleep "$__d" </dev/null >/dev/null 2>&1 & __t=$!; ( trap "kill -TERM \$__q 2>/dev/null; sleep 2; kill -KILL \$__q 2>/dev/null; wait \$__q; exit 124" TERM; "$@" & __q=$!; wait $__q; __c=$?; kill -PIPE $__t 2>/dev/null; exit $__c ) & __p=$!; trap "kill $__t 2>/dev/null; wait $__t 2>/dev/null; kill -TERM $__p 2>/dev/null; wait $__p; exit 124" TERM; wait $__t 2>/dev/null; if [ $? = 0 ]; then kill -TERM $__p 2>/dev/null; wait $__p; exit 124; fi; wait $__p'
+	if command -v setsid >/dev/null 2>&1; then __g='__e=$1 __d=$2; shift 2; sleep "$__d" </dev/null >/dev/null 2>&1 & __t=$!; setsid sh -c "$__e; \"\$@\"; __c=\$?; kill -PIPE $__t 2>/dev/null; exit \$__c" sh "$@" & __p=$!; __k() { kill -TERM -$__p 2>/dev/null; __i=0; while [ $__i -lt 20 ] && kill -0 -$__p 2>/dev/null; do if sleep 0.1 2>/dev/null; then __i=$((__i + 1)); else sleep 1; __i=$((__i + 10)); fi; done; kill -KILL -$__p 2>/dev/null; wait $__p; exit 124; }; trap "kill $__t 2>/dev/null; wait $__t 2>/dev/null; __k" TERM; wait $__t 2>/dev/null; if [ $? = 0 ]; then __k; fi; wait $__p; __c=$?; if kill -0 -$__p 2>/dev/null; then sleep 0.1 2>/dev/null || sleep 1; kill -KILL -$__p 2>/dev/null; fi; exit $__c'; fi
 	__run() {
 		if [ "$1" = 0 ]; then printf '\n%s 0 o\n' "$__B"; printf '\n%s 0 e\n' "$__B" >&2; fi
 		__s=sh; if [ "$3" = bash ]; then __s=$__b; fi

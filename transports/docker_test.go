@@ -204,7 +204,8 @@ func bashFiles(t *testing.T) map[string]string {
 // watches. On a busybox image and on one with bash, timed commands, timed
 // batch steps and a resident session's requests leave nothing: once each
 // is answered, PID 1 (and the resident loop, while it is open) is all the
-// container runs.
+// container runs. None of them waits for its deadline's timer or says a
+// word of its own on stderr.
 func TestDockerLeavesNothingInTheContainer(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -271,28 +272,34 @@ func leavesNothing(t *testing.T, c *dockerimg.Container, shell string) {
 
 	p, _ := newPool(t, PoolOptions{})
 	tr := open(t, p, &Spec{Kind: "docker", Container: c.Name})
-	for i := 0; i < 3; i++ {
+	// The deadline's timer must stop when the command is done, every
+	// time: a command that waited for its timer would take its whole
+	// timeout (30 s), far beyond half of it even on a loaded machine.
+	for i := 0; i < 20; i++ {
+		start := time.Now()
 		res, err := tr.Exec(ctx, Command{Script: "echo timed", Shell: shell, Timeout: 30 * time.Second})
-		if err != nil || res.Stdout != "timed\n" {
-			t.Fatalf("exec: %+v, %v", res, err)
+		if took := time.Since(start); err != nil || res.Stdout != "timed\n" || res.Stderr != "" || res.ExitCode != 0 || took > 15*time.Second {
+			t.Fatalf("timed command %d: %+v, %v, after %s", i, res, err, took)
 		}
 	}
-	only(t, "three timed commands", none)
-	for i := 0; i < 2; i++ {
+	only(t, "twenty timed commands", none)
+	for i := 0; i < 10; i++ {
+		start := time.Now()
 		rs, err := tr.ExecBatch(ctx, steps)
-		if err != nil || len(rs) != 2 || rs[0].Stdout != "one\n" || rs[1].ExitCode != 3 {
-			t.Fatalf("batch: %+v, %v", rs, err)
+		if took := time.Since(start); err != nil || len(rs) != 2 || rs[0].Stdout != "one\n" || rs[0].Stderr != "" || rs[1].ExitCode != 3 || rs[1].Stderr != "" || took > 15*time.Second {
+			t.Fatalf("batch %d: %+v, %v, after %s", i, rs, err, took)
 		}
 	}
-	only(t, "two batches of timed steps", none)
+	only(t, "ten batches of timed steps", none)
 
 	rp, _ := residentPool(t, ResidentOptions{})
 	rtr := open(t, rp, &Spec{Kind: "docker", Container: c.Name})
 	var loop string
-	for i := 0; i < 3; i++ {
+	for i := 0; i < 10; i++ {
+		start := time.Now()
 		rs, err := rtr.ExecBatch(ctx, steps)
-		if err != nil || len(rs) != 2 || rs[0].Stdout != "one\n" || rs[1].ExitCode != 3 {
-			t.Fatalf("resident request: %+v, %v", rs, err)
+		if took := time.Since(start); err != nil || len(rs) != 2 || rs[0].Stdout != "one\n" || rs[0].Stderr != "" || rs[1].ExitCode != 3 || rs[1].Stderr != "" || took > 15*time.Second {
+			t.Fatalf("resident request %d: %+v, %v, after %s", i, rs, err, took)
 		}
 		if loop == "" {
 			for _, p := range containerProcs(t, c) {
@@ -306,7 +313,7 @@ func leavesNothing(t *testing.T, c *dockerimg.Container, shell string) {
 		t.Fatalf("no resident loop in the container: %q", containerProcs(t, c))
 	}
 	// The loop's own watchdog (bash) is its child and lives with it.
-	only(t, "three resident requests", func(p string) bool {
+	only(t, "ten resident requests", func(p string) bool {
 		f := strings.Fields(p)
 		return f[0] == loop || f[3] == loop
 	})

@@ -202,28 +202,24 @@ func remoteSeconds(deadline time.Time, ok bool, now time.Time) int {
 	return max(s, 1)
 }
 
-// shellTimer starts, in a POSIX sh program, the timer that stands in for
-// busybox's `timeout` on busybox targets: a subshell that sends TERM to the
-// program's shell ($$) once $__d seconds have passed, and whose pid is in
-// __w. The program kills it when its command is done (the subshell then
-// kills and reaps its sleep) and waits for it, so every process it started
-// is reaped by its own parent. busybox's `timeout` leaves its watcher to
-// the pid namespace's init instead, and in a container whose PID 1 does
-// not reap (an application, `sleep`) every timed step would leave a zombie
-// behind for good. The timer's streams are /dev/null: it never holds the
-// session's output open.
-const shellTimer = `(trap "kill \$! 2>/dev/null; wait; exit 0" TERM; sleep "$__d" & wait $!; kill -TERM $$) </dev/null >/dev/null 2>&1 & __w=$!`
-
 // groupKill is the program that times a script on a busybox target (one
-// whose `timeout` is a symlink): it starts shellTimer for $1 seconds and
-// the shell with our stdin, and when the timer (or anyone) sends it TERM
-// it passes the signal to its whole process group, so that children of
-// the script die too, and sends KILL 2 s later to whatever ignored it.
-// When the script is done it stops the timer and exits with the script's
-// status. coreutils `timeout` signals its group and reaps what it starts,
-// and is used as is.
-const groupKill = `__d=$1; shift; trap "trap : TERM; kill -TERM 0; i=0; while [ \$i -lt 20 ] && kill -0 \$p 2>/dev/null; do if sleep 0.1 2>/dev/null; then i=\$((i + 1)); else sleep 1; i=\$((i + 10)); fi; done; kill -KILL 0" TERM; ` +
-	shellTimer + `; exec 3<&0; "$@" <&3 3<&- & p=$!; wait $p; c=$?; kill $__w 2>/dev/null; wait $__w; exit $c`
+// whose `timeout` is a symlink), in place of busybox's `timeout`, which
+// signals only the process it started and leaves its watcher to the pid
+// namespace's init: in a container whose PID 1 does not reap (an
+// application, `sleep`) every timed command would leave a zombie behind
+// for good. The deadline is a `sleep` of $1 seconds that the program
+// starts and waits for; the script runs, with our stdin, in a subshell
+// that kills that `sleep` when the script is done (with PIPE, whose death
+// the shell does not announce on stderr as it does TERM's "Terminated").
+// So the deadline passed
+// when the `sleep` ends by itself (exit 0), every process is reaped by its
+// own parent, and the usual path sends no signal at all (a shell can miss
+// one that arrives as it sets up a trap). At the deadline, or on TERM from
+// anyone, the program passes TERM to its whole process group, so that the
+// script's children die too, and KILL 2 s later to whatever ignored it.
+const groupKill = `__d=$1; shift; sleep "$__d" </dev/null >/dev/null 2>&1 & __t=$!; ` +
+	`trap "trap : TERM; kill -TERM 0; i=0; while [ \$i -lt 20 ] && kill -0 \$p 2>/dev/null; do if sleep 0.1 2>/dev/null; then i=\$((i + 1)); else sleep 1; i=\$((i + 10)); fi; done; kill -KILL 0" TERM; ` +
+	`exec 3<&0; ( "$@" <&3 3<&-; c=$?; kill -PIPE $__t 2>/dev/null; exit $c ) & p=$!; exec 3<&-; wait $__t 2>/dev/null; if [ $? = 0 ]; then kill -TERM $$; fi; wait $p`
 
 // launcher is the constant program of the fixed argv every script runs
 // under. It picks the shell (bash with --norc so an ssh login does not
