@@ -211,12 +211,12 @@ func remoteSeconds(deadline time.Time, ok bool, now time.Time) int {
 // starts and waits for; the script runs, with our stdin, in a subshell
 // that kills that `sleep` when the script is done (with PIPE, whose death
 // the shell does not announce on stderr as it does TERM's "Terminated").
-// So the deadline passed
-// when the `sleep` ends by itself (exit 0), every process is reaped by its
-// own parent, and the usual path sends no signal at all (a shell can miss
-// one that arrives as it sets up a trap). At the deadline, or on TERM from
-// anyone, the program passes TERM to its whole process group, so that the
-// script's children die too, and KILL 2 s later to whatever ignored it.
+// So the deadline passed when the `sleep` ends by itself (exit 0), every
+// process is reaped by its own parent, and no shell is signalled on the
+// usual path (a shell can miss a signal that arrives as it sets up a
+// trap). At the deadline, or on TERM from anyone, the program passes TERM
+// to its whole process group, so that the script's children die too, and
+// KILL 2 s later to whatever ignored it.
 const groupKill = `__d=$1; shift; sleep "$__d" </dev/null >/dev/null 2>&1 & __t=$!; ` +
 	`trap "trap : TERM; kill -TERM 0; i=0; while [ \$i -lt 20 ] && kill -0 \$p 2>/dev/null; do if sleep 0.1 2>/dev/null; then i=\$((i + 1)); else sleep 1; i=\$((i + 10)); fi; done; kill -KILL 0" TERM; ` +
 	`exec 3<&0; ( "$@" <&3 3<&-; c=$?; kill -PIPE $__t 2>/dev/null; exit $c ) & p=$!; exec 3<&-; wait $__t 2>/dev/null; if [ $? = 0 ]; then kill -TERM $$; fi; wait $p`
