@@ -17,31 +17,8 @@ import (
 func TestRepairMessageSaysWhatItWasForAndWhetherItHelped(t *testing.T) {
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
-	src := "---\n" + `kind: responsibility
-name: msg
-version: 1.0.0
-runtime_contract: 2
-agent: svc
-guards: {grace: 0s}
-targets:
-  box: {local: true}
-` + "---\n" + `
-# Msg
-
-## Execution
-
-### Svc {#svc agent=svc on=box}
-
-` + "```sh {id=st}\ncat " + state + "\n```" + `
-
-| Field | Healthy | Critical |
-|-------|---------|----------|
-| ` + "`stdout`" + ` | ` + "`running`" + ` | ` + "`stopped`" + ` |
-
-| Condition | Action | Message |
-|-----------|--------|---------|
-| ` + "`st.stdout == \"stopped\"`" + ` | ` + "`cat " + filepath.Join(dir, "next") + " > " + state + "`" + ` | restarted {{.Unit}} (was: {{.Findings}}) |
-`
+	src := svcContract(state, "| Condition | Action | Message |\n|-----------|--------|---------|\n"+
+		"| `st.stdout == \"stopped\"` | `cat "+filepath.Join(dir, "next")+" > "+state+"` | restarted {{.Unit}} (was: {{.Findings}}) |\n")
 	c := parse(t, src)
 	pool := localPool(t, transports.PoolOptions{})
 	for _, tc := range []struct{ next, want, not string }{
@@ -73,29 +50,8 @@ targets:
 func TestRepairThatFailedButHealedLeadsWithTheUnit(t *testing.T) {
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
-	src := "---\n" + `kind: responsibility
-name: msg
-runtime_contract: 2
-guards: {grace: 0s}
-targets:
-  box: {local: true}
-` + "---\n" + `
-# Msg
-
-## Execution
-
-### Svc {#svc agent=svc on=box}
-
-` + "```sh {id=st}\ncat " + state + "\n```" + `
-
-| Field | Healthy | Critical |
-|-------|---------|----------|
-| ` + "`stdout`" + ` | ` + "`running`" + ` | ` + "`stopped`" + ` |
-
-| Condition | Action |
-|-----------|--------|
-| ` + "`st.stdout == \"stopped\"`" + ` | ` + "`cat " + filepath.Join(dir, "next") + " > " + state + "; echo already bound >&2; exit 3`" + ` |
-`
+	src := svcContract(state, "| Condition | Action |\n|-----------|--------|\n"+
+		"| `st.stdout == \"stopped\"` | `cat "+filepath.Join(dir, "next")+" > "+state+"; echo already bound >&2; exit 3` |\n")
 	c := parse(t, src)
 	pool := localPool(t, transports.PoolOptions{})
 	for _, tc := range []struct{ next, want, not string }{
@@ -148,7 +104,23 @@ func TestSnapshotFieldReportedNullIsNull(t *testing.T) {
 func TestTemplateThatReadsTheOutcomeShapesEveryRepair(t *testing.T) {
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
-	src := "---\n" + `kind: responsibility
+	src := svcContract(state, "| Condition | Action | Message |\n|-----------|--------|---------|\n"+
+		"| `st.stdout == \"stopped\"` | `true` | restart of {{.Unit}}: {{.Verify}} |\n")
+	os.WriteFile(state, []byte("stopped\n"), 0o644)
+	rep := runOnPool(t, localPool(t, transports.PoolOptions{}), parse(t, src), Options{})
+	var texts []string
+	for _, a := range rep.Alerts {
+		texts = append(texts, a.Text)
+	}
+	if all := strings.Join(texts, "\n"); !strings.Contains(all, "restart of svc: remediation failed") {
+		t.Fatalf("messages %q; want the template, saying the repair failed", all)
+	}
+}
+
+// svcContract is a contract whose one stage, svc, reads the file state
+// (running or stopped) and repairs it by the action table given.
+func svcContract(state, actions string) string {
+	return "---\n" + `kind: responsibility
 name: msg
 version: 1.0.0
 runtime_contract: 2
@@ -169,17 +141,5 @@ targets:
 |-------|---------|----------|
 | ` + "`stdout`" + ` | ` + "`running`" + ` | ` + "`stopped`" + ` |
 
-| Condition | Action | Message |
-|-----------|--------|---------|
-| ` + "`st.stdout == \"stopped\"`" + ` | ` + "`true`" + ` | restart of {{.Unit}}: {{.Verify}} |
-`
-	os.WriteFile(state, []byte("stopped\n"), 0o644)
-	rep := runOnPool(t, localPool(t, transports.PoolOptions{}), parse(t, src), Options{})
-	var texts []string
-	for _, a := range rep.Alerts {
-		texts = append(texts, a.Text)
-	}
-	if all := strings.Join(texts, "\n"); !strings.Contains(all, "restart of svc: remediation failed") {
-		t.Fatalf("messages %q; want the template, saying the repair failed", all)
-	}
+` + actions
 }
