@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/transports"
 )
 
@@ -25,14 +26,7 @@ func TestRepairMessageSaysWhatItWasForAndWhetherItHelped(t *testing.T) {
 		{"running", "restarted svc (was: ", "did not help"},
 		{"stopped", "did not help", "restarted svc"},
 	} {
-		os.WriteFile(state, []byte("stopped\n"), 0o644)
-		os.WriteFile(filepath.Join(dir, "next"), []byte(tc.next+"\n"), 0o644)
-		rep := runOnPool(t, pool, c, Options{})
-		var texts []string
-		for _, a := range rep.Alerts {
-			texts = append(texts, a.Text)
-		}
-		all := strings.Join(texts, "\n")
+		all := messagesAfterRepair(t, pool, c, state, tc.next)
 		if !strings.Contains(all, tc.want) || strings.Contains(all, tc.not) {
 			t.Errorf("repair leaving %q: messages %q; want %q and not %q", tc.next, all, tc.want, tc.not)
 		}
@@ -58,14 +52,7 @@ func TestRepairThatFailedButHealedLeadsWithTheUnit(t *testing.T) {
 		{"running", "svc is healthy after 0s, though its repair failed: ", "did not help"},
 		{"stopped", "repair of svc failed: ", "is healthy"},
 	} {
-		os.WriteFile(state, []byte("stopped\n"), 0o644)
-		os.WriteFile(filepath.Join(dir, "next"), []byte(tc.next+"\n"), 0o644)
-		rep := runOnPool(t, pool, c, Options{})
-		var texts []string
-		for _, a := range rep.Alerts {
-			texts = append(texts, a.Text)
-		}
-		all := strings.Join(texts, "\n")
+		all := messagesAfterRepair(t, pool, c, state, tc.next)
 		if !strings.Contains(all, tc.want) || strings.Contains(all, tc.not) || !strings.Contains(all, "exit code 3: already bound") {
 			t.Errorf("repair exiting 3 and leaving %q: messages %q; want %q (with the exit code) and not %q", tc.next, all, tc.want, tc.not)
 		}
@@ -142,4 +129,19 @@ targets:
 | ` + "`stdout`" + ` | ` + "`running`" + ` | ` + "`stopped`" + ` |
 
 ` + actions
+}
+
+// messagesAfterRepair runs c (an svcContract) once with its state stopped
+// and the repair leaving next in it, and returns the run's messages, one
+// per line.
+func messagesAfterRepair(t *testing.T, pool *transports.Pool, c *contracts.Contract, state, next string) string {
+	t.Helper()
+	os.WriteFile(state, []byte("stopped\n"), 0o644)
+	os.WriteFile(filepath.Join(filepath.Dir(state), "next"), []byte(next+"\n"), 0o644)
+	rep := runOnPool(t, pool, c, Options{})
+	var texts []string
+	for _, a := range rep.Alerts {
+		texts = append(texts, a.Text)
+	}
+	return strings.Join(texts, "\n")
 }
