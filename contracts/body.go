@@ -3,6 +3,7 @@ package contracts
 import (
 	"bytes"
 	"fmt"
+	"reflect"
 	"regexp"
 	"sort"
 	"strings"
@@ -25,8 +26,11 @@ type stageMeta struct {
 }
 
 type stepMeta struct {
-	onPos, viaPos Pos
+	onPos, viaPos, fieldsPos Pos
 }
+
+// stepAttrs are the attributes a step block takes.
+var stepAttrs = []string{"id", "timeout", "as", "fields", "on", "via"}
 
 // bodyParser walks goldmark's block tree once, in document order.
 type bodyParser struct {
@@ -42,10 +46,12 @@ type bodyParser struct {
 	stepIDs   map[string]Pos
 	stageIDs  map[string]Pos
 	uses      []exprUse
-	exprs     exprBudget           // what the contract's expressions cost so far
-	keysOf    map[string]*itemKeys // by for_each list (itemKeys)
-	secrets   map[string]bool      // the contract's secrets, once a reference asks
-	fields    map[string]bool      // every health-row field in the contract
+	exprs     exprBudget              // what the contract's expressions cost so far
+	keysOf    map[string]*itemKeys    // by for_each list (itemKeys)
+	secrets   map[string]bool         // the contract's secrets, once a reference asks
+	values    map[*Step]*stepValues   // what each step produces (valuesOf)
+	examples  []exampleBlock          // example outputs, bound to their steps once all are read
+	varTypes  map[string]reflect.Type // vars as the type checker sees them, by for_each list (varsType)
 	stageMeta map[*Stage]*stageMeta
 	stepMeta  map[*Step]*stepMeta
 	schemaOK  bool
@@ -62,7 +68,6 @@ func newBodyParser(s *source, d *diags, c *Contract, cache *exprCache) *bodyPars
 		s: s, d: d, c: c, cache: cache,
 		stepIDs:   map[string]Pos{},
 		stageIDs:  map[string]Pos{},
-		fields:    map[string]bool{},
 		stageMeta: map[*Stage]*stageMeta{},
 		stepMeta:  map[*Step]*stepMeta{},
 	}
@@ -224,7 +229,7 @@ func (b *bodyParser) newStage(title string, attrs []attr, at Pos) {
 			if a.Value == "gate" {
 				st.Gate = true
 			} else {
-				b.d.errorf(p, "unknown stage class %q (only .gate)", "."+a.Value)
+				b.d.errorf(p, "unknown stage class %q (only .gate)%s", "."+a.Value, hint(a.Value, []string{"gate"}, ""))
 			}
 		case "agent":
 			st.Agent = a.Value
@@ -233,7 +238,7 @@ func (b *bodyParser) newStage(title string, attrs []attr, at Pos) {
 		case "for_each":
 			st.ForEach, meta.forEachPos = a.Value, p
 		default:
-			b.d.errorf(p, "unknown stage attribute %q (want #id, .gate, agent, on or for_each)", a.Key)
+			b.d.errorf(p, "unknown stage attribute %q (want #id, .gate, agent, on or for_each)%s", a.Key, hint(a.Key, []string{"id", "agent", "on", "for_each"}, ""))
 		}
 	}
 	if st.ID == "" {
@@ -295,16 +300,6 @@ func (tm textMap) fileOff(off int) int {
 	return tm.files[i] + off - tm.starts[i]
 }
 
-var builtinNames = func() map[string]bool {
-	m := map[string]bool{}
-	for _, list := range [][]string{cellNames, actionNames, escalationNames} {
-		for _, n := range list {
-			m[n] = true
-		}
-	}
-	return m
-}()
-
 func (b *bodyParser) fenced(f *ast.FencedCodeBlock) {
 	if f.Info == nil {
 		return
@@ -319,6 +314,10 @@ func (b *bodyParser) fenced(f *ast.FencedCodeBlock) {
 		return
 	}
 	infoPos := b.s.pos(f.Info.Segment.Start)
+	if strings.TrimSpace(lang) == "json" && strings.HasPrefix(strings.TrimSpace(inner), "example=") {
+		b.exampleBlock(f, inner, f.Info.Segment.Start+innerOff)
+		return
+	}
 	if b.stage == nil {
 		if b.section == "execution" && b.h3 != "" {
 			b.d.errorf(infoPos, "step block under heading %q, which has no {#id}: give the heading an id to make it a stage", b.h3)
@@ -352,10 +351,22 @@ func (b *bodyParser) fenced(f *ast.FencedCodeBlock) {
 				st.Timeout = d
 			}
 		case "as":
-			if a.Value != "json" && a.Value != "text" {
-				b.d.errorf(p, "as: must be json or text, got %q", a.Value)
-			} else if a.Value == "json" {
-				st.As = "json"
+			switch {
+			case k == nil:
+			case len(k.As) == 0:
+				b.d.errorf(p, "as: a %s step has no as= forms (its values are fixed)", kind)
+			case k.asForm(a.Value) == nil:
+				b.d.errorf(p, "as: a %s step's output is read as %s, got %q%s", kind, k.asNames(), a.Value, hint(a.Value, asFormNames(k), ""))
+			default:
+				st.As = a.Value
+			}
+		case "fields":
+			fields, err := parseFields(a.Value)
+			if err != nil {
+				b.d.errorf(p, "%v", err)
+			} else {
+				st.Fields = fields
+				meta.fieldsPos = p
 			}
 		case "on":
 			st.On, meta.onPos = a.Value, p
@@ -370,7 +381,7 @@ func (b *bodyParser) fenced(f *ast.FencedCodeBlock) {
 				b.d.errorf(p, "via applies only to %s steps (use on= to run a script elsewhere)", stepKindList(false, "and"))
 			}
 		default:
-			b.d.errorf(p, "unknown step attribute %q (want id, timeout, as, on or via)", a.Key)
+			b.d.errorf(p, "unknown step attribute %q (want id, timeout, as, fields, on or via)%s", a.Key, hint(a.Key, stepAttrs, ""))
 		}
 	}
 	switch {
@@ -378,7 +389,7 @@ func (b *bodyParser) fenced(f *ast.FencedCodeBlock) {
 		b.d.errorf(infoPos, "step needs an id, like ```%s {id=name}", kind)
 	case !reStepID.MatchString(st.ID):
 		b.d.errorf(infoPos, "step id %q must be letters, digits and _ (it is used in expressions)", st.ID)
-	case builtinNames[st.ID]:
+	case reservedNames()[st.ID]:
 		b.d.errorf(infoPos, "step id %q shadows the built-in name %s", st.ID, st.ID)
 	default:
 		if prev, dup := b.stepIDs[st.ID]; dup {
@@ -453,11 +464,17 @@ func (b *bodyParser) defined(name string) bool {
 // when it is a likely typo (a var, a secret, or in a for_each stage an
 // item key), else how to define it.
 func (b *bodyParser) varHint(name string) string {
+	return hint(name, b.varNames(), fmt.Sprintf(" (define it under vars, or pass --var %s=VALUE)", name))
+}
+
+// varNames are the names a reference may take: vars, secrets and, in a
+// for_each stage, its items' keys.
+func (b *bodyParser) varNames() []string {
 	known := append(sortedKeys(b.c.Vars), b.c.Secrets...)
 	if b.stage != nil && b.stage.ForEach != "" {
 		known = append(known, b.itemKeys(b.stage.ForEach).names...)
 	}
-	return hint(name, known, fmt.Sprintf(" (define it under vars, or pass --var %s=VALUE)", name))
+	return known
 }
 
 // expandAt substitutes ${name} from the contract's vars in notifier

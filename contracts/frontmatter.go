@@ -341,7 +341,8 @@ var topKeys = []string{"kind", "name", "title", "description", "version", "runti
 type frontMatter struct {
 	sawName, sawRuntime bool
 	varPos              map[string]Pos
-	logPos              Pos // where the text of log: starts (after a quote)
+	logPos              Pos   // where the text of log: starts (after a quote)
+	reportOnlyPos       []Pos // where each name of report_only_agents is
 }
 
 func newContract(path string) *Contract {
@@ -409,6 +410,11 @@ func (y *yamlDec) decodeFrontMatter(root ast.Node, c *Contract) frontMatter {
 			c.Agent, _ = y.str(e.value, e.key)
 		case "report_only_agents":
 			c.ReportOnlyAgents, _ = y.strList(e.value, e.key)
+			if seq, ok := unwrap(e.value).(*ast.SequenceNode); ok {
+				for _, v := range seq.Values {
+					fm.reportOnlyPos = append(fm.reportOnlyPos, y.pos(v))
+				}
+			}
 		case "schedule":
 			y.decodeSchedule(e.value, &c.Schedule)
 		case "commands":
@@ -445,7 +451,7 @@ func (y *yamlDec) decodeFrontMatter(root ast.Node, c *Contract) frontMatter {
 				case "change", "repair", "critical":
 					c.AlertOn = s
 				default:
-					y.d.errorf(y.pos(e.value), "alert_on: must be change, repair or critical, got %q", s)
+					y.d.errorf(y.pos(e.value), "alert_on: must be change, repair or critical, got %q%s", s, hint(s, []string{"change", "repair", "critical"}, ""))
 				}
 			}
 		case "log":

@@ -305,11 +305,14 @@ type Step struct {
 	Script  string // exec steps: the script; http: the request text; tcp: host:port
 	On      string // overrides the stage's target
 	Timeout time.Duration
-	As      string // "json" or "" (text)
+	As      string // as=: "json", "lines", "text", or "" (the kind's default)
 	Via     string // http/tcp: tunnel through this ssh target
 	HTTP    *HTTPRequest
 	Health  []*HealthRow
-	Pos     Pos
+	// Fields are the fields of the step's JSON output its author declared
+	// (fields=, or an example block), by dotted path; nil when none are.
+	Fields map[string]Type
+	Pos    Pos
 }
 
 // HTTPRequest is a parsed `http` block.

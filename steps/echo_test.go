@@ -35,6 +35,7 @@ var echoKind = steps.Kind{
 			return err
 		},
 		Command: func(st *contracts.Step) string { return "echo " + st.Script },
+		Values:  contracts.ExecValues,
 	},
 	Probe: func(ctx context.Context, step *contracts.Step, vars map[string]string, d steps.Dialer) *steps.Observation {
 		o := &steps.Observation{StepID: step.ID, Kind: step.Kind}

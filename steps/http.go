@@ -27,7 +27,7 @@ const maxBody = transports.DefaultOutputCap
 func probeHTTP(ctx context.Context, step *contracts.Step, vars map[string]string, d Dialer) *Observation {
 	start := time.Now()
 	o := &Observation{StepID: step.ID, Kind: step.Kind, HTTPStatus: "000"}
-	o.Values = map[string]any{"http_status": "000", "status_code": 0, "stdout": "", "stderr": "", "exit_code": 0, "timed_out": false, "unreachable": false}
+	o.Values = map[string]any{"http_status": "000", "status_code": 0, "stdout": "", "body": "", "headers": map[string]any{}, "stderr": "", "timed_out": false, "unreachable": false}
 	defer func() {
 		o.Duration = time.Since(start)
 		o.Values["duration"] = o.Duration.Seconds()
@@ -40,7 +40,6 @@ func probeHTTP(ctx context.Context, step *contracts.Step, vars map[string]string
 	}
 	if err != nil {
 		o.Values["stderr"] = err.Error()
-		o.Values["exit_code"] = 1
 		o.Findings = append(o.Findings, err.Error())
 		return o
 	}
@@ -70,7 +69,6 @@ func probeHTTP(ctx context.Context, step *contracts.Step, vars map[string]string
 			o.Result.TimedOut = true
 		}
 		o.Values["stderr"] = err.Error()
-		o.Values["exit_code"] = 7
 		return o
 	}
 	defer resp.Body.Close()
@@ -86,10 +84,18 @@ func probeHTTP(ctx context.Context, step *contracts.Step, vars map[string]string
 	o.Values["http_status"] = o.HTTPStatus
 	o.Values["status_code"] = resp.StatusCode
 	o.Values["stdout"] = strings.TrimRight(string(body), "\r\n")
+	o.Values["body"] = o.Values["stdout"]
+	headers := make(map[string]any, len(resp.Header))
+	for k, v := range resp.Header {
+		if len(v) > 0 {
+			headers[k] = v[0]
+		}
+	}
+	o.Values["headers"] = headers
 	o.Result.Stdout = string(body)
 	o.Result.StdoutBytes = int64(len(body))
 	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	if step.As == "json" || (step.As == "" && (ct == "application/json" || strings.HasSuffix(ct, "+json"))) {
+	if step.As == contracts.AsJSON.Name || (step.As == "" && (ct == "application/json" || strings.HasSuffix(ct, "+json"))) {
 		mergeJSON(o, body)
 	}
 	return o

@@ -43,10 +43,14 @@ func init() {
 // Register adds a step kind to Kinds and its contract half to the contract
 // parser (contracts.RegisterStepKind). Call it from an init function,
 // before any contract is read. It panics on a duplicate or empty name, and
-// on a kind that is neither an exec kind nor has a probe, or is both.
+// on a kind that is neither an exec kind nor has a probe, or is both, and
+// on one that declares no Values.
 func Register(k Kind) {
 	if k.Exec() == (k.Probe != nil) {
 		panic(fmt.Sprintf("steps: step kind %q needs either a Shell (an exec kind) or a Probe", k.Name))
+	}
+	if len(k.Values) == 0 {
+		panic(fmt.Sprintf("steps: step kind %q declares no Values: lint could check no field of its steps", k.Name))
 	}
 	contracts.RegisterStepKind(k.StepKind)
 	Kinds[k.Name] = k

@@ -77,10 +77,25 @@ func FromResult(step *contracts.Step, res transports.Result, err error) *Observa
 		return o
 	}
 	o.Values["unreachable"] = false
-	if step.As == "json" {
+	switch step.As {
+	case contracts.AsJSON.Name:
 		mergeJSON(o, []byte(res.Stdout))
+	case contracts.AsLines.Name:
+		o.Values["lines"] = splitLines(res.Stdout)
 	}
 	return o
+}
+
+// splitLines is as=lines: stdout's non-empty lines, each trimmed of
+// spaces at its ends.
+func splitLines(s string) []any {
+	out := []any{}
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
 }
 
 // mergeJSON puts the fields of a JSON object at the top level of Values. A

@@ -18,7 +18,7 @@ import (
 func probeTCP(ctx context.Context, step *contracts.Step, vars map[string]string, d Dialer) *Observation {
 	start := time.Now()
 	o := &Observation{StepID: step.ID, Kind: step.Kind}
-	o.Values = map[string]any{"open": false, "stdout": "", "stderr": "", "exit_code": 1, "timed_out": false, "unreachable": false, "duration": 0.0}
+	o.Values = map[string]any{"open": false, "stderr": "", "timed_out": false, "unreachable": false, "duration": 0.0}
 	addr, err := fill.Addr(step.Script, vars)
 	if err != nil {
 		msg := fmt.Sprintf("tcp step %s: %v", step.ID, err)
@@ -40,7 +40,6 @@ func probeTCP(ctx context.Context, step *contracts.Step, vars map[string]string,
 	case err == nil:
 		conn.Close()
 		o.Values["open"] = true
-		o.Values["exit_code"] = 0
 	case errors.Is(err, transports.ErrUnreachable):
 		o.Err = err
 		o.Values["unreachable"] = true
