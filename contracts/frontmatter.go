@@ -27,6 +27,10 @@ const (
 	DefaultStepTimeout      = 30 * time.Second
 	DefaultUnreachableAfter = 1
 	DefaultRecoverAfter     = 1
+	// DefaultUnknownAfter is how many consecutive runs a unit may stay
+	// unknown before that is an incident of its own: a monitor that
+	// cannot see says so.
+	DefaultUnknownAfter = 3
 	DefaultAfter            = 1
 )
 
@@ -354,6 +358,7 @@ func newContract(path string) *Contract {
 			Debounce:         DefaultDebounce,
 			UnreachableAfter: DefaultUnreachableAfter,
 			RecoverAfter:     DefaultRecoverAfter,
+			UnknownAfter:     DefaultUnknownAfter,
 			After:            DefaultAfter,
 			Grace:            DefaultGrace,
 			Repeat:           DefaultRepeat,
@@ -509,12 +514,12 @@ func (y *yamlDec) decodeSchedule(n ast.Node, s *Schedule) {
 	}
 }
 
-var guardKeys = []string{"debounce", "crash_loop", "unreachable_after", "recover_after", "after",
+var guardKeys = []string{"debounce", "crash_loop", "unreachable_after", "unknown_after", "recover_after", "after",
 	"budget", "grace", "escalate_after", "repeat", "blast_radius", "slow_retry"}
 
 func (y *yamlDec) decodeGuards(n ast.Node, g *Guards) {
 	durations := map[string]*time.Duration{"debounce": &g.Debounce, "grace": &g.Grace, "repeat": &g.Repeat}
-	counts := map[string]*int{"unreachable_after": &g.UnreachableAfter, "recover_after": &g.RecoverAfter,
+	counts := map[string]*int{"unreachable_after": &g.UnreachableAfter, "unknown_after": &g.UnknownAfter, "recover_after": &g.RecoverAfter,
 		"after": &g.After, "escalate_after": &g.EscalateAfter}
 	entries, _ := y.mapping(n, "guards")
 	for _, e := range entries {

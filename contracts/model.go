@@ -135,6 +135,7 @@ type Guards struct {
 	Debounce         time.Duration // per agent, between repairs (default 300s)
 	CrashLoop        CrashLoop
 	UnreachableAfter int           // consecutive unreachable runs before it counts critical
+	UnknownAfter     int           // consecutive unknown runs before that is an incident (default 3)
 	RecoverAfter     int           // consecutive healthy runs before a unit counts healthy again
 	After            int           // consecutive failing runs before a repair fires (default 1)
 	Budget           *Budget       // N repairs per window per unit

@@ -44,7 +44,11 @@ type AgentReport struct {
 	// BeforeRepair is the agent's severity before this run's repairs, when
 	// a verified repair changed it (Severity is the state after).
 	BeforeRepair contracts.Severity `json:"before_repair,omitzero"`
-	Stages       []string           `json:"stages"`
+	// UnknownRuns counts the runs in a row, this one included, that
+	// judged the agent unknown: at guards.unknown_after it is an
+	// incident of its own.
+	UnknownRuns int      `json:"unknown_runs,omitempty"`
+	Stages      []string `json:"stages"`
 }
 
 // Stage statuses.
