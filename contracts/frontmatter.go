@@ -31,7 +31,7 @@ const (
 	// unknown before that is an incident of its own: a monitor that
 	// cannot see says so.
 	DefaultUnknownAfter = 3
-	DefaultAfter            = 1
+	DefaultAfter        = 1
 )
 
 var (
