@@ -434,17 +434,33 @@ var reShellExpansion = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*)(:?[-=?+]|%%
 func (b *bodyParser) refsAt(s string, shell bool, posOf func(off int) Pos) string {
 	for _, m := range reDollarVar.FindAllStringSubmatchIndex(s, -1) {
 		name := s[m[2]:m[3]]
+		if shell {
+			if env, ok := strings.CutPrefix(name, "env."); ok {
+				// The target's own environment (steps.Script reads it).
+				if !reVarName.MatchString(env) {
+					b.d.errorf(posOf(m[0]), "${%s}: %q is not an environment variable's name", name, env)
+				}
+				continue
+			}
+			if ReservedVarName(name) && !strings.HasPrefix(name, "CONTRACTD_") {
+				continue // the shell's own (HOME, PWD, …): no var can take it
+			}
+		}
 		if e := reShellExpansion.FindStringSubmatch(name); e != nil {
 			switch {
 			case !shell:
 				b.d.errorf(posOf(m[0]), "${%s}: an %s step fills only ${name}, not shell expansions; give %s its default under vars", name, stepKindList(false, "or"), e[1])
 			case !b.defined(e[1]):
-				b.d.errorf(posOf(m[0]), "undefined var %q in ${%s}%s", e[1], name, b.varHint(e[1]))
+				b.d.errorf(posOf(m[0]), "undefined var %q in ${%s}%s", e[1], name, b.shellVarHint(e[1]))
 			}
 			continue
 		}
 		if !b.defined(name) {
-			b.d.errorf(posOf(m[0]), "undefined var %q%s", name, b.varHint(name))
+			if shell {
+				b.d.errorf(posOf(m[0]), "undefined var %q%s", name, b.shellVarHint(name))
+			} else {
+				b.d.errorf(posOf(m[0]), "undefined var %q%s", name, b.varHint(name))
+			}
 		}
 	}
 	return s
@@ -465,6 +481,12 @@ func (b *bodyParser) defined(name string) bool {
 // item key), else how to define it.
 func (b *bodyParser) varHint(name string) string {
 	return hint(name, b.varNames(), fmt.Sprintf(" (define it under vars, or pass --var %s=VALUE)", name))
+}
+
+// shellVarHint is varHint for a command, where the target's environment
+// is a name too: ${env.NAME}.
+func (b *bodyParser) shellVarHint(name string) string {
+	return hint(name, b.varNames(), fmt.Sprintf(" (define it under vars, pass --var %s=VALUE, or write ${env.%s} for the target's environment variable)", name, name))
 }
 
 // varNames are the names a reference may take: vars, secrets and, in a
