@@ -62,6 +62,7 @@ func init() {
 		"serve":       {"[--dir DIR] [--state-dir DIR] [--listen ADDR] [--token-file FILE]", "run every contract in a directory on its schedule; a status page, an API and /metrics", (*Main).cmdServe},
 		"demo":        {"[--dir DIR]", "start a fixture mesh on loopback and show detection and repair", (*Main).cmdDemo},
 		"new":         {"[-o FILE] NAME", "write a new contract from a template, its repairs not yet armed", (*Main).cmdNew},
+		"brief":       {"[--stage ID] [--json] [--state-dir DIR | --etcd URL[,URL…]] CONTRACT", "print the briefing an agent needs to watch a contract: steps, tables, allowed repairs, what was already alerted, the report to write", (*Main).cmdBrief},
 		"version":     {"", "print the version", (*Main).cmdVersion},
 		"help":        {"[COMMAND]", "show this help, or a command's", (*Main).cmdHelp},
 	}
