@@ -356,6 +356,28 @@ func TestMCPStdioReadsLintsDryRunsAndRepairsOnce(t *testing.T) {
 			} `json:"maintenance"`
 		} `json:"contract"`
 	}
+	var inc struct {
+		Maintenance []struct {
+			Contract string `json:"contract"`
+			By       string `json:"by"`
+		} `json:"maintenance"`
+	}
+	ok(t, cs, "list_incidents", map[string]any{}, &inc)
+	if len(inc.Maintenance) != 1 || inc.Maintenance[0].Contract != "svc" || !strings.Contains(inc.Maintenance[0].By, "contractd-test-agent") {
+		t.Fatalf("list_incidents: %+v", inc)
+	}
+	var brief struct {
+		Contract    string         `json:"contract"`
+		Maintenance map[string]any `json:"maintenance"`
+		Report      []struct {
+			Field string `json:"field"`
+		} `json:"report"`
+	}
+	text = ok(t, cs, "brief", map[string]any{"contract": "svc", "stage": "svc"}, &brief)
+	if brief.Contract != "svc" || len(brief.Report) != 1 || brief.Report[0].Field != "stdout" || brief.Maintenance["*"] == nil ||
+		!strings.Contains(text, "# Briefing: stage svc of contract svc") || !strings.Contains(text, "disk swap") {
+		t.Fatalf("brief: %+v\n%s", brief, text)
+	}
 	ok(t, cs, "get_status", map[string]any{"contract": "svc"}, &after)
 	if after.Contract.Severity != "healthy" || after.Contract.LastRun == "" || len(after.Contract.Maintenance) != 1 || after.Contract.Maintenance[0].Reason != "disk swap" {
 		t.Fatalf("status after the runs: %+v", after)
