@@ -30,6 +30,9 @@ type Report struct {
 	Maintenance map[string]*guard.Window `json:"maintenance,omitempty"`
 	Errors      []string                 `json:"errors,omitempty"`  // engine-level problems (store, lock); a sick agent is not an error
 	Skipped     string                   `json:"skipped,omitempty"` // the whole run was skipped, e.g. "another run holds the lock"
+	// RequestedBy names who asked for this run, when the caller named
+	// itself (WithRequester: an MCP client); "" for a scheduled run.
+	RequestedBy string `json:"requested_by,omitempty"`
 }
 
 // AgentReport is the per-agent verdict: the worst of its stages.

@@ -59,9 +59,11 @@ func init() {
 		"why":         {"[--state-dir DIR | --etcd URL[,URL…]] NAME", "show the last run's actions with every guard's answer", (*Main).cmdWhy},
 		"reset":       {"[--unit AGENT] [--state-dir DIR | --etcd URL[,URL…]] NAME", "release a contract's hold-down and escalations", (*Main).cmdReset},
 		"maintenance": {"[--agent AGENT] [--for DURATION [--reason TEXT] | --end] [--state-dir DIR | --etcd URL[,URL…]] NAME", "pause a contract's repairs and new alerts for a while, or list its windows", (*Main).cmdMaintenance},
-		"serve":       {"[--dir DIR] [--state-dir DIR] [--listen ADDR] [--token-file FILE]", "run every contract in a directory on its schedule; a status page, an API and /metrics", (*Main).cmdServe},
+		"serve":       {"[--dir DIR] [--state-dir DIR] [--listen ADDR] [--token-file FILE] [--mcp [--mcp-allow-actions]]", "run every contract in a directory on its schedule; a status page, an API and /metrics", (*Main).cmdServe},
 		"demo":        {"[--dir DIR]", "start a fixture mesh on loopback and show detection and repair", (*Main).cmdDemo},
 		"new":         {"[-o FILE] NAME", "write a new contract from a template, its repairs not yet armed", (*Main).cmdNew},
+		"brief":       {"[--stage ID] [--json] [--state-dir DIR | --etcd URL[,URL…]] CONTRACT", "print the briefing an agent needs to watch a contract: steps, tables, allowed repairs, what was already alerted, the report to write", (*Main).cmdBrief},
+		"mcp":         {"[--allow-actions] [--dir DIR] [--state-dir DIR | --etcd URL[,URL…]]", "serve the MCP tools over stdio, for an agent that starts contractd", (*Main).cmdMCP},
 		"version":     {"", "print the version", (*Main).cmdVersion},
 		"help":        {"[COMMAND]", "show this help, or a command's", (*Main).cmdHelp},
 	}
