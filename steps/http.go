@@ -59,8 +59,7 @@ func probeHTTP(ctx context.Context, step *contracts.Step, vars map[string]string
 	}
 	if err != nil {
 		if errors.Is(err, transports.ErrUnreachable) {
-			o.Err = err
-			o.Values["unreachable"] = true
+			unseen(o, err)
 			return o
 		}
 		if ctx.Err() != nil || isTimeout(err) {

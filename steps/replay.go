@@ -55,8 +55,8 @@ func Replay(step *contracts.Step, rec *Recording) *Observation {
 		return k.Replay(step, rec)
 	}
 	o := k.Replay(step, &Recording{})
-	o.Err, o.Result, o.HTTPStatus = errRecordedUnreachable, transports.Result{}, ""
-	o.Values["unreachable"] = true
+	o.Result, o.HTTPStatus = transports.Result{}, ""
+	unseen(o, errRecordedUnreachable)
 	return o
 }
 

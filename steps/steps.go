@@ -73,7 +73,7 @@ func FromResult(step *contracts.Step, res transports.Result, err error) *Observa
 		"duration":  res.Duration.Seconds(),
 	}
 	if err != nil {
-		o.Values["unreachable"] = true
+		unseen(o, err)
 		return o
 	}
 	o.Values["unreachable"] = false
@@ -96,6 +96,24 @@ func splitLines(s string) []any {
 		}
 	}
 	return out
+}
+
+// unseen marks o as a step whose target could not be reached: it saw
+// nothing, so it keeps only the values that say so (unreachable,
+// timed_out, duration). Its output values are absent, never empty: a
+// Maintains key read from them keeps its last value, and a later step's
+// stdout is not overwritten in its stage's merged values by one nobody
+// saw.
+func unseen(o *Observation, err error) {
+	o.Err = err
+	for k := range o.Values {
+		switch k {
+		case "unreachable", "timed_out", "duration":
+		default:
+			delete(o.Values, k)
+		}
+	}
+	o.Values["unreachable"] = true
 }
 
 // mergeJSON puts the fields of a JSON object at the top level of Values. A

@@ -40,8 +40,7 @@ func probeTCP(ctx context.Context, step *contracts.Step, vars map[string]string,
 		conn.Close()
 		o.Values["open"] = true
 	case errors.Is(err, transports.ErrUnreachable):
-		o.Err = err
-		o.Values["unreachable"] = true
+		unseen(o, err)
 	default:
 		if ctx.Err() != nil || isTimeout(err) {
 			o.Values["timed_out"] = true
