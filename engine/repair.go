@@ -345,6 +345,15 @@ func (r *repairing) act(ctx context.Context, u *unit, sr *stageRun, row *contrac
 		if r.changed(u, key, v) {
 			r.unitEvent(slog.LevelInfo, u, "repair held", "status", v.Status, "guard", v.Guard, "action", cmd, "condition", row.Condition, "reason", strings.TrimPrefix(v.Reason, string(v.Status)+": "))
 		}
+		if v.Guard == guard.GuardBudget && u.failing() && !u.critical() {
+			// A critical unit is relayed, and its relay says it is down; a
+			// degraded one is not, so the budget holding its repair back
+			// says so itself, once (an incident, resolved when the unit
+			// is healthy again).
+			r.raised.add(r.c.Name, &intent{unit: u, stage: sr, source: guard.SourceGuard, condition: "held: " + row.Condition,
+				severity: u.final, text: fmt.Sprintf("%s is %s and its repair is held by its budget: %s → `%s` not run (%s)",
+					u.name(), u.final, seen, cmd, strings.TrimPrefix(v.Reason, string(v.Status)+": "))})
+		}
 		return nil
 	}
 

@@ -130,3 +130,81 @@ func TestUnknownAfterIsTheContracts(t *testing.T) {
 		t.Fatalf("messages after each run %v, want %v (%v)", kinds, want, rec.msgs)
 	}
 }
+
+// budgetContract repairs a degraded disk at most once an hour.
+const budgetContract = `---
+name: budget
+runtime_contract: 2
+schedule: {every: 5m}
+guards: {debounce: 0s, grace: 0s, budget: "1 per 1h"}
+targets:
+  box: {local: true}
+---
+
+## Execution
+
+### Disk {#disk agent=disk on=box}
+
+` + "```sh {id=df}\nreport-usage\n```" + `
+
+| Field | Healthy | Degraded |
+|-------|---------|----------|
+| ` + "`stdout`" + ` | < 80 | >= 80 |
+
+| Condition | Action |
+|-----------|--------|
+| ` + "`severity == \"degraded\"`" + ` | ` + "`clean-tmp`" + ` |
+`
+
+// TestBudgetHeldRepairOfADegradedUnitIsToldOnce: a degraded unit is not
+// relayed, so a repair its budget held back was silent, run after run.
+// The hold is told once (an incident), nothing more while it lasts, and
+// resolved once when the unit is healthy again.
+func TestBudgetHeldRepairOfADegradedUnitIsToldOnce(t *testing.T) {
+	c := parse(t, budgetContract)
+	var usage atomic.Value
+	usage.Store("91")
+	repairs := 0
+	box := &fakeTarget{name: "box", exec: func(ctx context.Context, cmd transports.Command) (transports.Result, error) {
+		if strings.Contains(cmd.Script, "clean-tmp") {
+			repairs++
+			return transports.Result{}, nil
+		}
+		return transports.Result{Stdout: usage.Load().(string)}, nil
+	}}
+	rec := &recorder{}
+	clk := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	eng, err := New(Options{StateDir: t.TempDir(), Opener: &fakeOpener{targets: map[string]*fakeTarget{"box": box}},
+		Clock: clk, Notifiers: []notify.Notifier{rec}, Sleep: func(context.Context, time.Duration) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func() {
+		t.Helper()
+		clk.Advance(5 * time.Minute)
+		if _, err := eng.Run(context.Background(), c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run() // the repair runs, and does not help
+	if repairs != 1 || rec.count() != 1 || rec.all[0].Kind != notify.KindRepair {
+		t.Fatalf("first run: %d repairs, messages %v; want the repair and its message", repairs, rec.msgs)
+	}
+	run() // the budget holds the next one back
+	msgs := rec.since(1)
+	if repairs != 1 || len(msgs) != 1 || msgs[0].Kind != notify.KindOpen || !strings.Contains(msgs[0].Text, "disk is degraded and its repair is held by its budget") {
+		t.Fatalf("second run: %d repairs, messages %+v; want one open message saying the budget holds the repair", repairs, msgs)
+	}
+	for i := 0; i < 3; i++ {
+		run()
+	}
+	if n := rec.count(); n != 2 || repairs != 1 {
+		t.Fatalf("held: %d messages, %d repairs; want nothing more", n, repairs)
+	}
+	usage.Store("40")
+	run()
+	msgs = rec.since(2)
+	if len(msgs) != 1 || msgs[0].Kind != notify.KindResolved {
+		t.Fatalf("healthy again: messages %+v; want one resolve", msgs)
+	}
+}
