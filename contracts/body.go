@@ -25,7 +25,7 @@ type stageMeta struct {
 }
 
 type stepMeta struct {
-	onPos, viaPos Pos
+	onPos, viaPos, sudoPos Pos
 }
 
 // bodyParser walks goldmark's block tree once, in document order.
@@ -369,8 +369,18 @@ func (b *bodyParser) fenced(f *ast.FencedCodeBlock) {
 			if !isProbeKind(kind) {
 				b.d.errorf(p, "via applies only to %s steps (use on= to run a script elsewhere)", stepKindList(false, "and"))
 			}
+		case "sudo":
+			meta.sudoPos = p
+			switch {
+			case a.Value != "true" && a.Value != "false":
+				b.d.errorf(p, "sudo: must be true or false, got %q", a.Value)
+			case !isExecKind(kind):
+				b.d.errorf(p, "sudo applies only to %s steps (an %s step probes from the engine itself)", stepKindList(true, "and"), stepKindList(false, "or"))
+			default:
+				st.Sudo = a.Value == "true"
+			}
 		default:
-			b.d.errorf(p, "unknown step attribute %q (want id, timeout, as, on or via)", a.Key)
+			b.d.errorf(p, "unknown step attribute %q (want id, timeout, as, on, via or sudo)", a.Key)
 		}
 	}
 	switch {
@@ -392,6 +402,8 @@ func (b *bodyParser) fenced(f *ast.FencedCodeBlock) {
 	}
 	tm := blockText(f, b.s.src)
 	st.Script = tm.text
+	lead := len(st.Script) - len(strings.TrimLeft(st.Script, " \t\n"))
+	st.CmdPos = b.s.pos(tm.fileOff(lead))
 	if k != nil && k.Parse != nil {
 		k.Parse(&StepBlock{Text: tm.text, b: b, tm: tm, at: infoPos}, st)
 	}
