@@ -62,6 +62,7 @@ func init() {
 		"serve":       {"[--dir DIR] [--state-dir DIR] [--listen ADDR] [--token-file FILE]", "run every contract in a directory on its schedule; a status page, an API and /metrics", (*Main).cmdServe},
 		"demo":        {"[--dir DIR]", "start a fixture mesh on loopback and show detection and repair", (*Main).cmdDemo},
 		"new":         {"[-o FILE] NAME", "write a new contract from a template, its repairs not yet armed", (*Main).cmdNew},
+		"sudoers":     {"[--user NAME] [--host TARGET] DIR|FILE...", "print the sudoers lines that allow exactly the commands contracts run through sudo", (*Main).cmdSudoers},
 		"version":     {"", "print the version", (*Main).cmdVersion},
 		"help":        {"[COMMAND]", "show this help, or a command's", (*Main).cmdHelp},
 	}
