@@ -261,4 +261,3 @@ func validLogin(s string) bool {
 	}
 	return true
 }
-
