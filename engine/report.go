@@ -30,6 +30,12 @@ type Report struct {
 	Maintenance map[string]*guard.Window `json:"maintenance,omitempty"`
 	Errors      []string                 `json:"errors,omitempty"`  // engine-level problems (store, lock); a sick agent is not an error
 	Skipped     string                   `json:"skipped,omitempty"` // the whole run was skipped, e.g. "another run holds the lock"
+	// StateUnwritable says the state directory could not be written
+	// ("state directory DIR cannot be written: read-only file system"):
+	// the run probed and judged, repaired nothing, decided no alert and
+	// recorded nothing. `contractd run` exits 1 for it; `serve` tells
+	// every route once, and the next run that can write carries on.
+	StateUnwritable string `json:"state_unwritable,omitempty"`
 }
 
 // AgentReport is the per-agent verdict: the worst of its stages.

@@ -30,6 +30,9 @@ type Health struct {
 	Running        []string  `json:"running"`
 	// ETCD is this instance's standing in a group (serve --etcd).
 	ETCD *HAHealth `json:"etcd,omitempty"`
+	// StateUnwritable is set while the state directory cannot be
+	// written: runs probe and report, and repair and record nothing.
+	StateUnwritable *StateProblem `json:"state_unwritable,omitempty"`
 }
 
 // HAHealth is the etcd part of GET /healthz.
@@ -133,6 +136,8 @@ type ContractList struct {
 	// ETCD is this instance's standing in a group (serve --etcd), as in
 	// GET /healthz, with the nodes it sees.
 	ETCD *HAHealth `json:"etcd,omitempty"`
+	// StateUnwritable is as in GET /healthz.
+	StateUnwritable *StateProblem `json:"state_unwritable,omitempty"`
 }
 
 // Handler returns the daemon's HTTP API: the status page (GET / and
@@ -188,6 +193,7 @@ func (d *Daemon) handleHealth(w http.ResponseWriter, r *http.Request) {
 		h.Running = []string{}
 	}
 	h.ETCD = d.haHealth()
+	h.StateUnwritable = d.stateWatch.current()
 	sort.Strings(h.Running)
 	code := http.StatusOK
 	if !ok {
@@ -272,6 +278,7 @@ func (d *Daemon) handleList(w http.ResponseWriter, r *http.Request) {
 		list.Contracts = append(list.Contracts, d.contractStatus(e, d.readState(e.name, 0, now, &down)))
 	}
 	list.ETCD = d.haHealth()
+	list.StateUnwritable = d.stateWatch.current()
 	sort.Slice(list.Rejected, func(i, j int) bool { return list.Rejected[i].Path < list.Rejected[j].Path })
 	writeJSON(w, http.StatusOK, list)
 }
