@@ -140,31 +140,64 @@ type ContractList struct {
 	StateUnwritable *StateProblem `json:"state_unwritable,omitempty"`
 }
 
-// Handler returns the daemon's HTTP API: the status page (GET / and
-// GET /c/{name}), GET /healthz, GET /contracts,
-// GET /contracts/{name}, POST /contracts/{name}/run,
-// POST /commands/{command}/run (the contract declaring command),
-// POST /contracts/{name}/reset, POST /contracts/{name}/maintenance and
-// GET /metrics.
+// Handler returns the daemon's HTTP API: every route of routes, each
+// behind its access rule.
 func (d *Daemon) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /{$}", d.page(d.handlePage))
-	mux.HandleFunc("GET /c/{name}", d.page(d.handleContractPage))
-	mux.HandleFunc("GET /healthz", d.handleHealth)
-	// The list and a contract's detail carry what the page shows (the
-	// last findings, probe output among them): they follow its rule.
-	mux.HandleFunc("GET /contracts", d.page(d.handleList))
-	mux.HandleFunc("GET /contracts/{name}", d.page(d.handleDetail))
-	mux.HandleFunc("POST /contracts/{name}/run", d.authorized(d.handleRun))
-	mux.HandleFunc("POST /commands/{command}/run", d.authorized(d.handleCommand))
-	mux.HandleFunc("POST /contracts/{name}/reset", d.authorized(d.handleReset))
-	mux.HandleFunc("POST /contracts/{name}/maintenance", d.authorized(d.handleMaintenance))
+	for _, rt := range d.routes() {
+		h := rt.handler
+		switch rt.access {
+		case accessPage:
+			h = d.page(h)
+		case accessToken:
+			h = d.authorized(h)
+		}
+		mux.HandleFunc(rt.pattern, h)
+	}
+	return mux
+}
+
+// Who may call a route.
+const (
+	accessOpen  = "open"  // anyone who reaches the address (health, metrics)
+	accessPage  = "page"  // as open, or the token with Config.PageAuth: what the status page shows
+	accessToken = "token" // the bearer token, or the socket from the daemon's user or root
+)
+
+// route is one request the API answers.
+type route struct {
+	pattern string // a net/http pattern: "POST /contracts/{name}/run"
+	access  string
+	handler http.HandlerFunc
+}
+
+// routes is the API, one row per request it answers: the status page
+// (GET / and GET /c/{name}), GET /healthz, GET /contracts, GET
+// /contracts/{name}, POST /contracts/{name}/run, POST
+// /commands/{command}/run (the contract declaring command), POST
+// /contracts/{name}/reset, POST /contracts/{name}/maintenance and GET
+// /metrics. Only the two run requests run anything on a target, and only
+// a run of a loaded contract, as its schedule would.
+func (d *Daemon) routes() []route {
 	var g prometheus.Gatherer = d.metrics.reg
 	if d.cfg.HA != nil {
 		g = runsOnly{g: g, runs: d.runsHere}
 	}
-	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
-	return mux
+	metrics := promhttp.HandlerFor(g, promhttp.HandlerOpts{})
+	return []route{
+		{"GET /{$}", accessPage, d.handlePage},
+		{"GET /c/{name}", accessPage, d.handleContractPage},
+		{"GET /healthz", accessOpen, d.handleHealth},
+		// The list and a contract's detail carry what the page shows (the
+		// last findings, probe output among them): they follow its rule.
+		{"GET /contracts", accessPage, d.handleList},
+		{"GET /contracts/{name}", accessPage, d.handleDetail},
+		{"POST /contracts/{name}/run", accessToken, d.handleRun},
+		{"POST /commands/{command}/run", accessToken, d.handleCommand},
+		{"POST /contracts/{name}/reset", accessToken, d.handleReset},
+		{"POST /contracts/{name}/maintenance", accessToken, d.handleMaintenance},
+		{"GET /metrics", accessOpen, metrics.ServeHTTP},
+	}
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
