@@ -281,7 +281,8 @@ func (c *Contract) TargetNamed(name string) *Target {
 }
 
 // SudoCommands lists every command c runs through sudo: each repair row
-// and each sudo=true step whose target (per for_each item) has sudo: true,
+// (but a report-only agent's, which never runs) and each sudo=true step
+// whose target (per for_each item) has sudo: true,
 // local or ssh, with its argv filled (SudoArgv). A command that cannot be
 // expressed literally is a Diagnostic at its column instead; so is a
 // sudo=true step on a target without sudo. Lint reports the diagnostics
@@ -331,9 +332,10 @@ func (c *Contract) SudoCommands() ([]SudoCommand, Diagnostics) {
 				}
 				add(nonEmptyName(target), strings.TrimSpace(step.Script), "step "+step.ID, step.CmdPos, vals, of)
 			}
+			reportOnly := c.IsReportOnly(ExpandAttr(st.Agent, vals))
 			for _, row := range st.Actions {
-				if row.Builtin != "" {
-					continue
+				if row.Builtin != "" || reportOnly {
+					continue // a report-only agent's repairs never run: no line allows them
 				}
 				target := ExpandAttr(row.On, vals)
 				if !c.TargetNamed(target).SudoCommands() {

@@ -58,8 +58,10 @@ targets:
   web: {ssh: deploy@10.0.0.5, sudo: true}
   db: {ssh: deploy@10.0.0.6:2222, sudo: true}
   plain: {ssh: ops@10.0.0.7}
+  koby: {ssh: ops@10.0.0.8, sudo: true}
   app: {docker: app, sudo: true}
   local: {local: true, sudo: true}
+report_only_agents: [koby]
 vars:
   unit: nginx
 for_each:
@@ -87,6 +89,14 @@ for_each:
 |---|---|
 | ` + "`p.exit_code != 0`" + ` | ` + "`/usr/bin/systemctl restart plain`" + ` |
 
+### Koby {#koby agent=koby on=koby}
+
+` + "```bash {id=k}\ntrue\n```" + `
+
+| Condition | Action |
+|---|---|
+| ` + "`k.exit_code != 0`" + ` | ` + "`/usr/bin/systemctl restart koby`" + ` |
+
 ### Here {#here agent=here}
 
 ` + "```bash {id=disk sudo=true}\nid -u\n```" + `
@@ -100,7 +110,7 @@ for_each:
 // and for_each items filled, sudoers' own characters escaped, "" for a
 // command that takes no arguments (a bare command in sudoers allows any),
 // a bare name resolved, the docker hop's fixed argv, and nothing for a
-// target without sudo. --host keeps one host's lines; --user names the
+// target without sudo or for a report-only agent (never repaired). --host keeps one host's lines; --user names the
 // engine's own login.
 func TestSudoersLines(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "hosts.md")
@@ -151,12 +161,12 @@ func TestSudoersRefuses(t *testing.T) {
 	}
 	shell := write("shell.md", "`/usr/local/bin/rotate-logs`", "`/usr/local/bin/rotate-logs > /var/log/x`")
 	code, out, errs := runMain(t, "contractd", "sudoers", shell)
-	if code != exitUsage || out != "" || !strings.Contains(errs, "shell.md:51:55: error: the repair of stage here runs through sudo on target local (sudo: true), word for word without a shell: '>' is a redirection") {
+	if code != exitUsage || out != "" || !strings.Contains(errs, "shell.md:63:55: error: the repair of stage here runs through sudo on target local (sudo: true), word for word without a shell: '>' is a redirection") {
 		t.Errorf("shell syntax: exit %d, stdout %q, stderr:\n%s", code, out, errs)
 	}
 	missing := write("missing.md", "`/usr/local/bin/rotate-logs`", "`contractd-no-such-tool --all`")
 	code, out, errs = runMain(t, "contractd", "sudoers", missing)
-	if code != exitFailed || out != "" || !strings.Contains(errs, "missing.md:51:28: error: the repair of stage here: the command contractd-no-such-tool is in none of /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin on this host") {
+	if code != exitFailed || out != "" || !strings.Contains(errs, "missing.md:63:28: error: the repair of stage here: the command contractd-no-such-tool is in none of /usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin on this host") {
 		t.Errorf("unresolvable command: exit %d, stdout %q, stderr:\n%s", code, out, errs)
 	}
 }
