@@ -63,6 +63,7 @@ type PlanGuards struct {
 	Debounce         string `json:"debounce"`   // "0s": none
 	CrashLoop        string `json:"crash_loop"` // "10 per 1h then alert", or "off"
 	UnreachableAfter int    `json:"unreachable_after"`
+	UnknownAfter     int    `json:"unknown_after"`
 	RecoverAfter     int    `json:"recover_after"`
 	After            int    `json:"after"`
 	Budget           string `json:"budget"` // "1 per 10m", or "none"
@@ -277,7 +278,7 @@ func Explain(c *Contract) *Plan {
 		Schedule:         PlanSchedule{Every: fmtDuration(c.Schedule.Every), OnStart: c.Schedule.OnStart},
 		Guards: PlanGuards{
 			Debounce: fmtDuration(g.Debounce), CrashLoop: c.crashLoop(),
-			UnreachableAfter: g.UnreachableAfter, RecoverAfter: g.RecoverAfter, After: g.After,
+			UnreachableAfter: g.UnreachableAfter, UnknownAfter: max(g.UnknownAfter, 1), RecoverAfter: g.RecoverAfter, After: g.After,
 			Budget: nonEmptyOr(budgetText(g.Budget), "none"), Grace: fmtDuration(g.Grace), EscalateAfter: g.EscalateAfter,
 			Repeat: fmtDuration(g.Repeat), SlowRetry: nonEmptyOr(SlowRetryText(g.SlowRetry, c.Schedule.Every), "off"),
 			BlastRadius: blastText(g.BlastRadius),
@@ -550,6 +551,7 @@ func WriteExplainText(w io.Writer, c *Contract) error {
 	gs := []string{"debounce " + g.Debounce, "crash loop " + g.CrashLoop,
 		fmt.Sprintf("act after %d failing run(s)", g.After),
 		fmt.Sprintf("unreachable counts after %d", g.UnreachableAfter),
+		fmt.Sprintf("unknown alerts after %d", g.UnknownAfter),
 		fmt.Sprintf("recover after %d", g.RecoverAfter),
 		"budget " + g.Budget, escalate, "slow retry " + g.SlowRetry, "blast radius " + g.BlastRadius,
 		"verify after " + g.Grace, "remind every " + g.Repeat}

@@ -27,7 +27,11 @@ const (
 	DefaultStepTimeout      = 30 * time.Second
 	DefaultUnreachableAfter = 1
 	DefaultRecoverAfter     = 1
-	DefaultAfter            = 1
+	// DefaultUnknownAfter is how many consecutive runs a unit may stay
+	// unknown before that is an incident of its own: a monitor that
+	// cannot see says so.
+	DefaultUnknownAfter = 3
+	DefaultAfter        = 1
 )
 
 var (
@@ -341,7 +345,8 @@ var topKeys = []string{"kind", "name", "title", "description", "version", "runti
 type frontMatter struct {
 	sawName, sawRuntime bool
 	varPos              map[string]Pos
-	logPos              Pos // where the text of log: starts (after a quote)
+	logPos              Pos   // where the text of log: starts (after a quote)
+	reportOnlyPos       []Pos // where each name of report_only_agents is
 }
 
 func newContract(path string) *Contract {
@@ -353,6 +358,7 @@ func newContract(path string) *Contract {
 			Debounce:         DefaultDebounce,
 			UnreachableAfter: DefaultUnreachableAfter,
 			RecoverAfter:     DefaultRecoverAfter,
+			UnknownAfter:     DefaultUnknownAfter,
 			After:            DefaultAfter,
 			Grace:            DefaultGrace,
 			Repeat:           DefaultRepeat,
@@ -409,6 +415,11 @@ func (y *yamlDec) decodeFrontMatter(root ast.Node, c *Contract) frontMatter {
 			c.Agent, _ = y.str(e.value, e.key)
 		case "report_only_agents":
 			c.ReportOnlyAgents, _ = y.strList(e.value, e.key)
+			if seq, ok := unwrap(e.value).(*ast.SequenceNode); ok {
+				for _, v := range seq.Values {
+					fm.reportOnlyPos = append(fm.reportOnlyPos, y.pos(v))
+				}
+			}
 		case "schedule":
 			y.decodeSchedule(e.value, &c.Schedule)
 		case "commands":
@@ -445,7 +456,7 @@ func (y *yamlDec) decodeFrontMatter(root ast.Node, c *Contract) frontMatter {
 				case "change", "repair", "critical":
 					c.AlertOn = s
 				default:
-					y.d.errorf(y.pos(e.value), "alert_on: must be change, repair or critical, got %q", s)
+					y.d.errorf(y.pos(e.value), "alert_on: must be change, repair or critical, got %q%s", s, hint(s, []string{"change", "repair", "critical"}, ""))
 				}
 			}
 		case "log":
@@ -503,12 +514,12 @@ func (y *yamlDec) decodeSchedule(n ast.Node, s *Schedule) {
 	}
 }
 
-var guardKeys = []string{"debounce", "crash_loop", "unreachable_after", "recover_after", "after",
+var guardKeys = []string{"debounce", "crash_loop", "unreachable_after", "unknown_after", "recover_after", "after",
 	"budget", "grace", "escalate_after", "repeat", "blast_radius", "slow_retry"}
 
 func (y *yamlDec) decodeGuards(n ast.Node, g *Guards) {
 	durations := map[string]*time.Duration{"debounce": &g.Debounce, "grace": &g.Grace, "repeat": &g.Repeat}
-	counts := map[string]*int{"unreachable_after": &g.UnreachableAfter, "recover_after": &g.RecoverAfter,
+	counts := map[string]*int{"unreachable_after": &g.UnreachableAfter, "unknown_after": &g.UnknownAfter, "recover_after": &g.RecoverAfter,
 		"after": &g.After, "escalate_after": &g.EscalateAfter}
 	entries, _ := y.mapping(n, "guards")
 	for _, e := range entries {

@@ -135,6 +135,7 @@ type Guards struct {
 	Debounce         time.Duration // per agent, between repairs (default 300s)
 	CrashLoop        CrashLoop
 	UnreachableAfter int           // consecutive unreachable runs before it counts critical
+	UnknownAfter     int           // consecutive unknown runs before that is an incident (default 3)
 	RecoverAfter     int           // consecutive healthy runs before a unit counts healthy again
 	After            int           // consecutive failing runs before a repair fires (default 1)
 	Budget           *Budget       // N repairs per window per unit
@@ -326,7 +327,7 @@ type Step struct {
 	Script  string // exec steps: the script; http: the request text; tcp: host:port
 	On      string // overrides the stage's target
 	Timeout time.Duration
-	As      string // "json" or "" (text)
+	As      string // as=: "json", "lines", "text", or "" (the kind's default)
 	Via     string // http/tcp: tunnel through this ssh target
 	// Sudo runs the step through `sudo -n --` on a target with sudo:
 	// true: its script is one command, split into words without a shell
@@ -337,6 +338,9 @@ type Step struct {
 	CmdPos Pos
 	HTTP   *HTTPRequest
 	Health []*HealthRow
+	// Fields are the fields of the step's JSON output its author declared
+	// (fields=, or an example block), by dotted path; nil when none are.
+	Fields map[string]Type
 	Pos    Pos
 }
 

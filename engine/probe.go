@@ -97,6 +97,10 @@ func (r *run) probe(ctx context.Context, stages []*stageRun) probed {
 // it are unreachable too without another attempt.
 func (r *run) probeStage(ctx context.Context, sr *stageRun) {
 	sr.report.Target = describeTarget(r.c, sr.target)
+	if r.e.opts.Recordings != nil {
+		r.replayStage(ctx, sr)
+		return
+	}
 	unreachable := map[string]error{}
 	list := sr.stage.Steps
 	for i := 0; i < len(list); {
@@ -116,6 +120,34 @@ func (r *run) probeStage(ctx context.Context, sr *stageRun) {
 			sr.record(r, batch[k], o)
 		}
 		i = j
+	}
+	sr.finish(r)
+}
+
+// replayStage answers each step of sr from its recording, through its
+// kind's Replay: what its probe would have seen, with nothing sent to a
+// target. As in a batch, once an exec step's target is unreachable the
+// later steps on it are too.
+func (r *run) replayStage(ctx context.Context, sr *stageRun) {
+	unreachable := map[string]bool{}
+	for _, step := range sr.stage.Steps {
+		exec := steps.IsExec(step.Kind)
+		p, _ := ProbeFrom(r.probeContext(ctx, sr, step))
+		rec := r.e.opts.Recordings.Recording(p, step.ID)
+		tgt := sr.targetName(step)
+		var o *steps.Observation
+		switch {
+		case rec == nil:
+			o = steps.FromResult(step, transports.Result{}, fmt.Errorf("%w: no recorded output", transports.ErrUnreachable))
+		case exec && unreachable[tgt]:
+			o = steps.FromResult(step, transports.Result{}, fmt.Errorf("%w: %s: the session ended before the step finished", transports.ErrUnreachable, tgt))
+		default:
+			o = steps.Replay(step, rec)
+		}
+		if o.Err != nil && exec {
+			unreachable[tgt] = true
+		}
+		sr.record(r, step, o)
 	}
 	sr.finish(r)
 }

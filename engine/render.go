@@ -53,7 +53,11 @@ func WriteText(w io.Writer, rep *Report) error {
 		name += " " + rep.Version
 	}
 	ew.printf("%s — %s%s%s\n", name, strings.ToUpper(rep.OverallSeverity.String()), heldNote(rep), mode)
-	ew.printf("run %s at %s, %d ms\n\n", rep.RunID, rep.StartedAt.Format("2006-01-02 15:04:05Z07:00"), rep.DurationMS)
+	ew.printf("run %s at %s, %d ms", rep.RunID, rep.StartedAt.Format("2006-01-02 15:04:05Z07:00"), rep.DurationMS)
+	if rep.RequestedBy != "" {
+		ew.printf(", requested by %s", transports.Printable(rep.RequestedBy))
+	}
+	ew.printf("\n\n")
 
 	// Stage rows go through a tabwriter; the lines under each row (its
 	// findings) are put back between them afterwards, so they do not

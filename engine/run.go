@@ -109,9 +109,12 @@ func (e *Engine) Run(ctx context.Context, c *contracts.Contract) (rep *Report, e
 	rep = &Report{
 		Contract: c.Name, Version: c.Version, RunID: newRunID(now), StartedAt: now,
 		DryRun: e.opts.DryRun, Stages: []*StageReport{}, Agents: map[string]*AgentReport{},
-		Actions: []*ActionReport{}, Alerts: []*AlertReport{},
+		Actions: []*ActionReport{}, Alerts: []*AlertReport{}, RequestedBy: Requester(ctx),
 	}
 	log := e.opts.Log.With("contract", transports.Printable(c.Name), "run_id", rep.RunID)
+	if rep.RequestedBy != "" {
+		log = log.With("requested_by", transports.Printable(rep.RequestedBy))
+	}
 	// Deferred first, so it runs last: the run's end as it was returned.
 	defer func() { logEnd(log, rep, err) }()
 	// A panic before the run holds its lock has nothing to record.

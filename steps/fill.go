@@ -50,7 +50,8 @@ func shellVar(name string) string {
 // command: every var assigned to a shell variable of its own name (values
 // single-quoted by ShellQuote; reserved names are never assigned), then
 // text as written, except that a reference whose name is not a shell
-// identifier (${item.port}) is renamed to the variable made for it. The
+// identifier (${item.port}) is renamed to the variable made for it, and
+// ${env.NAME} reads the target's environment variable NAME (${NAME}). The
 // shell expands ${name} itself and never parses a value as syntax, in
 // double quotes or not. Variables are not exported: no program the script
 // starts sees them, so no value can reach one through its environment
@@ -69,6 +70,9 @@ func Script(text string, vars map[string]string) string {
 	}
 	made := map[string]bool{}
 	body := fill.Replace(text, func(name, m string) string {
+		if env, ok := strings.CutPrefix(name, "env."); ok && shellName.MatchString(env) {
+			return "${" + env + "}" // the target's environment variable
+		}
 		v, ok := vars[name]
 		if !ok || shellName.MatchString(name) {
 			return m

@@ -87,14 +87,47 @@ func FromResult(step *contracts.Step, res transports.Result, err error) *Observa
 		"duration":  res.Duration.Seconds(),
 	}
 	if err != nil {
-		o.Values["unreachable"] = true
+		unseen(o, err)
 		return o
 	}
 	o.Values["unreachable"] = false
-	if step.As == "json" {
+	switch step.As {
+	case contracts.AsJSON.Name:
 		mergeJSON(o, []byte(res.Stdout))
+	case contracts.AsLines.Name:
+		o.Values["lines"] = splitLines(res.Stdout)
 	}
 	return o
+}
+
+// splitLines is as=lines: stdout's non-empty lines, each trimmed of
+// spaces at its ends.
+func splitLines(s string) []any {
+	out := []any{}
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// unseen marks o as a step whose target could not be reached: it saw
+// nothing, so it keeps only the values that say so (unreachable,
+// timed_out, duration). Its output values are absent, never empty: a
+// Maintains key read from them keeps its last value, and a later step's
+// stdout is not overwritten in its stage's merged values by one nobody
+// saw.
+func unseen(o *Observation, err error) {
+	o.Err = err
+	for k := range o.Values {
+		switch k {
+		case "unreachable", "timed_out", "duration":
+		default:
+			delete(o.Values, k)
+		}
+	}
+	o.Values["unreachable"] = true
 }
 
 // mergeJSON puts the fields of a JSON object at the top level of Values. A

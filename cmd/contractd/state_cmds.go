@@ -287,6 +287,12 @@ func (m *Main) cmdHistory(ctx context.Context, args []string) int {
 		if h.Interrupted != "" {
 			say(tw, "\t  interrupted: %s\n", h.Interrupted)
 		}
+		if h.RequestedBy != "" {
+			say(tw, "\t  requested by %s\n", h.RequestedBy)
+		}
+		for _, ev := range h.Operator {
+			say(tw, "\t  before it: %s\n", ev.String())
+		}
 		for _, a := range h.Actions {
 			if a.Status == engine.ActionLogged || a.Status == engine.ActionMonitor {
 				continue
@@ -345,6 +351,17 @@ func (m *Main) cmdWhy(ctx context.Context, args []string) int {
 	say(m.Stdout, "%s run %s at %s: %s\n", name, h.RunID, h.StartedAt.Format(time.RFC3339), h.OverallSeverity)
 	if h.Interrupted != "" {
 		say(m.Stdout, "  interrupted: %s\n", h.Interrupted)
+	}
+	if h.RequestedBy != "" {
+		say(m.Stdout, "  requested by %s\n", h.RequestedBy)
+	}
+	for _, ev := range h.Operator {
+		say(m.Stdout, "  before it: %s\n", ev.String())
+	}
+	if l, err := src.st.ReadLedger(name); err == nil {
+		for _, ev := range l.Operator {
+			say(m.Stdout, "  since then: %s\n", ev.String())
+		}
 	}
 	steps := make([]string, 0, len(h.Findings))
 	for step := range h.Findings {

@@ -139,7 +139,10 @@ func TestAPIRunsOnlyDeclaredRepairsInsideTheirGuards(t *testing.T) {
 	query := "?command=" + url.QueryEscape("touch "+canary) + "&var=" + url.QueryEscape("marks="+canary) + "&inventory=/etc/passwd&dry_run=false"
 	requests := 0
 	for _, rt := range h.d.routes() {
-		method, pattern, _ := strings.Cut(rt.pattern, " ")
+		method, pattern, ok := strings.Cut(rt.pattern, " ")
+		if !ok {
+			method, pattern = http.MethodPost, rt.pattern // any method
+		}
 		pattern = strings.TrimSuffix(pattern, "{$}")
 		for _, v := range values {
 			path := strings.NewReplacer("{name}", url.PathEscape(v), "{command}", url.PathEscape(v)).Replace(pattern)

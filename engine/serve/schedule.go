@@ -265,7 +265,7 @@ func (d *Daemon) tick(e *entry) {
 	go func() {
 		defer d.runs.Done()
 		<-resend
-		d.protect(e.name, "a run", func() { d.execute(e, c) })
+		d.protect(e.name, "a run", func() { d.execute(e, c, "") })
 	}()
 }
 
@@ -286,6 +286,13 @@ var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c
 // ErrStopping, or ErrOverlap (recorded as skipped_overlap) when the run could
 // not start; otherwise the report and the Runner's error, if any.
 func (d *Daemon) RunNow(name string) (*engine.Report, error) {
+	return d.RunNowBy(name, "")
+}
+
+// RunNowBy is RunNow for a caller that names itself (an MCP client): the
+// run's report, history record and log records say who asked for it
+// (engine.WithRequester). by "" is RunNow.
+func (d *Daemon) RunNowBy(name, by string) (*engine.Report, error) {
 	if d.stopping.Load() {
 		return nil, ErrStopping
 	}
@@ -308,17 +315,25 @@ func (d *Daemon) RunNow(name string) (*engine.Report, error) {
 		return nil, fmt.Errorf("%s: %w", name, ErrOverlap)
 	}
 	e.running, e.runStart, e.trigger = true, now, "on demand"
+	if by != "" {
+		e.trigger = "on demand by " + by
+	}
 	c, resend := e.c, e.resendGoing()
 	e.mu.Unlock()
 	d.runs.Add(1)
 	defer d.runs.Done()
 	<-resend
-	return d.execute(e, c)
+	return d.execute(e, c, by)
 }
 
-// execute runs c once under the run deadline and records the outcome.
-func (d *Daemon) execute(e *entry, c *contracts.Contract) (*engine.Report, error) {
-	ctx, cancel := context.WithTimeout(d.runCtx, d.cfg.RunTimeout)
+// execute runs c once under the run deadline and records the outcome; by
+// names who asked for the run ("" for the schedule or the API).
+func (d *Daemon) execute(e *entry, c *contracts.Contract, by string) (*engine.Report, error) {
+	runCtx := d.runCtx
+	if by != "" {
+		runCtx = engine.WithRequester(runCtx, by)
+	}
+	ctx, cancel := context.WithTimeout(runCtx, d.cfg.RunTimeout)
 	defer cancel()
 	start := d.clock.Now()
 	rep, err := d.safeRun(ctx, c)

@@ -33,6 +33,12 @@ type RunRecord struct {
 	// then rebuilt from the ledger by the next holder of the run lock,
 	// severity unknown).
 	Interrupted string `json:"interrupted,omitempty"`
+	// RequestedBy names who asked for the run when it was asked for by a
+	// caller that names itself (an MCP client); "" for scheduled runs.
+	RequestedBy string `json:"requested_by,omitempty"`
+	// Operator lists what operators who named themselves changed in the
+	// ledger since the run before (Ledger.Operator).
+	Operator []OperatorEvent `json:"operator,omitempty"`
 }
 
 // Check returns what makes r not a run record: no run id, no start time,
