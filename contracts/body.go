@@ -26,11 +26,11 @@ type stageMeta struct {
 }
 
 type stepMeta struct {
-	onPos, viaPos, fieldsPos Pos
+	onPos, viaPos, fieldsPos, sudoPos Pos
 }
 
 // stepAttrs are the attributes a step block takes.
-var stepAttrs = []string{"id", "timeout", "as", "fields", "on", "via"}
+var stepAttrs = []string{"id", "timeout", "as", "fields", "on", "via", "sudo"}
 
 // bodyParser walks goldmark's block tree once, in document order.
 type bodyParser struct {
@@ -380,8 +380,18 @@ func (b *bodyParser) fenced(f *ast.FencedCodeBlock) {
 			if !isProbeKind(kind) {
 				b.d.errorf(p, "via applies only to %s steps (use on= to run a script elsewhere)", stepKindList(false, "and"))
 			}
+		case "sudo":
+			meta.sudoPos = p
+			switch {
+			case a.Value != "true" && a.Value != "false":
+				b.d.errorf(p, "sudo: must be true or false, got %q", a.Value)
+			case !isExecKind(kind):
+				b.d.errorf(p, "sudo applies only to %s steps (an %s step probes from the engine itself)", stepKindList(true, "and"), stepKindList(false, "or"))
+			default:
+				st.Sudo = a.Value == "true"
+			}
 		default:
-			b.d.errorf(p, "unknown step attribute %q (want id, timeout, as, fields, on or via)%s", a.Key, hint(a.Key, stepAttrs, ""))
+			b.d.errorf(p, "unknown step attribute %q (want id, timeout, as, fields, on, via or sudo)%s", a.Key, hint(a.Key, stepAttrs, ""))
 		}
 	}
 	switch {
@@ -403,6 +413,8 @@ func (b *bodyParser) fenced(f *ast.FencedCodeBlock) {
 	}
 	tm := blockText(f, b.s.src)
 	st.Script = tm.text
+	lead := len(st.Script) - len(strings.TrimLeft(st.Script, " \t\n"))
+	st.CmdPos = b.s.pos(tm.fileOff(lead))
 	if k != nil && k.Parse != nil {
 		k.Parse(&StepBlock{Text: tm.text, b: b, tm: tm, at: infoPos}, st)
 	}

@@ -79,6 +79,10 @@ type PlanTarget struct {
 	Name  string `json:"name"`
 	Kind  string `json:"kind"`  // local, ssh, pct, docker
 	Chain string `json:"chain"` // e.g. "ssh root@192.168.68.15 → pct 112"
+	// Sudo is the target's sudo: true: repairs and sudo=true steps go
+	// through `sudo -n --` (local, ssh), or pct/docker itself does (on
+	// the parent).
+	Sudo bool `json:"sudo,omitempty"`
 }
 
 // PlanVar is one var with the value it has after the inventory and --var.
@@ -129,7 +133,8 @@ type PlanStep struct {
 	Via     string       `json:"via,omitempty"`
 	Timeout string       `json:"timeout"`
 	As      string       `json:"as,omitempty"`
-	Command string       `json:"command"` // the script, "METHOD URL", or host:port
+	Command string       `json:"command"`        // the script, "METHOD URL", or host:port
+	Sudo    bool         `json:"sudo,omitempty"` // runs as sudo -n -- COMMAND (sudo=true)
 	Health  []PlanHealth `json:"health"`
 	Line    int          `json:"line"`
 }
@@ -158,7 +163,10 @@ type PlanAction struct {
 	Tier      int           `json:"tier,omitempty"`
 	Template  string        `json:"template,omitempty"` // the Message column: the words of the messages the row causes
 	Executed  bool          `json:"executed"`           // false for report-only agents: logged, never run
-	Line      int           `json:"line"`
+	// Sudo says the command runs as `sudo -n -- COMMAND ARGS…` (its
+	// target has sudo: true); false for a target chosen per item.
+	Sudo bool `json:"sudo,omitempty"`
+	Line int  `json:"line"`
 }
 
 // PlanActGuards are the guards in force for one action row.
@@ -294,7 +302,7 @@ func Explain(c *Contract) *Plan {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		p.Targets = append(p.Targets, PlanTarget{Name: n, Kind: c.Targets[n].Kind(), Chain: c.Chain(n)})
+		p.Targets = append(p.Targets, PlanTarget{Name: n, Kind: c.Targets[n].Kind(), Chain: c.Chain(n), Sudo: c.Targets[n].Sudo})
 	}
 	vars := make([]string, 0, len(c.Vars))
 	for n := range c.Vars {
@@ -337,7 +345,7 @@ func Explain(c *Contract) *Plan {
 			}
 			ps2 := PlanStep{
 				ID: s.ID, Kind: s.Kind, On: on, Target: target, Via: s.Via,
-				Timeout: fmtDuration(s.Timeout), As: s.As, Command: stepCommand(s),
+				Timeout: fmtDuration(s.Timeout), As: s.As, Command: stepCommand(s), Sudo: s.Sudo,
 				Health: []PlanHealth{}, Line: s.Pos.Line,
 			}
 			for _, r := range s.Health {
@@ -499,6 +507,7 @@ func planAction(c *Contract, st *Stage, a *ActionRow) PlanAction {
 		Condition: a.Condition, Expr: a.Expr, Action: a.Action, Builtin: a.Builtin, Message: a.Message,
 		On: on, Target: c.Chain(on), Guards: g, Tier: a.Tier, Template: templateText(a.Template),
 		Executed: !c.IsReportOnly(st.Agent), Line: a.Pos.Line,
+		Sudo: a.Builtin == "" && c.TargetNamed(on).SudoCommands(),
 	}
 }
 
@@ -607,6 +616,9 @@ func WriteExplainText(w io.Writer, c *Contract) error {
 			if s.As != "" {
 				as = ", as " + s.As
 			}
+			if s.Sudo {
+				as += ", through sudo -n"
+			}
 			ew.printf("   step %s (%s, timeout %s%s) on %s:\n", s.ID, s.Kind, s.Timeout, as, s.Target)
 			for _, l := range strings.Split(s.Command, "\n") {
 				ew.printf("       %s\n", l)
@@ -620,6 +632,9 @@ func WriteExplainText(w io.Writer, c *Contract) error {
 		}
 		for _, a := range st.Actions {
 			what := "run `" + a.Action + "` on " + a.Target
+			if a.Sudo {
+				what = "run `sudo -n -- " + a.Action + "` on " + a.Target
+			}
 			if a.Builtin != "" {
 				what = a.Builtin + ": " + a.Message
 			}

@@ -663,7 +663,7 @@ func (y *yamlDec) decodeBlastRadius(n ast.Node, what string) *BlastRadius {
 	return b
 }
 
-var targetKeys = []string{"ssh", "pct", "docker", "local", "via", "known_hosts", "host_key", "identity", "connect_timeout"}
+var targetKeys = []string{"ssh", "pct", "docker", "local", "via", "known_hosts", "host_key", "identity", "connect_timeout", "sudo"}
 
 // decodeTargets adds or replaces targets by name (an inventory replaces a
 // contract's target wholesale).
@@ -675,9 +675,8 @@ func (y *yamlDec) decodeTargets(n ast.Node, into map[string]*Target) {
 		if !reName.MatchString(e.key) {
 			y.d.errorf(y.pos(e.keyN), "targets: %q is not a valid target name", e.key)
 		}
-		if e.key == "local" {
-			y.d.errorf(y.pos(e.keyN), "targets: \"local\" is reserved for the engine's own host")
-		}
+		// "local" names the engine's own host: it may be declared only
+		// as that host, to set its options (sudo).
 		sub, ok := y.mapping(e.value, what)
 		if !ok {
 			continue
@@ -737,6 +736,8 @@ func (y *yamlDec) decodeTargets(n ast.Node, into map[string]*Target) {
 				}
 			case "connect_timeout":
 				t.ConnectTimeout, _ = y.duration(s.value, w)
+			case "sudo":
+				t.Sudo, _ = y.boolean(s.value, w)
 			default:
 				y.unknownKey(s, what, targetKeys)
 			}
@@ -750,6 +751,8 @@ func (y *yamlDec) decodeTargets(n ast.Node, into map[string]*Target) {
 			y.d.errorf(y.pos(e.keyN), "%s: pct needs via (the Proxmox host it runs on)", what)
 		case t.Local && t.Via != "":
 			y.d.errorf(y.pos(e.keyN), "%s: local cannot have via", what)
+		case e.key == "local" && !t.Local:
+			y.d.errorf(y.pos(e.keyN), "targets: \"local\" is the engine's own host: it can only be {local: true} (with its options, such as sudo)")
 		}
 		if t.SSH == "" && (t.KnownHosts != "" || t.HostKey != "" || len(t.Identity) > 0) {
 			y.d.errorf(y.pos(e.keyN), "%s: known_hosts, host_key and identity apply only to ssh targets", what)

@@ -228,7 +228,28 @@ type Target struct {
 	HostKey        string // "strict" (default) or "accept-new"
 	Identity       []string
 	ConnectTimeout time.Duration
-	Pos            Pos
+	// Sudo says the login on this link is not root. On a local or ssh
+	// target, its repairs (and the steps marked sudo=true) run as `sudo
+	// -n -- COMMAND ARGS…`, the declared command split into words without
+	// a shell (SudoArgv), so that a sudoers line can allow exactly it;
+	// every other step runs as the login user. On a pct or docker
+	// target, the `pct exec`/`docker exec` on its parent runs through
+	// `sudo -n --`, for every step and repair.
+	Sudo bool
+	Pos  Pos
+}
+
+// SudoCommands reports whether the target's own repairs and sudo=true
+// steps run through sudo: a local or ssh target with sudo: true. A pct or
+// docker target's sudo is its parent's command (SudoHop).
+func (t *Target) SudoCommands() bool {
+	return t != nil && t.Sudo && (t.Kind() == "local" || t.Kind() == "ssh")
+}
+
+// SudoHop reports whether the target is a container reached through
+// `sudo -n -- pct exec` or `sudo -n -- docker exec` on its parent.
+func (t *Target) SudoHop() bool {
+	return t != nil && t.Sudo && (t.Kind() == "pct" || t.Kind() == "docker")
 }
 
 // Kind names the transport of this link: "local", "ssh", "pct" or "docker".
@@ -308,8 +329,15 @@ type Step struct {
 	Timeout time.Duration
 	As      string // as=: "json", "lines", "text", or "" (the kind's default)
 	Via     string // http/tcp: tunnel through this ssh target
-	HTTP    *HTTPRequest
-	Health  []*HealthRow
+	// Sudo runs the step through `sudo -n --` on a target with sudo:
+	// true: its script is one command, split into words without a shell
+	// (SudoArgv), as a repair's is.
+	Sudo bool
+	// CmdPos is where the script's first word is, for diagnostics about
+	// a sudo step's words.
+	CmdPos Pos
+	HTTP   *HTTPRequest
+	Health []*HealthRow
 	// Fields are the fields of the step's JSON output its author declared
 	// (fields=, or an example block), by dotted path; nil when none are.
 	Fields map[string]Type
@@ -378,6 +406,9 @@ type ActionRow struct {
 	// (`probe.stdout`), so a report can say what was seen.
 	Reads []string
 	Pos   Pos
+	// CmdPos is where the command starts in the Action cell, for
+	// diagnostics about its words (a cell is one line).
+	CmdPos Pos
 }
 
 // ActionGuard overrides contract guards for one action row. Zero means inherit.

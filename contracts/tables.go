@@ -449,6 +449,7 @@ func (b *bodyParser) action(ar *ActionRow, c cell, prev *ActionRow) bool {
 		lead := strings.Index(c.text, cmd)
 		posOf := func(off int) Pos { return offsetPos(c.pos, c.text, lead+off) }
 		ar.Action = b.refsAt(cmd, true, posOf)
+		ar.CmdPos = posOf(0)
 		for _, off := range singleQuotedRefs(cmd) {
 			b.d.warnf(posOf(off), "%s is inside single quotes, where the shell does not expand it (a var is passed as a shell variable); use double quotes", cmd[off:off+strings.IndexByte(cmd[off:], '}')+1])
 		}

@@ -47,6 +47,8 @@ func (b *bodyParser) validate() {
 			b.checkFilled(st, step)
 		}
 	}
+	_, sudo := c.SudoCommands()
+	b.d.list = append(b.d.list, sudo...)
 	b.bindExamples()
 	b.bindSnapshotValues()
 	b.warnStrayValues()

@@ -128,7 +128,7 @@ func WriteText(w io.Writer, rep *Report) error {
 			if a.Verify != "" {
 				verify = " → " + a.Verify
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t[%s] %s%s\n", printable(a.Agent), a.Status, printable(a.Action), printable(a.Condition), printable(guardSays(a)), verify)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t[%s] %s%s\n", printable(a.Agent), a.Status, printable(a.Command()), printable(a.Condition), printable(guardSays(a)), verify)
 		}
 		tw.Flush()
 		ew.raw(b.String())
@@ -215,7 +215,7 @@ func WriteTrace(w io.Writer, rep *Report) error {
 		ew.printf("no action table row held in run %s\n", rep.RunID)
 	}
 	for _, a := range rep.Actions {
-		ew.printf("%s/%s: %s `%s` when %s\n  → %s: %s\n", a.Agent, a.Stage, a.Status, a.Action, a.Condition, nonEmpty(a.Guard, "decided"), a.Why())
+		ew.printf("%s/%s: %s `%s` when %s\n  → %s: %s\n", a.Agent, a.Stage, a.Status, a.Command(), a.Condition, nonEmpty(a.Guard, "decided"), a.Why())
 		for _, t := range a.Trace {
 			ew.printf("    %s\n", t)
 		}

@@ -33,6 +33,12 @@ type Report struct {
 	// RequestedBy names who asked for this run, when the caller named
 	// itself (WithRequester: an MCP client); "" for a scheduled run.
 	RequestedBy string `json:"requested_by,omitempty"`
+	// StateUnwritable says the state directory could not be written
+	// ("state directory DIR cannot be written: read-only file system"):
+	// the run probed and judged, repaired nothing, decided no alert and
+	// recorded nothing. `contractd run` exits 1 for it; `serve` tells
+	// every route once, and the next run that can write carries on.
+	StateUnwritable string `json:"state_unwritable,omitempty"`
 }
 
 // AgentReport is the per-agent verdict: the worst of its stages.

@@ -78,6 +78,10 @@ func spec(c *contracts.Contract, name string, seen map[string]bool) (*transports
 		ConnectTimeout: t.ConnectTimeout,
 		VMID:           t.PCT,
 		Container:      t.Docker,
+		// A container's link runs pct or docker through sudo on its
+		// parent; a local or ssh target's sudo is its repairs' (the
+		// engine's, see repair.go), not its transport's.
+		Sudo: t.SudoHop(),
 	}
 	if t.SSH != "" {
 		user, host, port, err := transports.ParseSSHAddr(t.SSH)

@@ -91,6 +91,32 @@ func Script(text string, vars map[string]string) string {
 	return b.String()
 }
 
+// SudoScript returns what a shell reads to run argv (SudoArgv's) as
+// `sudo -n -- COMMAND ARGS…`: each word single-quoted as one argument, no
+// var, no expansion, so sudo is asked for exactly the words a sudoers line
+// allows. A bare command name is looked up on the target in
+// contracts.SudoSearchPath, the directories `contractd sudoers` resolves it
+// in, and its full path is what sudo gets; one found nowhere exits 127
+// saying where it was looked for. -n makes sudo fail at once, with "sudo:
+// a password is required", when no sudoers line allows the command,
+// rather than wait for a password no one will type.
+func SudoScript(argv []string) string {
+	args := make([]string, len(argv)-1)
+	for i, a := range argv[1:] {
+		args[i] = " " + ShellQuote(a)
+	}
+	rest := strings.Join(args, "")
+	if strings.HasPrefix(argv[0], "/") {
+		return "exec sudo -n -- " + ShellQuote(argv[0]) + rest + "\n"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "for d in %s; do\n", strings.Join(contracts.SudoSearchPath, " "))
+	fmt.Fprintf(&b, "\tif [ -f \"$d\"/%[1]s ] && [ -x \"$d\"/%[1]s ]; then exec sudo -n -- \"$d\"/%[1]s%[2]s; fi\n", ShellQuote(argv[0]), rest)
+	b.WriteString("done\n")
+	fmt.Fprintf(&b, "echo %s >&2\nexit 127\n", ShellQuote("contractd: "+argv[0]+": no such command in "+strings.Join(contracts.SudoSearchPath, ":")+" (where sudo commands are looked up)"))
+	return b.String()
+}
+
 // ShowCommand renders a repair command for people (reports, `why`, logs):
 // a reference whose value is plain (letters, digits, -_./:=@,+%) shows the
 // value in place; any other reference stays as written and its value

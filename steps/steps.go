@@ -52,11 +52,25 @@ func IsExec(kind string) bool {
 // ExecCommand builds the transport command for an exec step: the script
 // with the contract's vars (and the item's keys in a for_each stage) set as
 // shell variables at its top (see Script); the named secrets travel in Env,
-// exported and redacted by the transport.
+// exported and redacted by the transport. A sudo=true step is its one
+// command run as `sudo -n -- COMMAND ARGS…` instead (SudoScript), with no
+// secrets: sudo would not pass them on.
 func ExecCommand(step *contracts.Step, vars map[string]string, secrets map[string]string, timeout time.Duration) transports.Command {
 	shell := Kinds[step.Kind].Shell
 	if shell == "" {
 		shell = "bash" // an exec kind names its shell; bash is the default
+	}
+	if step.Sudo {
+		// Lint made sure the words fill literally; a secret is never one.
+		names := make([]string, 0, len(secrets))
+		for k := range secrets {
+			names = append(names, k)
+		}
+		argv, err := contracts.SudoArgv(strings.TrimSpace(step.Script), vars, names)
+		if err != nil {
+			return transports.Command{Script: "echo " + ShellQuote("contractd: step "+step.ID+" cannot run through sudo: "+err.Error()) + " >&2\nexit 126\n", Shell: "sh", Timeout: timeout}
+		}
+		return transports.Command{Script: SudoScript(argv), Shell: "sh", Timeout: timeout}
 	}
 	return transports.Command{Script: Script(step.Script, vars), Shell: shell, Timeout: timeout, Env: secrets}
 }

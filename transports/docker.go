@@ -66,7 +66,7 @@ func (d *Docker) reap(ctx context.Context, tok string) { d.parent.reap(ctx, tok)
 func (d *Docker) run(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	full := []string{"docker", "exec", "-i", d.spec.Container}
 	if d.spec.Sudo {
-		full = append([]string{"sudo", "-n"}, full...)
+		full = append([]string{"sudo", "-n", "--"}, full...)
 	}
 	return d.parent.run(ctx, append(full, argv...), stdin, stdout, stderr)
 }

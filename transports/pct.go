@@ -51,7 +51,7 @@ func (c *PCT) reap(ctx context.Context, tok string) { c.parent.reap(ctx, tok) }
 func (c *PCT) run(ctx context.Context, argv []string, stdin io.Reader, stdout, stderr io.Writer) (int, error) {
 	full := []string{"pct", "exec", strconv.Itoa(c.spec.VMID), "--"}
 	if c.spec.Sudo {
-		full = append([]string{"sudo", "-n"}, full...)
+		full = append([]string{"sudo", "-n", "--"}, full...)
 	}
 	return c.parent.run(ctx, append(full, argv...), stdin, stdout, stderr)
 }

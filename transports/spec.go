@@ -42,8 +42,10 @@ type Spec struct {
 	Identity       []string // ssh: private key files; SSH_AUTH_SOCK is used too when set
 	ConnectTimeout time.Duration
 
-	// Sudo runs pct or docker through `sudo -n` on the parent, for a parent
-	// login that is not root (see docs/transports.md for the sudoers rule).
+	// Sudo runs pct or docker through `sudo -n --` on the parent, for a
+	// parent login that is not root (see docs/transports.md for the
+	// sudoers rule, which `contractd sudoers` prints). Local and ssh links
+	// ignore it: their repairs go through sudo in the engine.
 	Sudo bool
 
 	// ResidentTTL closes this chain's resident session (PoolOptions.Resident)

@@ -64,6 +64,7 @@ func init() {
 		"new":         {"[-o FILE] NAME", "write a new contract from a template, its repairs not yet armed", (*Main).cmdNew},
 		"brief":       {"[--stage ID] [--json] [--state-dir DIR | --etcd URL[,URL…]] CONTRACT", "print the briefing an agent needs to watch a contract: steps, tables, allowed repairs, what was already alerted, the report to write", (*Main).cmdBrief},
 		"mcp":         {"[--allow-actions] [--dir DIR] [--state-dir DIR | --etcd URL[,URL…]]", "serve the MCP tools over stdio, for an agent that starts contractd", (*Main).cmdMCP},
+		"sudoers":     {"[--user NAME] [--host TARGET] DIR|FILE...", "print the sudoers lines that allow exactly the commands contracts run through sudo", (*Main).cmdSudoers},
 		"version":     {"", "print the version", (*Main).cmdVersion},
 		"help":        {"[COMMAND]", "show this help, or a command's", (*Main).cmdHelp},
 	}

@@ -440,6 +440,12 @@ func (m *Main) show(t *tally, name string, rep *engine.Report, runErr error, rf 
 		}
 		t.worst = worseNagios(t.worst, engine.NagiosStatus(rep))
 	}
+	if rep != nil && rep.StateUnwritable != "" {
+		// Nothing was recorded and nothing repaired: a timer's unit must
+		// fail so that a person sees it (the daemon pages instead).
+		m.errorf("%s: %s: nothing repaired or recorded", name, rep.StateUnwritable)
+		t.failed = true
+	}
 	if runErr != nil {
 		if rep == nil && rf.nagios {
 			m.nagiosUnknown(name, "the engine failed: "+runErr.Error())

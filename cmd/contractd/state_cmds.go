@@ -62,6 +62,17 @@ func (m *Main) cmdStatus(ctx context.Context, args []string) int {
 		return exitFailed
 	}
 	defer src.close()
+	if wc, ok := src.st.(store.WriteChecker); ok {
+		if err := wc.CheckWritable(); err != nil {
+			// What the daemon's runs meet too: said first, on stdout for
+			// people and on stderr beside --json (whose shape it keeps).
+			w := m.Stdout
+			if *asJSON {
+				w = m.Stderr
+			}
+			say(w, "%v: runs probe and report, and repair and record nothing, until it can be written\n", err)
+		}
+	}
 	if len(names) == 0 {
 		return m.statusSummary(ctx, src, *asJSON)
 	}

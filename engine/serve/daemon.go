@@ -177,6 +177,7 @@ type Daemon struct {
 	stopping   atomic.Bool
 	reloadReq  chan struct{}
 	mcp        http.Handler // Config.MCP's, or nil
+	stateWatch stateWatch
 }
 
 // New checks cfg, fills defaults and opens the HTTP listener, so a mistyped
@@ -321,6 +322,11 @@ func lockStateDir(dir string) (unlock func(), err error) {
 	switch {
 	case errors.As(err, &held):
 		return nil, fmt.Errorf("serve: %s: %w (pid %s)", dir, ErrStateDirInUse, held.PID)
+	case store.CannotWrite(err):
+		// A state dir that cannot be written, and has no lock file yet:
+		// the daemon still probes and reports (it writes nothing, so a
+		// second daemon could not overwrite it), and says so at every run.
+		return func() {}, nil
 	case errors.As(err, &open):
 		return nil, fmt.Errorf("serve: %w", err)
 	case err != nil:

@@ -33,6 +33,9 @@ type Health struct {
 	Running        []string  `json:"running"`
 	// ETCD is this instance's standing in a group (serve --etcd).
 	ETCD *HAHealth `json:"etcd,omitempty"`
+	// StateUnwritable is set while the state directory cannot be
+	// written: runs probe and report, and repair and record nothing.
+	StateUnwritable *StateProblem `json:"state_unwritable,omitempty"`
 }
 
 // HAHealth is the etcd part of GET /healthz.
@@ -136,38 +139,74 @@ type ContractList struct {
 	// ETCD is this instance's standing in a group (serve --etcd), as in
 	// GET /healthz, with the nodes it sees.
 	ETCD *HAHealth `json:"etcd,omitempty"`
+	// StateUnwritable is as in GET /healthz.
+	StateUnwritable *StateProblem `json:"state_unwritable,omitempty"`
 }
 
-// Handler returns the daemon's HTTP API: the status page (GET / and
-// GET /c/{name}), GET /healthz, GET /contracts,
-// GET /contracts/{name}, POST /contracts/{name}/run,
-// POST /commands/{command}/run (the contract declaring command),
-// POST /contracts/{name}/reset, POST /contracts/{name}/maintenance,
-// GET /metrics, and /mcp with Config.MCP.
+// Handler returns the daemon's HTTP API: every route of routes, each
+// behind its access rule.
 func (d *Daemon) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /{$}", d.page(d.handlePage))
-	mux.HandleFunc("GET /c/{name}", d.page(d.handleContractPage))
-	mux.HandleFunc("GET /healthz", d.handleHealth)
-	// The list and a contract's detail carry what the page shows (the
-	// last findings, probe output among them): they follow its rule.
-	mux.HandleFunc("GET /contracts", d.page(d.handleList))
-	mux.HandleFunc("GET /contracts/{name}", d.page(d.handleDetail))
-	mux.HandleFunc("POST /contracts/{name}/run", d.authorized(d.handleRun))
-	mux.HandleFunc("POST /commands/{command}/run", d.authorized(d.handleCommand))
-	mux.HandleFunc("POST /contracts/{name}/reset", d.authorized(d.handleReset))
-	mux.HandleFunc("POST /contracts/{name}/maintenance", d.authorized(d.handleMaintenance))
-	if d.mcp != nil {
-		// The MCP endpoint checks the token itself (the SDK's bearer
-		// middleware), so its tools know the caller was admitted by it.
-		mux.Handle("/mcp", d.mcp)
+	for _, rt := range d.routes() {
+		h := rt.handler
+		switch rt.access {
+		case accessPage:
+			h = d.page(h)
+		case accessToken:
+			h = d.authorized(h)
+		}
+		mux.HandleFunc(rt.pattern, h)
 	}
+	return mux
+}
+
+// Who may call a route.
+const (
+	accessOpen  = "open"  // anyone who reaches the address (health, metrics)
+	accessPage  = "page"  // as open, or the token with Config.PageAuth: what the status page shows
+	accessToken = "token" // the bearer token, or the socket from the daemon's user or root
+	accessOwn   = "own"   // the handler checks the token itself (/mcp: the SDK's bearer middleware, so its tools know the caller was admitted)
+)
+
+// route is one request the API answers.
+type route struct {
+	pattern string // a net/http pattern: "POST /contracts/{name}/run"
+	access  string
+	handler http.HandlerFunc
+}
+
+// routes is the API, one row per request it answers: the status page
+// (GET / and GET /c/{name}), GET /healthz, GET /contracts, GET
+// /contracts/{name}, POST /contracts/{name}/run, POST
+// /commands/{command}/run (the contract declaring command), POST
+// /contracts/{name}/reset, POST /contracts/{name}/maintenance, GET
+// /metrics, and /mcp with Config.MCP. Only the two run requests (and the
+// MCP tools, which call the same runs) run anything on a target, and only
+// a run of a loaded contract, as its schedule would.
+func (d *Daemon) routes() []route {
 	var g prometheus.Gatherer = d.metrics.reg
 	if d.cfg.HA != nil {
 		g = runsOnly{g: g, runs: d.runsHere}
 	}
-	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
-	return mux
+	metrics := promhttp.HandlerFor(g, promhttp.HandlerOpts{})
+	rs := []route{
+		{"GET /{$}", accessPage, d.handlePage},
+		{"GET /c/{name}", accessPage, d.handleContractPage},
+		{"GET /healthz", accessOpen, d.handleHealth},
+		// The list and a contract's detail carry what the page shows (the
+		// last findings, probe output among them): they follow its rule.
+		{"GET /contracts", accessPage, d.handleList},
+		{"GET /contracts/{name}", accessPage, d.handleDetail},
+		{"POST /contracts/{name}/run", accessToken, d.handleRun},
+		{"POST /commands/{command}/run", accessToken, d.handleCommand},
+		{"POST /contracts/{name}/reset", accessToken, d.handleReset},
+		{"POST /contracts/{name}/maintenance", accessToken, d.handleMaintenance},
+		{"GET /metrics", accessOpen, metrics.ServeHTTP},
+	}
+	if d.mcp != nil {
+		rs = append(rs, route{"/mcp", accessOwn, d.mcp.ServeHTTP})
+	}
+	return rs
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -207,6 +246,7 @@ func (d *Daemon) Health() (Health, bool) {
 		h.Running = []string{}
 	}
 	h.ETCD = d.haHealth()
+	h.StateUnwritable = d.stateWatch.current()
 	sort.Strings(h.Running)
 	if !ok {
 		h.Status = "stuck"
@@ -295,6 +335,7 @@ func (d *Daemon) List() ContractList {
 		list.Contracts = append(list.Contracts, d.contractStatus(e, d.readState(e.name, 0, now, &down)))
 	}
 	list.ETCD = d.haHealth()
+	list.StateUnwritable = d.stateWatch.current()
 	sort.Slice(list.Rejected, func(i, j int) bool { return list.Rejected[i].Path < list.Rejected[j].Path })
 	return list
 }

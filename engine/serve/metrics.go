@@ -41,6 +41,7 @@ type metrics struct {
 	tickAge     prometheus.GaugeFunc
 	probes      *probeValues
 	owned       *prometheus.GaugeVec // nil without HA
+	state       stateSeries
 }
 
 // States are the values of the state label of contractd_agent_state and
@@ -126,6 +127,7 @@ func newMetrics(tickAge func() float64, resident func() int, build BuildInfo) *m
 			Help: "Contract files by state: loaded, rejected (failed lint, kept out), stale (an edit failed lint; the last good version runs).",
 		}, []string{"state"}),
 		probes: &probeValues{last: map[string]*engine.Report{}},
+		state:  newStateSeries(),
 	}
 	m.tickAge = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "contractd_scheduler_tick_age_seconds",
@@ -138,7 +140,7 @@ func newMetrics(tickAge func() float64, resident func() int, build BuildInfo) *m
 	})
 	info.Set(1)
 	m.reg.MustRegister(m.runs, m.duration, m.agent, m.unknownRuns, m.contract, m.lastRun, m.repairs, m.verified, m.alerts, m.delivered,
-		m.failures, m.dropped, m.heldDown, m.overlap, m.panics, m.contracts, m.tickAge, info, m.probes)
+		m.failures, m.dropped, m.heldDown, m.overlap, m.panics, m.contracts, m.tickAge, info, m.probes, m.state.writable, m.state.info)
 	if resident != nil {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "contractd_resident_sessions",

@@ -431,11 +431,14 @@ func (d *Daemon) finish(e *entry, start time.Time, rep *engine.Report, runErr er
 		// The run resent the open incidents at its end.
 		e.resendAt = now.Add(e.resendEvery)
 	}
-	st := e.state
+	st, c := e.state, e.c
 	e.mu.Unlock()
 
 	d.metrics.record(e.name, result, now.Sub(start).Seconds(), rep, now)
 	d.metrics.setHeld(e.name, st.HeldDown)
+	if result == ResultOK {
+		d.watchState(c, rep.StateUnwritable)
+	}
 	switch result {
 	case ResultCancelled:
 		d.log.Info("run cancelled at shutdown", "contract", e.name, "trigger", trigger, "error", runErr)
@@ -537,6 +540,9 @@ func (d *Daemon) notifyRoutes(ctx context.Context, c *contracts.Contract, text s
 // meanwhile; updateState's lock keeps a Reset from landing between the read
 // and the write, so the daemon never overwrites an operator's release.
 func (d *Daemon) save(e *entry) {
+	if d.stateWatch.current() != nil {
+		return // said once, by watchState; the next run that can write saves it
+	}
 	err := updateState(d.cfg.StateDir, e.name, func(onDisk *SchedulerState) {
 		e.mu.Lock()
 		defer e.mu.Unlock()

@@ -109,9 +109,21 @@ type Action struct {
 	// secrets replaced by ***).
 	Stdout string `json:"stdout,omitempty"`
 	Stderr string `json:"stderr,omitempty"`
+	// Sudo says the command ran as `sudo -n -- COMMAND ARGS…` (its target
+	// has sudo: true).
+	Sudo   bool   `json:"sudo,omitempty"`
 	Verify string `json:"verify,omitempty"` // remediated | remediation failed
 	// PendingSince is when a pending repair was first held back.
 	PendingSince time.Time `json:"pending_since,omitzero"`
+}
+
+// Command is the action as it ran, for people: its command after `sudo
+// -n --` when it went through sudo, else Action.
+func (a *Action) Command() string {
+	if a.Sudo {
+		return "sudo -n -- " + a.Action
+	}
+	return a.Action
 }
 
 // Why is an action's reason without the name of the guard that decided
