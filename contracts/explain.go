@@ -302,7 +302,7 @@ func Explain(c *Contract) *Plan {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		p.Targets = append(p.Targets, PlanTarget{Name: n, Kind: c.Targets[n].Kind(), Chain: c.Chain(n), Sudo: c.Targets[n].Sudo})
+		p.Targets = append(p.Targets, PlanTarget{Name: n, Kind: c.Targets[n].Kind, Chain: c.Chain(n), Sudo: c.Targets[n].Sudo})
 	}
 	vars := make([]string, 0, len(c.Vars))
 	for n := range c.Vars {
