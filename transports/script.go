@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // killAfter is the grace between the polite signal (SIGTERM) and SIGKILL,
@@ -132,9 +133,37 @@ func (c *capture) text(secrets []string) string {
 	s := Redact(string(c.buf), secrets)
 	if c.total > int64(len(c.buf)) {
 		s = redactTail(s, secrets)
-		s += fmt.Sprintf("\n[captured %d of %d bytes]", len(c.buf), c.total)
+		s += fmt.Sprintf(captureNote, len(c.buf), c.total)
 	}
 	return s
+}
+
+// captureNote ends a capture cut at its cap.
+const captureNote = "\n[captured %d of %d bytes]"
+
+// Shorten cuts output a transport captured to its first n bytes (whole
+// characters) for a report, marked "… [L bytes]" with the length it had.
+// The "[captured N of M bytes]" note of a capture cut at its cap stays at
+// the end: it says how much the command printed in all.
+func Shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	body, note := s, ""
+	if i := strings.LastIndex(s, "\n[captured "); i >= 0 {
+		var kept, total int64
+		if _, err := fmt.Sscanf(s[i:], captureNote, &kept, &total); err == nil && fmt.Sprintf(captureNote, kept, total) == s[i:] {
+			body, note = s[:i], s[i:]
+		}
+	}
+	if len(body) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(body[cut]) {
+		cut--
+	}
+	return body[:cut] + fmt.Sprintf("… [%d bytes]", len(body)) + note
 }
 
 // markerWriter strips the start marker line from a stream and remembers
