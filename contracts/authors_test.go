@@ -94,8 +94,8 @@ notify:
 		c.Notify[0].Options.(*WebhookOptions).Timeout != day {
 		t.Fatalf("a duration in days read wrong: %+v", c.Guards)
 	}
-	if p := Explain(c); p.Guards.Budget != "2 per 24h" {
-		t.Errorf("explain shows the budget as %q, want 2 per 24h", p.Guards.Budget)
+	if p := Explain(c); p.Guards.Budget != "2 per 1d" {
+		t.Errorf("explain shows the budget as %q, want 2 per 1d", p.Guards.Budget)
 	}
 }
 

@@ -335,12 +335,17 @@ func (d *Daemon) handleMaintenance(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusBadRequest, apiError{Error: "body: " + err.Error()})
 		return
 	}
-	dur, err := time.ParseDuration(req.For)
-	if req.For == "" {
-		dur, err = 0, nil
+	// The duration grammar of the contracts and the CLI (1d, 1w, 90m).
+	var dur time.Duration
+	if req.For != "" {
+		var err error
+		if dur, err = contracts.ParseDuration(req.For); err != nil {
+			writeJSON(w, http.StatusBadRequest, apiError{Error: `"for": ` + err.Error()})
+			return
+		}
 	}
-	if err != nil || dur < 0 || (dur > 0) == req.End {
-		writeJSON(w, http.StatusBadRequest, apiError{Error: `give either "for" (a positive duration such as "2h") or "end": true`})
+	if dur < 0 || (dur > 0) == req.End {
+		writeJSON(w, http.StatusBadRequest, apiError{Error: `give either "for" (a positive duration such as "2h" or "1d") or "end": true`})
 		return
 	}
 	if req.Agent != "" {
@@ -362,7 +367,7 @@ func (d *Daemon) handleMaintenance(w http.ResponseWriter, r *http.Request) {
 		who = "the whole contract"
 	}
 	if dur > 0 {
-		what = "for " + dur.String()
+		what = "for " + contracts.FormatDuration(dur)
 	}
 	d.log.Info("maintenance of "+who+" "+what, "contract", name)
 	writeJSON(w, http.StatusOK, map[string]any{"contract": name, "maintenance": windows})
