@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -196,5 +197,35 @@ func TestRepairThatDidNotHelpIsSentInTheAuthorsWords(t *testing.T) {
 				t.Fatalf("the webhook received %q after a repair that did not help; want exactly [%q]", got, tc.want)
 			}
 		})
+	}
+}
+
+// TestWhySaysDebounceOffWhenDebounceIsZero: with `debounce: 0s`, the trace
+// `contractd why` prints says what the guard decided, "debounce: off", not
+// "allow (no recent repair)" seconds after a repair.
+func TestWhySaysDebounceOffWhenDebounceIsZero(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	src := svcContract(state, "| Condition | Action |\n|-----------|--------|\n"+
+		"| `st.stdout == \"stopped\"` | `true` |\n")
+	src = strings.Replace(src, "guards: {grace: 0s}", "guards: {grace: 0s, debounce: 0s}", 1)
+	c := parse(t, src)
+	pool := localPool(t, transports.PoolOptions{})
+	os.WriteFile(state, []byte("stopped\n"), 0o644)
+	opts := Options{StateDir: t.TempDir(), Opener: PoolOpener{Pool: pool}, Sleep: func(context.Context, time.Duration) error { return nil }}
+	eng, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep *Report
+	for range 2 { // the second run comes right after a repair
+		if rep, err = eng.Run(context.Background(), c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var b strings.Builder
+	WriteTrace(&b, rep)
+	if !strings.Contains(b.String(), "    debounce: off\n") || strings.Contains(b.String(), "no recent repair") {
+		t.Fatalf("why after a repair with debounce 0s:\n%s\nwant \"debounce: off\"", b.String())
 	}
 }
