@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -227,5 +228,62 @@ func TestWhySaysDebounceOffWhenDebounceIsZero(t *testing.T) {
 	WriteTrace(&b, rep)
 	if !strings.Contains(b.String(), "    debounce: off\n") || strings.Contains(b.String(), "no recent repair") {
 		t.Fatalf("why after a repair with debounce 0s:\n%s\nwant \"debounce: off\"", b.String())
+	}
+}
+
+// TestRouteAttemptsAgreeWithItsError: a webhook route that answers 503 is
+// tried 3 times a run (retries: 2); the report's attempts and the words of
+// its error come from one count: 3 after the first run, 6 after the next,
+// where it used to print attempts: 1 beside "(3 attempts)".
+func TestRouteAttemptsAgreeWithItsError(t *testing.T) {
+	var mu sync.Mutex
+	posts := 0
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		posts++
+		mu.Unlock()
+		http.Error(w, "down", http.StatusServiceUnavailable)
+	}))
+	defer hook.Close()
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	src := svcContract(state, "| Condition | Action |\n|-----------|--------|\n| `st.stdout == \"stopped\"` | `true` |\n")
+	src = strings.Replace(src, "guards: {grace: 0s}\n", "guards: {grace: 0s, debounce: 0s}\nalert_on: repair\nnotify:\n  - {webhook: {url: \""+hook.URL+"\", retries: 2, backoff: 1ms}}\n", 1)
+	c := parse(t, src)
+	os.WriteFile(state, []byte("stopped\n"), 0o644)
+	eng, err := New(Options{StateDir: t.TempDir(), Opener: PoolOpener{Pool: localPool(t, transports.PoolOptions{})}, Sleep: func(context.Context, time.Duration) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for run, want := range []int{3, 6} {
+		rep, err := eng.Run(context.Background(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, a := range rep.Alerts {
+			for _, rd := range a.Routes {
+				if rd.Tried {
+					got = append(got, fmt.Sprintf("attempts %d, error %q, summary %q", rd.Attempts, rd.Error, a.Summary()))
+					if rd.Attempts == want && !strings.Contains(a.Summary(), fmt.Sprintf("(%d attempts)", want)) ||
+						rd.Attempts != want || strings.Contains(rd.Error, "attempts)") {
+						t.Errorf("run %d: %s; want %d attempts, said once, the same in the summary", run+1, got[len(got)-1], want)
+					}
+				}
+			}
+		}
+		if len(got) == 0 {
+			t.Fatalf("run %d: no route tried a message: %+v", run+1, rep.Alerts)
+		}
+		for _, e := range rep.Errors {
+			if strings.Contains(e, "attempts)") && !strings.Contains(e, fmt.Sprintf("(%d attempts)", want)) {
+				t.Errorf("run %d: the run's error counts otherwise: %s", run+1, e)
+			}
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if posts < 6 {
+		t.Errorf("the listener saw %d posts, want at least 6", posts)
 	}
 }
