@@ -960,7 +960,7 @@ func (s *residentSet) gone(r *resident) {
 		why := r.endReason()
 		r.mu.Unlock()
 		s.chain(r.key).lost("ended while idle ("+why+")", slog.LevelInfo)
-		s.logf.warn(nil, label(r.name), "idle resident session ended: %s", why)
+		s.logf.debug(nil, label(r.name), "idle resident session ended: %s", why)
 	}
 }
 

@@ -619,3 +619,54 @@ func TestResidentReplacementSaidOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestExpectedResidentLifeEventsAreInfo: an idle loop that ends (exit 137,
+// as a container's redeploy ends it) is an expected life event: its
+// replacement is noted and logged once at INFO, and nothing is a WARN.
+func TestExpectedResidentLifeEventsAreInfo(t *testing.T) {
+	t.Parallel()
+	p, book := leveledPool(t, ResidentOptions{})
+	tr := open(t, p, &Spec{Kind: "local"})
+	pid := loopPID(t, tr)
+	syscall.Kill(pid, syscall.SIGKILL)
+	wait.Until(t, "the idle loop's end is seen", func() (bool, string) {
+		return len(p.ResidentSessions()) == 0, fmt.Sprint(p.ResidentSessions())
+	})
+	for i := 0; i < 2; i++ {
+		res, err := tr.Exec(testCtx(t), Command{Script: "echo fine"})
+		if err != nil || res.Stdout != "fine\n" || (i == 0) != strings.Contains(res.Note, "ended while idle (the loop ended (exit 137)") {
+			t.Fatalf("run %d after the loop ended: %+v, %v; want the first noted", i, res, err)
+		}
+	}
+	if warns, said := book.matching("WARN "), book.matching("exit 137"); len(warns) != 0 || len(said) != 1 || !strings.HasPrefix(said[0], "INFO ") {
+		t.Errorf("log: %q; want the end said once at INFO and no WARN", book.lines)
+	}
+}
+
+// TestSlowLoginReapSaidOnce: on a host whose login takes longer than the
+// reaper's deadline, every command stopped at its deadline leaves a reap
+// that cannot finish; that is expected there (the target's own timeout
+// still stops the command), so it is said once, at INFO, not a WARN a run.
+func TestSlowLoginReapSaidOnce(t *testing.T) {
+	t.Parallel()
+	slow(t)
+	dir := t.TempDir()
+	rc := dir + "/slow-login"
+	if err := os.WriteFile(rc, []byte("sleep "+strconv.Itoa(int(reapTimeout/time.Second)+2)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// bash reads BASH_ENV before it runs a session's command: a slow login.
+	s := startSSHD(t, sshd.Options{Env: map[string]string{"BASH_ENV": rc}})
+	book := &levelBook{}
+	p := NewPool(PoolOptions{Log: slog.New(book)})
+	t.Cleanup(func() { p.Close() })
+	tr := open(t, p, sshSpec(s))
+	for i := 0; i < 2; i++ {
+		if _, err := tr.Exec(testCtx(t), Command{Script: "true", Timeout: time.Second}); !errors.Is(err, ErrTimeout) {
+			t.Fatalf("run %d: err = %v, want the login to outlast the deadline", i, err)
+		}
+	}
+	if reaps := book.matching("reap "); len(reaps) != 1 || !strings.HasPrefix(reaps[0], "INFO ") {
+		t.Errorf("reap lines %q; want one, at INFO\nall: %q", reaps, book.lines)
+	}
+}
