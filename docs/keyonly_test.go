@@ -36,6 +36,14 @@ func TestKeyOnlyLoginUserAsDocumented(t *testing.T) {
 	if block == nil {
 		t.Fatal("transports.md shows no commands that create a login user (a sh block starting with useradd)")
 	}
+	name := fmt.Sprintf("cdk%d", os.Getpid()%100000)
+	// Registered first, so it runs last: once sshd and the user's sessions
+	// are gone (userdel refuses a user with processes).
+	t.Cleanup(func() {
+		if out, err := exec.Command("userdel", "-r", name).CombinedOutput(); err != nil && !strings.Contains(string(out), "does not exist") {
+			t.Errorf("userdel %s: %v: %s", name, err, out)
+		}
+	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s, err := sshd.Start(ctx, sshd.Options{Dir: t.TempDir(), QuietLogin: true, ExtraConfig: "AuthorizedKeysFile .ssh/authorized_keys\nStrictModes yes"})
@@ -43,8 +51,6 @@ func TestKeyOnlyLoginUserAsDocumented(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { s.Stop() })
-	name := fmt.Sprintf("cdk%d", os.Getpid()%100000)
-	t.Cleanup(func() { exec.Command("userdel", "-r", name).Run() })
 	pub := filepath.Join(s.Dir, "authorized_keys")
 	run := func(lines []string) {
 		t.Helper()
