@@ -101,6 +101,7 @@ func (p poster) do(ctx context.Context, build func(context.Context) (*http.Reque
 			wait *= 2
 		}
 		tries++
+		attempted(ctx)
 		last = p.once(ctx, build, check)
 		if last == nil {
 			return nil
@@ -109,9 +110,7 @@ func (p poster) do(ctx context.Context, build func(context.Context) (*http.Reque
 			break
 		}
 	}
-	if tries > 1 {
-		return p.scrub(fmt.Errorf("post %s: %w (%d attempts)", p.where, last, tries))
-	}
+	// How many attempts it took is the Delivery's to say (Attempts).
 	return p.scrub(fmt.Errorf("post %s: %w", p.where, last))
 }
 
