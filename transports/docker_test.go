@@ -338,7 +338,7 @@ func TestBusyboxDeadlinesReportedAsTheyHappened(t *testing.T) {
 			opts.Resident = &ResidentOptions{}
 		}
 		p, _ := newPool(t, opts)
-		tr := open(t, p, &Spec{Kind: "docker", Container: c.Name})
+		tr := open(t, p, &Spec{Kind: "docker", Addr: c.Name})
 		for _, batch := range []bool{false, true} {
 			run := func(cmd Command) Result {
 				t.Helper()
