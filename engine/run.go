@@ -25,6 +25,7 @@ var errNotCompiled = errors.New("condition not compiled")
 // comes from deadline.go.
 type run struct {
 	// Set by Run and open; no phase changes them.
+	ctx       context.Context // the run's, for its log records (event); phases take their own
 	e         *Engine
 	c         *contracts.Contract
 	rep       *Report // filled by do from what the phases return
@@ -116,7 +117,7 @@ func (e *Engine) Run(ctx context.Context, c *contracts.Contract) (rep *Report, e
 		log = log.With("requested_by", transports.Printable(rep.RequestedBy))
 	}
 	// Deferred first, so it runs last: the run's end as it was returned.
-	defer func() { logEnd(log, rep, err) }()
+	defer func() { logEnd(ctx, log, rep, err) }()
 	// A panic before the run holds its lock has nothing to record.
 	defer func() {
 		if v := recover(); v != nil {
@@ -157,7 +158,7 @@ func (e *Engine) Run(ctx context.Context, c *contracts.Contract) (rep *Report, e
 	}
 	defer unlock()
 
-	r := &run{e: e, c: c, rep: rep, st: st, log: log, secrets: e.secrets(c), gateValues: map[string]any{}, phase: "open"}
+	r := &run{ctx: ctx, e: e, c: c, rep: rep, st: st, log: log, secrets: e.secrets(c), gateValues: map[string]any{}, phase: "open"}
 	if unwritable != nil {
 		var ue *store.UnwritableError
 		rep.StateUnwritable = unwritable.Error()

@@ -425,7 +425,7 @@ func (m *Main) cmdReset(ctx context.Context, args []string) int {
 		m.fail("reset", err)
 		return exitFailed
 	}
-	if err := serve.ReleaseHoldDown(sf.stateDir, name); err != nil {
+	if err := serve.ReleaseHoldDown(ctx, sf.stateDir, name); err != nil {
 		m.fail("reset", err)
 		return exitFailed
 	}

@@ -204,7 +204,7 @@ func TestHoldDownAfterThreeFailuresSurvivesRestartAndResetResumes(t *testing.T) 
 
 	// The operator fixes the cause and releases the hold-down.
 	failing.Store(false)
-	if err := ReleaseHoldDown(state, "broken"); err != nil {
+	if err := ReleaseHoldDown(context.Background(), state, "broken"); err != nil {
 		t.Fatal(err)
 	}
 	wait.For(h2.t, "a run after reset", func() bool { return log.count("broken") > HoldDownAfter })
@@ -234,7 +234,7 @@ func TestResetOutsideTheDaemon(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			state := t.TempDir()
-			err := ReleaseHoldDown(state, tc.arg)
+			err := ReleaseHoldDown(context.Background(), state, tc.arg)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("ReleaseHoldDown(%q) = %v, want error %v", tc.arg, err, tc.wantErr)
 			}
@@ -800,7 +800,7 @@ func TestNewRefusesWhatCannotWork(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			d, err := New(tc.cfg)
+			d, err := New(context.Background(), tc.cfg)
 			if err == nil {
 				d.ln.Close()
 				t.Fatal("New succeeded")
@@ -859,14 +859,14 @@ func TestOneDaemonPerStateDir(t *testing.T) {
 	dir, state := t.TempDir(), t.TempDir()
 	runner := &fakeRunner{run: func(ctx context.Context, c *contracts.Contract) (*engine.Report, error) { return report(c), nil }}
 	h := startDaemon(t, Config{Dir: dir, StateDir: state, Runner: runner})
-	_, err := New(Config{Dir: dir, StateDir: state, Runner: runner, Listen: "127.0.0.1:0"})
+	_, err := New(context.Background(), Config{Dir: dir, StateDir: state, Runner: runner, Listen: "127.0.0.1:0"})
 	if !errors.Is(err, ErrStateDirInUse) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
 		t.Fatalf("second daemon on the same state dir: %v, want ErrStateDirInUse naming pid %d", err, os.Getpid())
 	}
 	if err := h.stop(); err != nil {
 		t.Fatal(err)
 	}
-	d, err := New(Config{Dir: dir, StateDir: state, Runner: runner, Listen: "127.0.0.1:0"})
+	d, err := New(context.Background(), Config{Dir: dir, StateDir: state, Runner: runner, Listen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatalf("after the first daemon stopped: %v", err)
 	}

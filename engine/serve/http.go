@@ -632,7 +632,7 @@ func (d *Daemon) Reset(ctx context.Context, name string) (ContractStatus, error)
 			return ContractStatus{}, err
 		}
 	}
-	if err := ReleaseHoldDown(d.cfg.StateDir, name); err != nil {
+	if err := ReleaseHoldDown(ctx, d.cfg.StateDir, name); err != nil {
 		return ContractStatus{}, err
 	}
 	d.syncReset(e)

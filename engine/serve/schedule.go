@@ -543,7 +543,7 @@ func (d *Daemon) save(e *entry) {
 	if d.stateWatch.current() != nil {
 		return // said once, by watchState; the next run that can write saves it
 	}
-	err := updateState(d.cfg.StateDir, e.name, func(onDisk *SchedulerState) {
+	err := updateState(d.runCtx, d.cfg.StateDir, e.name, func(onDisk *SchedulerState) {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		d.applyResetLocked(e, *onDisk)

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -437,15 +438,32 @@ func TestLockWaitsForTheHolder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go func() {
-		time.Sleep(50 * time.Millisecond)
-		unlock()
-	}()
-	u, err := s.Lock(t.Context(), "c", 10*time.Second)
-	if err != nil {
-		t.Fatalf("waiting lock: %v", err)
+	// Held: a lock that does not wait is refused.
+	if _, err := s.Lock(t.Context(), "c", 0); !errors.Is(err, ErrLocked) {
+		t.Fatalf("second lock while held: %v, want ErrLocked", err)
 	}
-	u()
+	var released atomic.Bool
+	got := make(chan bool, 1)
+	go func() {
+		u, err := s.Lock(t.Context(), "c", time.Minute)
+		if err != nil {
+			t.Errorf("waiting lock: %v", err)
+			got <- false
+			return
+		}
+		got <- released.Load() // the holder had released it by now
+		u()
+	}()
+	select {
+	case <-got:
+		t.Fatal("the waiter has the lock while the holder holds it")
+	default:
+	}
+	released.Store(true)
+	unlock()
+	if !<-got {
+		t.Fatal("the waiter got the lock before the holder released it")
+	}
 }
 
 // TestLockReleasedWhenHolderDies holds the lock in a child process (this
