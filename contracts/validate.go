@@ -43,7 +43,7 @@ func (b *bodyParser) validate() {
 				case !ok:
 					b.d.errorf(sm.viaPos, "undefined target %q in via=%s", step.Via, hint(step.Via, sortedKeys(c.Targets), " (define it under targets)"))
 				case !t.kind().Tunnel:
-					b.d.errorf(sm.viaPos, "via=%s: %s steps tunnel only through %s targets, and %s is %s", step.Via, stepKindList(false, "and"), tunnelKinds(), step.Via, t.Kind)
+					b.d.errorf(sm.viaPos, "via=%s: %s steps tunnel only through %s targets, and %s is %s", step.Via, dialingKinds("and"), tunnelKinds(), step.Via, t.Kind)
 				}
 			}
 			b.checkFilled(st, step)
@@ -52,6 +52,7 @@ func (b *bodyParser) validate() {
 	_, sudo := c.SudoCommands()
 	b.d.list = append(b.d.list, sudo...)
 	b.bindExamples()
+	b.requireFields()
 	b.bindSnapshotValues()
 	b.warnStrayValues()
 	b.lintIdents()
