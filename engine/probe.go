@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -226,8 +227,9 @@ func (r *run) execBatch(ctx context.Context, sr *stageRun, tgt string, batch []*
 	return out
 }
 
-// probeNative runs an http or tcp step, from an ssh target's vantage point
-// when it has via=.
+// probeNative runs a step the engine probes itself: an http or tcp step
+// from an ssh target's vantage point when it has via=, an agent step's
+// session with its stage's briefing (steps.WithSession).
 func (r *run) probeNative(ctx context.Context, sr *stageRun, step *contracts.Step) *steps.Observation {
 	probe := steps.Kinds[step.Kind].Probe
 	if probe == nil {
@@ -247,7 +249,25 @@ func (r *run) probeNative(ctx context.Context, sr *stageRun, step *contracts.Ste
 	sctx, cancel := context.WithTimeout(ctx, r.e.stepTimeout(step))
 	defer cancel()
 	sctx = r.probeContext(sctx, sr, step)
+	sctx = steps.WithSession(sctx, steps.Session{Contract: r.c.Name, Stage: sr.id, Agent: sr.agent, Secrets: r.secrets, Brief: r.briefer(sr, step)})
 	return probe(sctx, step, steps.WithSecrets(sr.vars, r.secrets), d)
+}
+
+// briefer renders the briefing of sr's stage for a session of step whose
+// report goes to a path of the session's: `contractd brief --stage` as of
+// now, its report section narrowed to step (Briefing.ForReport). It is
+// called only by the kinds that brief a session.
+func (r *run) briefer(sr *stageRun, step *contracts.Step) func(string) ([]byte, error) {
+	return func(reportPath string) ([]byte, error) {
+		b, err := Brief(r.c, sr.stage.ID, r.st, r.e.opts.Clock.Now())
+		if err != nil {
+			return nil, err
+		}
+		b.ForReport(step.ID, reportPath)
+		var out bytes.Buffer
+		err = WriteBrief(&out, b)
+		return out.Bytes(), err
+	}
 }
 
 // probeContext names the stage and steps a probe is for in ctx (Probe),
@@ -415,13 +435,15 @@ func (r *run) releaser(stages []*stageRun) func(*stageRun) {
 }
 
 // redactObservation replaces secret values in everything a step kept:
-// output, findings and every string the tables read.
+// output, findings, why its answer was invalid and every string the
+// tables read.
 func redactObservation(o *steps.Observation, secrets []string) {
 	if len(secrets) == 0 {
 		return
 	}
 	o.Result.Stdout = transports.Redact(o.Result.Stdout, secrets)
 	o.Result.Stderr = transports.Redact(o.Result.Stderr, secrets)
+	o.Invalid = transports.Redact(o.Invalid, secrets)
 	for i, f := range o.Findings {
 		o.Findings[i] = transports.Redact(f, secrets)
 	}
