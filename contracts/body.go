@@ -354,9 +354,9 @@ func (b *bodyParser) fenced(f *ast.FencedCodeBlock) {
 			switch {
 			case k == nil:
 			case len(k.As) == 0:
-				b.d.errorf(p, "as: a %s step has no as= forms (its values are fixed)", kind)
+				b.d.errorf(p, "as: %s %s step has no as= forms (its values are fixed)", article(kind), kind)
 			case k.asForm(a.Value) == nil:
-				b.d.errorf(p, "as: a %s step's output is read as %s, got %q%s", kind, k.asNames(), a.Value, hint(a.Value, asFormNames(k), ""))
+				b.d.errorf(p, "as: %s %s step's output is read as %s, got %q%s", article(kind), kind, k.asNames(), a.Value, hint(a.Value, asFormNames(k), ""))
 			default:
 				st.As = a.Value
 			}

@@ -164,6 +164,15 @@ func unknownStepKind(kind string) string {
 	return fmt.Sprintf("unknown step kind %q (want %s)%s", kind, joinWords(stepKindNames, "or"), hint(kind, stepKindNames, ""))
 }
 
+// article is the indefinite article before a kind's name: "an agent
+// step", "a bash step".
+func article(kind string) string {
+	if kind != "" && strings.ContainsRune("aeiou", rune(kind[0])) {
+		return "an"
+	}
+	return "a"
+}
+
 // joinWords joins words as prose: "a", "a or b", "a, b or c".
 func joinWords(words []string, conj string) string {
 	if len(words) < 2 {

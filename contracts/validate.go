@@ -37,7 +37,7 @@ func (b *bodyParser) validate() {
 			if step.On != "" && step.On != st.On {
 				b.checkOn(st, step.On, sm.onPos)
 			}
-			if step.Via != "" {
+			if k := stepKind(step.Kind); step.Via != "" && k != nil && k.Dials {
 				t, ok := c.Targets[step.Via]
 				switch {
 				case !ok:
@@ -512,8 +512,8 @@ func (b *bodyParser) warnUnchecked(unchecked map[*Step][]string) {
 	for _, st := range b.c.Stages {
 		for _, s := range st.Steps {
 			names := unchecked[s]
-			if len(names) == 0 {
-				continue
+			if k := stepKind(s.Kind); len(names) == 0 || k != nil && k.FieldsRequired {
+				continue // nothing unchecked, or requireFields refused it already
 			}
 			sort.Strings(names)
 			b.d.warnf(s.Pos, "step %s reads JSON whose fields are not declared, so lint could not check %s: declare them with an example output (a ```json {example=%s} block) or fields=\"%s:TYPE …\"",

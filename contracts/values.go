@@ -367,8 +367,8 @@ func (b *bodyParser) requireFields() {
 	for _, st := range b.c.Stages {
 		for _, s := range st.Steps {
 			if k := stepKind(s.Kind); k != nil && k.FieldsRequired && s.Fields == nil {
-				b.d.errorf(s.Pos, "step %s: an %s step's output must be declared, each field with its type: its report is checked against the declaration, and the briefing lists it; "+
-					"add fields=\"NAME:TYPE …\" to the step or an example report (a ```json {example=%s} block)", s.ID, s.Kind, s.ID)
+				b.d.errorf(s.Pos, "step %s: %s %s step's output must be declared, each field with its type: its report is checked against the declaration, and the briefing lists it; "+
+					"add fields=\"NAME:TYPE …\" to the step or an example report (a ```json {example=%s} block)", s.ID, article(s.Kind), s.Kind, s.ID)
 			}
 		}
 	}

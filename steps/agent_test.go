@@ -297,3 +297,34 @@ func TestAgentContractTest(t *testing.T) {
 		t.Fatalf("the replayed invalid report's finding: %q", finding)
 	}
 }
+
+// What lint says of the mistakes an author makes with an agent step: each
+// at its place, once, with the way out.
+func TestAgentLint(t *testing.T) {
+	const good = "---\nname: watched\nruntime_contract: 2\ntargets:\n  box: {ssh: root@192.0.2.1}\n---\n\n## Execution\n\n### Web {#web agent=web}\n\n" +
+		"```agent {id=watch timeout=2m fields=\"status:string restarts:int\"}\nexec /usr/local/bin/watchdog-harness\n```\n\n" +
+		"| Field | Healthy | Critical |\n|---|---|---|\n| `status` | `up` | `down` |\n| `restarts` | < 3 | ≥ 3 |\n"
+	if _, ds := contracts.Parse("w.md", []byte(good), contracts.Options{}); len(ds) > 0 {
+		t.Fatalf("the good contract: %s", ds)
+	}
+	for _, tc := range []struct{ name, from, to, want string }{
+		{"no declaration", ` fields="status:string restarts:int"`, "",
+			"w.md:12:4: error: step watch: an agent step's output must be declared, each field with its type"},
+		{"on=", "timeout=2m", "timeout=2m on=box",
+			"w.md:12:31: error: on applies only to bash and sh steps (an http, tcp, agent or echo step runs from the engine's host"},
+		{"via=", "timeout=2m", "timeout=2m via=box", "w.md:12:31: error: via applies only to http and tcp steps"},
+		{"as=text", "timeout=2m", "timeout=2m as=text", `w.md:12:31: error: as: an agent step's output is read as json, got "text"`},
+		{"a field not declared", "| `restarts` |", "| `restart` |", `w.md:19:4: error: field restart: step watch (agent) produces no value restart (did you mean "restarts"?)`},
+		{"a cell of another type", "| `restarts` | < 3 |", "| `restarts` | `low` |", "w.md:19:16: error: expression \"it == \\\"low\\\"\": invalid operation: == (mismatched types int and string)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ds := contracts.Parse("w.md", []byte(strings.Replace(good, tc.from, tc.to, 1)), contracts.Options{})
+			if !strings.Contains(ds.String(), tc.want) {
+				t.Fatalf("lint said:\n%s\nwant %q", ds, tc.want)
+			}
+			if n := len(ds); n != 1 {
+				t.Fatalf("lint said %d things, want the one:\n%s", n, ds)
+			}
+		})
+	}
+}
