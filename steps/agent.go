@@ -157,8 +157,13 @@ func probeAgent(ctx context.Context, step *contracts.Step, vars map[string]strin
 		unseen(o, err)
 		return o
 	}
+	if res.TimedOut {
+		// Killed by us or by `timeout` on the way: the status `timeout`
+		// gives, whoever signalled first.
+		res.ExitCode = 124
+	}
 	o.Result = res
-	o.Values["output"] = strings.TrimRight(res.Stdout+res.Stderr, "\r\n")
+	o.Values["output"] = joinOutput(res.Stdout, res.Stderr)
 	o.Values["exit_code"] = res.ExitCode
 	o.Values["timed_out"] = res.TimedOut
 	if res.TimedOut {
@@ -176,6 +181,20 @@ func probeAgent(ctx context.Context, step *contracts.Step, vars map[string]strin
 	}
 	take(o, step, body)
 	return o
+}
+
+// joinOutput is a session's output: its stdout, where the harness's
+// stderr goes too, and what the shell around it said on stderr, trailing
+// newlines trimmed.
+func joinOutput(stdout, stderr string) string {
+	out := strings.TrimRight(stdout, "\r\n")
+	if e := strings.TrimRight(stderr, "\r\n"); e != "" {
+		if out != "" {
+			out += "\n"
+		}
+		out += e
+	}
+	return out
 }
 
 // newAgentObservation is an agent step's observation before its session
@@ -416,11 +435,7 @@ func describeJSON(x any) string {
 // taken.
 func replayAgent(step *contracts.Step, rec *Recording) *Observation {
 	o := newAgentObservation(step)
-	out := strings.TrimRight(rec.Stdout, "\r\n")
-	if rec.Stderr != "" {
-		out = strings.TrimRight(out+"\n"+rec.Stderr, "\r\n")
-	}
-	o.Values["output"], o.Values["exit_code"] = out, rec.Exit
+	o.Values["output"], o.Values["exit_code"] = joinOutput(rec.Stdout, rec.Stderr), rec.Exit
 	o.Result = transports.Result{Stdout: rec.Stdout, Stderr: rec.Stderr, ExitCode: rec.Exit, TimedOut: rec.Timeout}
 	var body []byte
 	switch r := rec.Report.(type) {

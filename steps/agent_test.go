@@ -96,7 +96,7 @@ func TestAgentSession(t *testing.T) {
 		o := session(t, step, vars("late", `{"status": "up", "restarts": 0, "queue": {"depth": 0}}`, pids))
 		took := time.Since(start)
 		judge(step, o)
-		if o.Severity != contracts.SeverityUnknown || o.Values["timed_out"] != true || o.Values["reported"] != false {
+		if o.Severity != contracts.SeverityUnknown || o.Values["timed_out"] != true || o.Values["exit_code"] != 124 || o.Values["reported"] != false {
 			t.Fatalf("late report: severity %v, values %v, findings %q", o.Severity, o.Values, o.Findings)
 		}
 		if took > 30*time.Second {
