@@ -20,7 +20,6 @@ import (
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine"
 	"github.com/contractd/contractd/engine/clock"
-	"github.com/contractd/contractd/engine/notify"
 	"github.com/contractd/contractd/engine/store"
 	"github.com/contractd/contractd/fixtures/wait"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
@@ -494,16 +493,16 @@ func TestMetricsScrape(t *testing.T) {
 			}
 			// What the metrics count is what the routes really did.
 			delivered := func(route string) engine.RouteDelivery {
-				return engine.RouteDelivery{Route: route, Outcome: notify.OutcomeDelivered, Tried: true, Attempts: 1}
+				return engine.RouteDelivery{Route: route, Outcome: store.OutcomeDelivered, Tried: true, Attempts: 1}
 			}
 			r.Alerts = []*engine.AlertReport{
 				{Key: "scraped/abiba/down", Kind: "open", Routes: []engine.RouteDelivery{
-					delivered("log"), {Route: "webhook", Outcome: notify.OutcomeQueued, Tried: true, Attempts: 1, Error: "connection refused"}}},
+					delivered("log"), {Route: "webhook", Outcome: store.OutcomeQueued, Tried: true, Attempts: 1, Error: "connection refused"}}},
 				{Key: "scraped/koby/down", Kind: "open", Retry: true, Sent: true, ReachedBefore: true, Routes: []engine.RouteDelivery{delivered("webhook")}},
 				{Key: "scraped/abiba/repair", Kind: "repair", Routes: []engine.RouteDelivery{
-					delivered("log"), {Route: "webhook", Outcome: notify.OutcomeQueued, Error: "not tried: webhook failed earlier in this run"}}},
+					delivered("log"), {Route: "webhook", Outcome: store.OutcomeQueued, Error: "not tried: webhook failed earlier in this run"}}},
 				{Key: "scraped/ace/down", Kind: "open", Retry: true, Routes: []engine.RouteDelivery{
-					{Route: "webhook", Outcome: notify.OutcomeDropped, Tried: true, Attempts: 40, Error: "connection refused"}}},
+					{Route: "webhook", Outcome: store.OutcomeDropped, Tried: true, Attempts: 40, Error: "connection refused"}}},
 			}
 			ran.Store(true)
 			return r, nil

@@ -9,7 +9,7 @@ import (
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine"
 	"github.com/contractd/contractd/engine/guard"
-	"github.com/contractd/contractd/engine/notify"
+	"github.com/contractd/contractd/engine/store"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	dto "github.com/prometheus/client_model/go"
@@ -338,12 +338,12 @@ func (m *metrics) record(name, result string, seconds float64, rep *engine.Repor
 		}
 		for _, rd := range a.Routes {
 			switch {
-			case rd.Outcome == notify.OutcomeDelivered:
+			case rd.Outcome == store.OutcomeDelivered:
 				m.delivered.WithLabelValues(name, rd.Route).Inc()
-			case rd.Outcome == notify.OutcomeDropped:
+			case rd.Outcome == store.OutcomeDropped:
 				m.dropped.WithLabelValues(name, rd.Route).Inc()
 			}
-			if rd.Tried && rd.Outcome != notify.OutcomeDelivered {
+			if rd.Tried && rd.Outcome != store.OutcomeDelivered {
 				m.failures.WithLabelValues(name, rd.Route).Inc()
 			}
 		}
