@@ -12,7 +12,6 @@ import (
 	"github.com/contractd/contractd/engine/guard"
 	"github.com/contractd/contractd/engine/notify"
 	"github.com/contractd/contractd/engine/store"
-	"github.com/contractd/contractd/transports"
 )
 
 // A run that does not reach its end still leaves state that agrees with
@@ -87,12 +86,6 @@ func (r *run) logPanic(p *PanicError) {
 	// The stack is a field of the one record: escaped onto its line, as
 	// every record is one line.
 	r.event(slog.LevelError, "panic (recovered: this run is an engine failure)", "error", p.Error(), "stack", string(p.Stack))
-}
-
-// clean is s as the run keeps any text: secrets redacted, control
-// characters escaped.
-func (r *run) clean(s string) string {
-	return transports.Printable(transports.Redact(s, r.redact))
 }
 
 // abort ends a run that panicked. The panic is logged with its stack and is

@@ -213,7 +213,7 @@ func (r *run) do(ctx context.Context) (*Report, error) {
 	r.add(judged)
 	repaired := r.repair(rctx, units)
 	r.add(repaired.said)
-	r.verify(rctx, repaired.jobs)
+	r.verify(rctx, repaired.jobs).settle()
 	rep.Agents = agentReports(units)
 	if r.unshared != "" || r.unwritable != "" {
 		return r.reportOnly(units) // nothing can be recorded: no alerts, nothing sent or written
