@@ -369,7 +369,7 @@ func (r *repairing) act(ctx context.Context, u *unit, sr *stageRun, row *contrac
 	}
 	r.fleet.Repairs++
 	actx := WithProbe(ctx, Probe{Contract: r.c.Name, Stage: sr.id, Agent: u.agent, Action: cmd})
-	res, err := r.execAction(actx, target, steps.Script(row.Action, sr.vars))
+	res, err := r.execAction(actx, row, target, steps.Script(row.Action, sr.vars))
 	if err != nil {
 		r.ended(intent, -1)
 	} else {
@@ -384,7 +384,7 @@ func (r *repairing) act(ctx context.Context, u *unit, sr *stageRun, row *contrac
 		ar.Status, ar.Reason = ActionFailed, "target unreachable: "+err.Error()
 		r.unitEvent(slog.LevelWarn, u, "repair failed: target unreachable", "action", cmd, "condition", row.Condition, "seen", seen, "error", err)
 	case res.TimedOut:
-		timeout, _ := r.e.actionTimeouts()
+		timeout, _ := r.e.actionTimeouts(row)
 		ar.Status, ar.Reason = ActionFailed, strings.TrimSuffix(fmt.Sprintf("timed out after %s (the repair timeout) and was killed: %s", contracts.FormatDuration(timeout), truncate(strings.TrimSpace(transports.Redact(res.Stderr, r.redact)), 200)), ": ")
 		r.unitEvent(slog.LevelWarn, u, "repair failed: timed out and killed", "action", cmd, "condition", row.Condition, "seen", seen, "timeout", contracts.FormatDuration(timeout))
 	case code != 0:
@@ -455,14 +455,14 @@ func (r *repairing) guardAlert(u *unit, sr *stageRun, row *contracts.ActionRow, 
 	return false
 }
 
-// execAction runs one repair script on its target, with the secrets the
-// contract names in its environment.
-func (r *run) execAction(ctx context.Context, target, script string) (transports.Result, error) {
+// execAction runs one repair script of row on its target, within the
+// row's timeout, with the secrets the contract names in its environment.
+func (r *run) execAction(ctx context.Context, row *contracts.ActionRow, target, script string) (transports.Result, error) {
 	tr, err := r.e.opts.Opener.Open(r.c, target)
 	if err != nil {
 		return transports.Result{}, err
 	}
-	timeout, deadline := r.e.actionTimeouts()
+	timeout, deadline := r.e.actionTimeouts(row)
 	actx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
 	return tr.Exec(actx, transports.Command{Script: script, Shell: "sh", Timeout: timeout, Env: r.secrets})
