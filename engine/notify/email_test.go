@@ -155,6 +155,19 @@ func TestEmailLogsInWithLOGINAndAPasswordFile(t *testing.T) {
 	}
 }
 
+// tls: tls speaks TLS from the first byte (SMTPS, port 465).
+func TestEmailOverImplicitTLS(t *testing.T) {
+	srv := mta.Start(t, mta.Options{TLS: true, OnConnect: true, User: smtpUser, Password: smtpPass})
+	e := buildEmail(t, map[string]string{"server": srv.Addr, "tls": "tls", "ca_file": srv.CAFile, "from": "contractd@example.test", "to": "ops@example.test",
+		"username": smtpUser, "password_env": "SMTP_PASSWORD"}, smtpEnv)
+	if err := e.Notify(t.Context(), Message{Contract: "web", Kind: KindRepair, Text: "restarted nginx", Time: msgTime}); err != nil {
+		t.Fatalf("%v\n%s", err, srv.Log())
+	}
+	if msgs := received(t, srv, 1); len(msgs) != 1 || !strings.Contains(srv.Log(), "esmtpsa X=TLS") {
+		t.Fatalf("%d mails; log:\n%s", len(msgs), srv.Log())
+	}
+}
+
 // tls: none sends to a relay that takes mail without TLS or a login (a
 // local MTA), as Monit's `set mailserver localhost` does.
 func TestEmailThroughAPlainRelay(t *testing.T) {
