@@ -302,7 +302,9 @@ func (e *Email) Compose(m Message) []byte {
 	word := func(s string) string { return mime.QEncoding.Encode("utf-8", transports.Printable(s)) }
 	header("From", e.from.String())
 	header("To", strings.Join(to, ", "))
-	header("Subject", word(subject))
+	// An encoded subject is several encoded words: one per folded line,
+	// so no header line is longer than a mail reader expects.
+	header("Subject", strings.ReplaceAll(word(subject), "?= =?", "?=\r\n =?"))
 	header("Date", at.Format(time.RFC1123Z))
 	header("Message-ID", "<"+hex.EncodeToString(id[:16])+".contractd@"+domain+">")
 	header("Auto-Submitted", "auto-generated")
