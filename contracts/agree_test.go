@@ -39,7 +39,7 @@ func quote(s string) string { return `"` + s + `"` }
 // function the run fills it with.
 func TestTCPAddressFromVars(t *testing.T) {
 	contract := func(vars, forEach, stage, addr string) string {
-		return "---\nname: v\nruntime_contract: 2\nvars: {" + vars + "}\nfor_each: {" + forEach + "}\n---\n\n## Execution\n\n### S " + stage + "\n\n```tcp {id=port}\n" + addr + "\n```\n"
+		return "---\nname: v\nruntime_contract: 2\nvars: {" + vars + "}\nfor_each: {" + forEach + "}\n---\n\n## Execution\n\n### S " + stage + "\n\n```tcp {id=port}\n" + addr + "\n```\n\n| Field | Healthy | Critical |\n|---|---|---|\n| `open` | true | false |\n"
 	}
 	for _, tc := range []struct {
 		name, src, err string
@@ -70,7 +70,7 @@ func TestTCPAddressFromVars(t *testing.T) {
 // fills it; one reading a secret is left to the run.
 func TestHTTPURLFromVars(t *testing.T) {
 	src := func(base string) string {
-		return "---\nname: v\nruntime_contract: 2\nvars: {base: " + quote(base) + "}\nsecrets: [TOKEN]\n---\n\n## Execution\n\n### S {#s}\n\n```http {id=home}\nGET ${base}/check\n```\n\n```http {id=tok}\nGET http://${TOKEN}/x\n```\n"
+		return "---\nname: v\nruntime_contract: 2\nvars: {base: " + quote(base) + "}\nsecrets: [TOKEN]\n---\n\n## Execution\n\n### S {#s}\n\n```http {id=home}\nGET ${base}/check\n```\n\nExpected: `200`\n\n```http {id=tok}\nGET http://${TOKEN}/x\n```\n\nExpected: `200`\n"
 	}
 	if _, ds := contracts.Parse("v.md", []byte(src("http://127.0.0.1:8080")), contracts.Options{}); ds.HasErrors() {
 		t.Fatalf("a base URL was refused: %s", ds)

@@ -232,19 +232,28 @@ func TestPerAgentKeyFilledByNothingIsTrue(t *testing.T) {
 	bind := func(rows ...string) string {
 		return "\n| Key | Value |\n|-----|-------|\n" + strings.Join(rows, "\n") + "\n\n"
 	}
+	declared := "```sh {id=stat as=json fields=\"age_h:int size:int\"}"
 	for _, tc := range []struct {
-		name, bindings string
-		want           []string // every diagnostic, in order
+		name, step, bindings string
+		want                 []string // every diagnostic, in order
 	}{
-		{"as written", "\n", []string{
-			"b.md:16:39: note: per-agent key size (agent db) is filled only if a step's JSON output has a field size, which lint cannot see; " +
-				"to make it checked, give the field a health row or bind the key to it in a `Key | Value` table under ## Maintains (`| size | stat.size |`)"}},
-		{"the note's advice", bind("| `size` | `stat.size` |"), nil},
-		{"an item key read by name", bind("| `file` | `file` |", "| `size` | `stat.size` |"), nil},
-		{"an item key read as item.file", bind("| `file` | `item.file` |", "| `size` | `stat.size` |"), nil},
+		{"as written", "", "\n", []string{
+			"b.md:16:27: note: per-agent key age_h (agent db) is filled only if step stat's JSON output has a field age_h, which lint cannot see: " +
+				"its fields are not declared; to make it checked, declare them (`fields=\"age_h:TYPE …\"` on the step, or an example output block)",
+			"b.md:16:39: note: per-agent key size (agent db) is filled only if step stat's JSON output has a field size, which lint cannot see: " +
+				"its fields are not declared; to make it checked, declare them (`fields=\"size:TYPE …\"` on the step, or an example output block)",
+			"b.md:23:4: warning: step stat reads JSON whose fields are not declared, so lint could not check age_h: " +
+				"declare them with an example output (a ```json {example=stat} block) or fields=\"age_h:TYPE …\""}},
+		{"the note's advice", declared, "\n", nil},
+		{"an item key read by name", declared, bind("| `file` | `file` |"), nil},
+		{"an item key read as item.file", declared, bind("| `file` | `item.file` |"), nil},
+		{"a binding to a declared field", declared, bind("| `size` | `stat.size` |"), nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := strings.Replace(backupMonitor, "BINDINGS\n", tc.bindings, 1)
+			if tc.step != "" {
+				src = strings.Replace(src, "```sh {id=stat as=json}", tc.step, 1)
+			}
 			c, ds := Parse("b.md", []byte(src), Options{})
 			var got []string
 			for _, d := range ds {
@@ -288,6 +297,7 @@ func TestPerAgentKeyFilledByNothingIsTrue(t *testing.T) {
 func TestComparisonOnNullIsNoValue(t *testing.T) {
 	src := strings.Replace(backupMonitor, `"age_h": 3`, `"age_h": null`, 1)
 	src = strings.Replace(src, "BINDINGS\n", "\n| Key | Value |\n|-----|-------|\n| `size` | `stat.size` |\n\n", 1)
+	src = strings.Replace(src, "```sh {id=stat as=json}", "```sh {id=stat as=json fields=\"age_h:int size:int\"}", 1)
 	c, ds := Parse("b.md", []byte(src), Options{})
 	want := "b.md:34:3: note: age_h can be null (agent db's example shows it null) and no cell of this row holds on null, so a null age_h leaves the row unknown (age_h is null); " +
 		"to judge null, put `null` in its column (or write `null or < N`)\n"

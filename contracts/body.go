@@ -3,6 +3,7 @@ package contracts
 import (
 	"bytes"
 	"fmt"
+	"reflect"
 	"regexp"
 	"sort"
 	"strings"
@@ -25,8 +26,11 @@ type stageMeta struct {
 }
 
 type stepMeta struct {
-	onPos, viaPos Pos
+	onPos, viaPos, fieldsPos, sudoPos Pos
 }
+
+// stepAttrs are the attributes a step block takes.
+var stepAttrs = []string{"id", "timeout", "as", "fields", "on", "via", "sudo"}
 
 // bodyParser walks goldmark's block tree once, in document order.
 type bodyParser struct {
@@ -42,10 +46,12 @@ type bodyParser struct {
 	stepIDs   map[string]Pos
 	stageIDs  map[string]Pos
 	uses      []exprUse
-	exprs     exprBudget           // what the contract's expressions cost so far
-	keysOf    map[string]*itemKeys // by for_each list (itemKeys)
-	secrets   map[string]bool      // the contract's secrets, once a reference asks
-	fields    map[string]bool      // every health-row field in the contract
+	exprs     exprBudget              // what the contract's expressions cost so far
+	keysOf    map[string]*itemKeys    // by for_each list (itemKeys)
+	secrets   map[string]bool         // the contract's secrets, once a reference asks
+	values    map[*Step]*stepValues   // what each step produces (valuesOf)
+	examples  []exampleBlock          // example outputs, bound to their steps once all are read
+	varTypes  map[string]reflect.Type // vars as the type checker sees them, by for_each list (varsType)
 	stageMeta map[*Stage]*stageMeta
 	stepMeta  map[*Step]*stepMeta
 	schemaOK  bool
@@ -62,7 +68,6 @@ func newBodyParser(s *source, d *diags, c *Contract, cache *exprCache) *bodyPars
 		s: s, d: d, c: c, cache: cache,
 		stepIDs:   map[string]Pos{},
 		stageIDs:  map[string]Pos{},
-		fields:    map[string]bool{},
 		stageMeta: map[*Stage]*stageMeta{},
 		stepMeta:  map[*Step]*stepMeta{},
 	}
@@ -224,7 +229,7 @@ func (b *bodyParser) newStage(title string, attrs []attr, at Pos) {
 			if a.Value == "gate" {
 				st.Gate = true
 			} else {
-				b.d.errorf(p, "unknown stage class %q (only .gate)", "."+a.Value)
+				b.d.errorf(p, "unknown stage class %q (only .gate)%s", "."+a.Value, hint(a.Value, []string{"gate"}, ""))
 			}
 		case "agent":
 			st.Agent = a.Value
@@ -233,7 +238,7 @@ func (b *bodyParser) newStage(title string, attrs []attr, at Pos) {
 		case "for_each":
 			st.ForEach, meta.forEachPos = a.Value, p
 		default:
-			b.d.errorf(p, "unknown stage attribute %q (want #id, .gate, agent, on or for_each)", a.Key)
+			b.d.errorf(p, "unknown stage attribute %q (want #id, .gate, agent, on or for_each)%s", a.Key, hint(a.Key, []string{"id", "agent", "on", "for_each"}, ""))
 		}
 	}
 	if st.ID == "" {
@@ -295,16 +300,6 @@ func (tm textMap) fileOff(off int) int {
 	return tm.files[i] + off - tm.starts[i]
 }
 
-var builtinNames = func() map[string]bool {
-	m := map[string]bool{}
-	for _, list := range [][]string{cellNames, actionNames, escalationNames} {
-		for _, n := range list {
-			m[n] = true
-		}
-	}
-	return m
-}()
-
 func (b *bodyParser) fenced(f *ast.FencedCodeBlock) {
 	if f.Info == nil {
 		return
@@ -319,6 +314,10 @@ func (b *bodyParser) fenced(f *ast.FencedCodeBlock) {
 		return
 	}
 	infoPos := b.s.pos(f.Info.Segment.Start)
+	if strings.TrimSpace(lang) == "json" && strings.HasPrefix(strings.TrimSpace(inner), "example=") {
+		b.exampleBlock(f, inner, f.Info.Segment.Start+innerOff)
+		return
+	}
 	if b.stage == nil {
 		if b.section == "execution" && b.h3 != "" {
 			b.d.errorf(infoPos, "step block under heading %q, which has no {#id}: give the heading an id to make it a stage", b.h3)
@@ -352,10 +351,22 @@ func (b *bodyParser) fenced(f *ast.FencedCodeBlock) {
 				st.Timeout = d
 			}
 		case "as":
-			if a.Value != "json" && a.Value != "text" {
-				b.d.errorf(p, "as: must be json or text, got %q", a.Value)
-			} else if a.Value == "json" {
-				st.As = "json"
+			switch {
+			case k == nil:
+			case len(k.As) == 0:
+				b.d.errorf(p, "as: a %s step has no as= forms (its values are fixed)", kind)
+			case k.asForm(a.Value) == nil:
+				b.d.errorf(p, "as: a %s step's output is read as %s, got %q%s", kind, k.asNames(), a.Value, hint(a.Value, asFormNames(k), ""))
+			default:
+				st.As = a.Value
+			}
+		case "fields":
+			fields, err := parseFields(a.Value)
+			if err != nil {
+				b.d.errorf(p, "%v", err)
+			} else {
+				st.Fields = fields
+				meta.fieldsPos = p
 			}
 		case "on":
 			st.On, meta.onPos = a.Value, p
@@ -369,8 +380,18 @@ func (b *bodyParser) fenced(f *ast.FencedCodeBlock) {
 			if !isProbeKind(kind) {
 				b.d.errorf(p, "via applies only to %s steps (use on= to run a script elsewhere)", stepKindList(false, "and"))
 			}
+		case "sudo":
+			meta.sudoPos = p
+			switch {
+			case a.Value != "true" && a.Value != "false":
+				b.d.errorf(p, "sudo: must be true or false, got %q", a.Value)
+			case !isExecKind(kind):
+				b.d.errorf(p, "sudo applies only to %s steps (an %s step probes from the engine itself)", stepKindList(true, "and"), stepKindList(false, "or"))
+			default:
+				st.Sudo = a.Value == "true"
+			}
 		default:
-			b.d.errorf(p, "unknown step attribute %q (want id, timeout, as, on or via)", a.Key)
+			b.d.errorf(p, "unknown step attribute %q (want id, timeout, as, fields, on, via or sudo)%s", a.Key, hint(a.Key, stepAttrs, ""))
 		}
 	}
 	switch {
@@ -378,7 +399,7 @@ func (b *bodyParser) fenced(f *ast.FencedCodeBlock) {
 		b.d.errorf(infoPos, "step needs an id, like ```%s {id=name}", kind)
 	case !reStepID.MatchString(st.ID):
 		b.d.errorf(infoPos, "step id %q must be letters, digits and _ (it is used in expressions)", st.ID)
-	case builtinNames[st.ID]:
+	case reservedNames()[st.ID]:
 		b.d.errorf(infoPos, "step id %q shadows the built-in name %s", st.ID, st.ID)
 	default:
 		if prev, dup := b.stepIDs[st.ID]; dup {
@@ -392,6 +413,8 @@ func (b *bodyParser) fenced(f *ast.FencedCodeBlock) {
 	}
 	tm := blockText(f, b.s.src)
 	st.Script = tm.text
+	lead := len(st.Script) - len(strings.TrimLeft(st.Script, " \t\n"))
+	st.CmdPos = b.s.pos(tm.fileOff(lead))
 	if k != nil && k.Parse != nil {
 		k.Parse(&StepBlock{Text: tm.text, b: b, tm: tm, at: infoPos}, st)
 	}
@@ -423,17 +446,33 @@ var reShellExpansion = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]*)(:?[-=?+]|%%
 func (b *bodyParser) refsAt(s string, shell bool, posOf func(off int) Pos) string {
 	for _, m := range reDollarVar.FindAllStringSubmatchIndex(s, -1) {
 		name := s[m[2]:m[3]]
+		if shell {
+			if env, ok := strings.CutPrefix(name, "env."); ok {
+				// The target's own environment (steps.Script reads it).
+				if !reVarName.MatchString(env) {
+					b.d.errorf(posOf(m[0]), "${%s}: %q is not an environment variable's name", name, env)
+				}
+				continue
+			}
+			if ReservedVarName(name) && !strings.HasPrefix(name, "CONTRACTD_") {
+				continue // the shell's own (HOME, PWD, …): no var can take it
+			}
+		}
 		if e := reShellExpansion.FindStringSubmatch(name); e != nil {
 			switch {
 			case !shell:
 				b.d.errorf(posOf(m[0]), "${%s}: an %s step fills only ${name}, not shell expansions; give %s its default under vars", name, stepKindList(false, "or"), e[1])
 			case !b.defined(e[1]):
-				b.d.errorf(posOf(m[0]), "undefined var %q in ${%s}%s", e[1], name, b.varHint(e[1]))
+				b.d.errorf(posOf(m[0]), "undefined var %q in ${%s}%s", e[1], name, b.shellVarHint(e[1]))
 			}
 			continue
 		}
 		if !b.defined(name) {
-			b.d.errorf(posOf(m[0]), "undefined var %q%s", name, b.varHint(name))
+			if shell {
+				b.d.errorf(posOf(m[0]), "undefined var %q%s", name, b.shellVarHint(name))
+			} else {
+				b.d.errorf(posOf(m[0]), "undefined var %q%s", name, b.varHint(name))
+			}
 		}
 	}
 	return s
@@ -453,11 +492,23 @@ func (b *bodyParser) defined(name string) bool {
 // when it is a likely typo (a var, a secret, or in a for_each stage an
 // item key), else how to define it.
 func (b *bodyParser) varHint(name string) string {
+	return hint(name, b.varNames(), fmt.Sprintf(" (define it under vars, or pass --var %s=VALUE)", name))
+}
+
+// shellVarHint is varHint for a command, where the target's environment
+// is a name too: ${env.NAME}.
+func (b *bodyParser) shellVarHint(name string) string {
+	return hint(name, b.varNames(), fmt.Sprintf(" (define it under vars, pass --var %s=VALUE, or write ${env.%s} for the target's environment variable)", name, name))
+}
+
+// varNames are the names a reference may take: vars, secrets and, in a
+// for_each stage, its items' keys.
+func (b *bodyParser) varNames() []string {
 	known := append(sortedKeys(b.c.Vars), b.c.Secrets...)
 	if b.stage != nil && b.stage.ForEach != "" {
 		known = append(known, b.itemKeys(b.stage.ForEach).names...)
 	}
-	return hint(name, known, fmt.Sprintf(" (define it under vars, or pass --var %s=VALUE)", name))
+	return known
 }
 
 // expandAt substitutes ${name} from the contract's vars in notifier

@@ -64,6 +64,7 @@ type PlanGuards struct {
 	Debounce         string `json:"debounce"`   // "0s": none
 	CrashLoop        string `json:"crash_loop"` // "10 per 1h then alert", or "off"
 	UnreachableAfter int    `json:"unreachable_after"`
+	UnknownAfter     int    `json:"unknown_after"`
 	RecoverAfter     int    `json:"recover_after"`
 	After            int    `json:"after"`
 	Budget           string `json:"budget"` // "1 per 10m", or "none"
@@ -79,6 +80,10 @@ type PlanTarget struct {
 	Name  string `json:"name"`
 	Kind  string `json:"kind"`  // local, ssh, pct, docker
 	Chain string `json:"chain"` // e.g. "ssh root@192.168.68.15 → pct 112"
+	// Sudo is the target's sudo: true: repairs and sudo=true steps go
+	// through `sudo -n --` (local, ssh), or pct/docker itself does (on
+	// the parent).
+	Sudo bool `json:"sudo,omitempty"`
 }
 
 // PlanVar is one var with the value it has after the inventory and --var.
@@ -129,7 +134,8 @@ type PlanStep struct {
 	Via     string       `json:"via,omitempty"`
 	Timeout string       `json:"timeout"`
 	As      string       `json:"as,omitempty"`
-	Command string       `json:"command"` // the script, "METHOD URL", or host:port
+	Command string       `json:"command"`        // the script, "METHOD URL", or host:port
+	Sudo    bool         `json:"sudo,omitempty"` // runs as sudo -n -- COMMAND (sudo=true)
 	Health  []PlanHealth `json:"health"`
 	Line    int          `json:"line"`
 }
@@ -159,7 +165,10 @@ type PlanAction struct {
 	Tier      int           `json:"tier,omitempty"`
 	Template  string        `json:"template,omitempty"` // the Message column: the words of the messages the row causes
 	Executed  bool          `json:"executed"`           // false for report-only agents: logged, never run
-	Line      int           `json:"line"`
+	// Sudo says the command runs as `sudo -n -- COMMAND ARGS…` (its
+	// target has sudo: true); false for a target chosen per item.
+	Sudo bool `json:"sudo,omitempty"`
+	Line int  `json:"line"`
 }
 
 // PlanActGuards are the guards in force for one action row.
@@ -271,7 +280,7 @@ func Explain(c *Contract) *Plan {
 		Schedule:         PlanSchedule{Every: fmtDuration(c.Schedule.Every), OnStart: c.Schedule.OnStart},
 		Guards: PlanGuards{
 			Debounce: fmtDuration(g.Debounce), CrashLoop: c.crashLoop(),
-			UnreachableAfter: g.UnreachableAfter, RecoverAfter: g.RecoverAfter, After: g.After,
+			UnreachableAfter: g.UnreachableAfter, UnknownAfter: max(g.UnknownAfter, 1), RecoverAfter: g.RecoverAfter, After: g.After,
 			Budget: nonEmptyOr(budgetText(g.Budget), "none"), Grace: fmtDuration(g.Grace), EscalateAfter: g.EscalateAfter,
 			Repeat: fmtDuration(g.Repeat), SlowRetry: nonEmptyOr(SlowRetryText(g.SlowRetry, c.Schedule.Every), "off"),
 			BlastRadius: blastText(g.BlastRadius),
@@ -295,7 +304,7 @@ func Explain(c *Contract) *Plan {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		p.Targets = append(p.Targets, PlanTarget{Name: n, Kind: c.Targets[n].Kind(), Chain: c.Chain(n)})
+		p.Targets = append(p.Targets, PlanTarget{Name: n, Kind: c.Targets[n].Kind, Chain: c.Chain(n), Sudo: c.Targets[n].Sudo})
 	}
 	vars := make([]string, 0, len(c.Vars))
 	for n := range c.Vars {
@@ -338,7 +347,7 @@ func Explain(c *Contract) *Plan {
 			}
 			ps2 := PlanStep{
 				ID: s.ID, Kind: s.Kind, On: on, Target: target, Via: s.Via,
-				Timeout: fmtDuration(s.Timeout), As: s.As, Command: stepCommand(s),
+				Timeout: fmtDuration(s.Timeout), As: s.As, Command: stepCommand(s), Sudo: s.Sudo,
 				Health: []PlanHealth{}, Line: s.Pos.Line,
 			}
 			for _, r := range s.Health {
@@ -504,6 +513,7 @@ func planAction(c *Contract, st *Stage, a *ActionRow) PlanAction {
 		Condition: a.Condition, Expr: a.Expr, Action: a.Action, Builtin: a.Builtin, Message: a.Message,
 		On: on, Target: c.Chain(on), Guards: g, Timeout: timeout, Tier: a.Tier, Template: templateText(a.Template),
 		Executed: !c.IsReportOnly(st.Agent), Line: a.Pos.Line,
+		Sudo: a.Builtin == "" && c.TargetNamed(on).SudoCommands(),
 	}
 }
 
@@ -547,6 +557,7 @@ func WriteExplainText(w io.Writer, c *Contract) error {
 	gs := []string{"debounce " + g.Debounce, "crash loop " + g.CrashLoop,
 		fmt.Sprintf("act after %d failing run(s)", g.After),
 		fmt.Sprintf("unreachable counts after %d", g.UnreachableAfter),
+		fmt.Sprintf("unknown alerts after %d", g.UnknownAfter),
 		fmt.Sprintf("recover after %d", g.RecoverAfter),
 		"budget " + g.Budget, escalate, "slow retry " + g.SlowRetry, "blast radius " + g.BlastRadius,
 		"verify after " + g.Grace, "remind every " + g.Repeat}
@@ -611,6 +622,9 @@ func WriteExplainText(w io.Writer, c *Contract) error {
 			if s.As != "" {
 				as = ", as " + s.As
 			}
+			if s.Sudo {
+				as += ", through sudo -n"
+			}
 			ew.printf("   step %s (%s, timeout %s%s) on %s:\n", s.ID, s.Kind, s.Timeout, as, s.Target)
 			for _, l := range strings.Split(s.Command, "\n") {
 				ew.printf("       %s\n", l)
@@ -624,6 +638,9 @@ func WriteExplainText(w io.Writer, c *Contract) error {
 		}
 		for _, a := range st.Actions {
 			what := "run `" + a.Action + "` on " + a.Target + " (timeout " + a.Timeout + ")"
+			if a.Sudo {
+				what = "run `sudo -n -- " + a.Action + "` on " + a.Target + " (timeout " + a.Timeout + ")"
+			}
 			if a.Builtin != "" {
 				what = a.Builtin + ": " + a.Message
 			}

@@ -21,20 +21,17 @@ import (
 // implementation in the environment map under the name "restarts".
 type RestartsFunc = func(agent string, window string) int
 
-// stepValueNames are the values every step has, whatever its kind or
-// output (a bash step's http_status is "", a tcp step's stdout too).
-var stepValueNames = []string{"stdout", "stderr", "exit_code", "timed_out", "duration", "unreachable", "http_status", "status_code", "open"}
+// Names a health cell and an action condition see besides the values of
+// steps (their kinds' declarations, StepKind.Values) and steps by id.
+var sharedNames = []string{"vars", "state", "item", "restarts"}
 
-// Names a health cell and an action condition see besides the step values.
-var sharedNames = []string{"json", "vars", "state", "item", "restarts"}
+// Names the engine binds in a health cell's environment besides the
+// step's values and earlier steps by id.
+var cellNames = slices.Concat([]string{"it"}, sharedNames)
 
-// Names the engine binds in a health cell's environment, besides the JSON
-// fields of the step's output and earlier steps by id.
-var cellNames = slices.Concat([]string{"it"}, stepValueNames, sharedNames)
-
-// Names an action condition sees besides the stage's merged step fields and
-// every step by id.
-var actionNames = slices.Concat([]string{"severity"}, stepValueNames, sharedNames)
+// Names an action condition sees besides the stage's merged step values
+// and every step by id.
+var actionNames = slices.Concat([]string{"severity"}, sharedNames)
 
 // Names an escalation row sees.
 var escalationNames = []string{"critical_count", "degraded_count", "unreachable_count", "healthy_count",
@@ -48,6 +45,37 @@ var scopeNames = map[scope]map[string]bool{
 	scopeSnapshot:      nameSet(SnapshotNames),
 	scopeAgentSnapshot: nameSet(append(append([]string{}, actionNames...), AgentSnapshotNames...)),
 }
+
+// reservedNames are the names a step id may not take: every scope's
+// built-in names and every value a registered kind or form of as=
+// produces. Kinds register at init, before any contract is read.
+func reservedNames() map[string]bool {
+	reservedOnce.Do(func() {
+		m := map[string]bool{}
+		for _, list := range [][]string{cellNames, actionNames, escalationNames} {
+			for _, n := range list {
+				m[n] = true
+			}
+		}
+		for _, k := range stepKinds {
+			for _, v := range k.Values {
+				m[v.Name] = true
+			}
+			for _, f := range k.As {
+				for _, v := range f.Values {
+					m[v.Name] = true
+				}
+			}
+		}
+		reserved = m
+	})
+	return reserved
+}
+
+var (
+	reservedOnce sync.Once
+	reserved     map[string]bool
+)
 
 func nameSet(names []string) map[string]bool {
 	m := make(map[string]bool, len(names))
@@ -105,6 +133,8 @@ type ident struct {
 // compiled is one compiled expression with the names it reads, shared
 // read-only between contracts (vm.Program is safe for concurrent runs).
 type compiled struct {
+	text   string // the expression as compiled
+	value  bool   // any-valued (CompileValue), not a condition
 	prog   *vm.Program
 	err    error
 	idents []ident
@@ -143,6 +173,7 @@ type exprCache struct {
 	mu    sync.RWMutex
 	m     map[cacheKey]*compiled
 	cells map[cellKey]cellResult
+	types typeChecks // the type checker's verdicts (types.go)
 }
 
 func newExprCache() *exprCache {
@@ -193,7 +224,7 @@ func (c *exprCache) get(text string, value bool) *compiled {
 			return r
 		}
 	}
-	r := &compiled{}
+	r := &compiled{text: text, value: value}
 	if value {
 		r.prog, r.err = CompileValue(text)
 	} else {
@@ -396,8 +427,10 @@ type exprUse struct {
 	c     *compiled
 	pos   Pos
 	scope scope
-	stage *Stage // the stage a cell or action condition belongs to
-	src   string // the cell's text as written, which pos points at
+	stage *Stage     // the stage a cell or action condition belongs to
+	step  *Step      // the step a health cell judges
+	row   *HealthRow // the row a health cell is in
+	src   string     // the cell's text as written, which pos points at
 }
 
 // scope is where an expression is written, which decides the names it may

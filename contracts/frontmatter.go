@@ -15,7 +15,7 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 
-	"github.com/contractd/contractd/transports/addr"
+	"github.com/contractd/contractd/transports"
 )
 
 // Defaults applied before the front matter is decoded.
@@ -27,7 +27,11 @@ const (
 	DefaultStepTimeout      = 30 * time.Second
 	DefaultUnreachableAfter = 1
 	DefaultRecoverAfter     = 1
-	DefaultAfter            = 1
+	// DefaultUnknownAfter is how many consecutive runs a unit may stay
+	// unknown before that is an incident of its own: a monitor that
+	// cannot see says so.
+	DefaultUnknownAfter = 3
+	DefaultAfter        = 1
 )
 
 var (
@@ -341,7 +345,8 @@ var topKeys = []string{"kind", "name", "title", "description", "version", "runti
 type frontMatter struct {
 	sawName, sawRuntime bool
 	varPos              map[string]Pos
-	logPos              Pos // where the text of log: starts (after a quote)
+	logPos              Pos   // where the text of log: starts (after a quote)
+	reportOnlyPos       []Pos // where each name of report_only_agents is
 }
 
 func newContract(path string) *Contract {
@@ -353,6 +358,7 @@ func newContract(path string) *Contract {
 			Debounce:         DefaultDebounce,
 			UnreachableAfter: DefaultUnreachableAfter,
 			RecoverAfter:     DefaultRecoverAfter,
+			UnknownAfter:     DefaultUnknownAfter,
 			After:            DefaultAfter,
 			Grace:            DefaultGrace,
 			Repeat:           DefaultRepeat,
@@ -409,6 +415,11 @@ func (y *yamlDec) decodeFrontMatter(root ast.Node, c *Contract) frontMatter {
 			c.Agent, _ = y.str(e.value, e.key)
 		case "report_only_agents":
 			c.ReportOnlyAgents, _ = y.strList(e.value, e.key)
+			if seq, ok := unwrap(e.value).(*ast.SequenceNode); ok {
+				for _, v := range seq.Values {
+					fm.reportOnlyPos = append(fm.reportOnlyPos, y.pos(v))
+				}
+			}
 		case "schedule":
 			y.decodeSchedule(e.value, &c.Schedule)
 		case "commands":
@@ -445,7 +456,7 @@ func (y *yamlDec) decodeFrontMatter(root ast.Node, c *Contract) frontMatter {
 				case "change", "repair", "critical":
 					c.AlertOn = s
 				default:
-					y.d.errorf(y.pos(e.value), "alert_on: must be change, repair or critical, got %q", s)
+					y.d.errorf(y.pos(e.value), "alert_on: must be change, repair or critical, got %q%s", s, hint(s, []string{"change", "repair", "critical"}, ""))
 				}
 			}
 		case "log":
@@ -503,12 +514,12 @@ func (y *yamlDec) decodeSchedule(n ast.Node, s *Schedule) {
 	}
 }
 
-var guardKeys = []string{"debounce", "crash_loop", "unreachable_after", "recover_after", "after",
+var guardKeys = []string{"debounce", "crash_loop", "unreachable_after", "unknown_after", "recover_after", "after",
 	"budget", "grace", "escalate_after", "repeat", "blast_radius", "slow_retry"}
 
 func (y *yamlDec) decodeGuards(n ast.Node, g *Guards) {
 	durations := map[string]*time.Duration{"debounce": &g.Debounce, "grace": &g.Grace, "repeat": &g.Repeat}
-	counts := map[string]*int{"unreachable_after": &g.UnreachableAfter, "recover_after": &g.RecoverAfter,
+	counts := map[string]*int{"unreachable_after": &g.UnreachableAfter, "unknown_after": &g.UnknownAfter, "recover_after": &g.RecoverAfter,
 		"after": &g.After, "escalate_after": &g.EscalateAfter}
 	entries, _ := y.mapping(n, "guards")
 	for _, e := range entries {
@@ -652,10 +663,39 @@ func (y *yamlDec) decodeBlastRadius(n ast.Node, what string) *BlastRadius {
 	return b
 }
 
-var targetKeys = []string{"ssh", "pct", "docker", "local", "via", "known_hosts", "host_key", "identity", "connect_timeout"}
+// targetKeys are the keys a target takes: one transport kind's name (its
+// address), the kinds' own options, and via and sudo.
+func targetKeys() []string {
+	keys := []string{}
+	for _, k := range transports.Kinds() {
+		keys = append(keys, k.Name)
+	}
+	keys = append(keys, "via", "sudo")
+	for _, k := range transports.Kinds() {
+		for _, o := range k.Options {
+			if !contains(keys, o) {
+				keys = append(keys, o)
+			}
+		}
+	}
+	return keys
+}
+
+// optionKinds are the kinds that take option o (ssh: known_hosts, …).
+func optionKinds(o string) []string {
+	var out []string
+	for _, k := range transports.Kinds() {
+		if contains(k.Options, o) {
+			out = append(out, k.Name)
+		}
+	}
+	return out
+}
 
 // decodeTargets adds or replaces targets by name (an inventory replaces a
-// contract's target wholesale).
+// contract's target wholesale). A target has exactly one transport kind's
+// key, whose value that kind checks (transports.Kind.Address); the kinds'
+// table says which options and which via each takes.
 func (y *yamlDec) decodeTargets(n ast.Node, into map[string]*Target) {
 	entries, _ := y.mapping(n, "targets")
 	for _, e := range entries {
@@ -664,48 +704,27 @@ func (y *yamlDec) decodeTargets(n ast.Node, into map[string]*Target) {
 		if !reName.MatchString(e.key) {
 			y.d.errorf(y.pos(e.keyN), "targets: %q is not a valid target name", e.key)
 		}
-		if e.key == "local" {
-			y.d.errorf(y.pos(e.keyN), "targets: \"local\" is reserved for the engine's own host")
-		}
+		// "local" names the engine's own host: it may be declared only
+		// as that host, to set its options (sudo).
 		sub, ok := y.mapping(e.value, what)
 		if !ok {
 			continue
 		}
 		kinds := 0
+		var options []ast.Node
 		for _, s := range sub {
 			w := what + "." + s.key
+			if k, ok := transports.KindOf(s.key); ok {
+				kinds++
+				if v, ok := y.targetAddress(s.value, w, k); ok {
+					t.Kind, t.Address = k.Name, v
+				}
+				continue
+			}
+			if len(optionKinds(s.key)) > 0 {
+				options = append(options, s.keyN)
+			}
 			switch s.key {
-			case "ssh":
-				kinds++
-				if v, ok := y.str(s.value, w); ok {
-					if _, _, _, err := addr.SSH(v); err != nil {
-						y.d.errorf(y.pos(s.value), "%s: expected user@host or user@host:port, got %q: %s", w, v, addrWhy(err))
-					}
-					t.SSH = v
-				}
-			case "pct":
-				kinds++
-				if v, ok := y.positive(s.value, w); ok {
-					t.PCT = v
-				}
-			case "docker":
-				kinds++
-				if v, ok := y.str(s.value, w); ok {
-					if v == "" {
-						y.d.errorf(y.pos(s.value), "%s: needs a container name", w)
-					} else if err := addr.Container(v); err != nil {
-						y.d.errorf(y.pos(s.value), "%s: %v", w, err)
-					}
-					t.Docker = v
-				}
-			case "local":
-				kinds++
-				if v, ok := y.boolean(s.value, w); ok {
-					if !v {
-						y.d.errorf(y.pos(s.value), "%s: only local: true is meaningful", w)
-					}
-					t.Local = v
-				}
 			case "via":
 				t.Via, _ = y.str(s.value, w)
 			case "known_hosts":
@@ -713,7 +732,7 @@ func (y *yamlDec) decodeTargets(n ast.Node, into map[string]*Target) {
 			case "host_key":
 				if v, ok := y.str(s.value, w); ok {
 					if v != "strict" && v != "accept-new" {
-						y.d.errorf(y.pos(s.value), "%s: must be strict or accept-new, got %q", w, v)
+						y.d.errorf(y.pos(s.value), "%s: must be strict or accept-new, got %q%s", w, v, hint(v, []string{"strict", "accept-new"}, ""))
 					}
 					t.HostKey = v
 				}
@@ -726,37 +745,77 @@ func (y *yamlDec) decodeTargets(n ast.Node, into map[string]*Target) {
 				}
 			case "connect_timeout":
 				t.ConnectTimeout, _ = y.duration(s.value, w)
+			case "sudo":
+				t.Sudo, _ = y.boolean(s.value, w)
 			default:
-				y.unknownKey(s, what, targetKeys)
+				y.unknownKey(s, what, targetKeys())
 			}
 		}
+		k, _ := transports.KindOf(t.Kind)
 		switch {
 		case kinds == 0:
-			y.d.errorf(y.pos(e.keyN), "%s: needs exactly one of ssh, pct, docker or local", what)
+			y.d.errorf(y.pos(e.keyN), "%s: needs exactly one of %s", what, transports.KindNames("or"))
+			continue
 		case kinds > 1:
-			y.d.errorf(y.pos(e.keyN), "%s: sets more than one of ssh, pct, docker and local", what)
-		case t.PCT != 0 && t.Via == "":
-			y.d.errorf(y.pos(e.keyN), "%s: pct needs via (the Proxmox host it runs on)", what)
-		case t.Local && t.Via != "":
-			y.d.errorf(y.pos(e.keyN), "%s: local cannot have via", what)
+			y.d.errorf(y.pos(e.keyN), "%s: sets more than one of %s", what, transports.KindNames("and"))
+		case k.Via == transports.ViaRequired && t.Via == "":
+			y.d.errorf(y.pos(e.keyN), "%s: %s needs via (the host it runs on)", what, k.Name)
+		case k.Via == transports.ViaNone && t.Via != "":
+			y.d.errorf(y.pos(e.keyN), "%s: %s cannot have via", what, k.Name)
+		case e.key == "local" && t.Kind != "local":
+			y.d.errorf(y.pos(e.keyN), "targets: \"local\" is the engine's own host: it can only be {local: true} (with its options, such as sudo)")
 		}
-		if t.SSH == "" && (t.KnownHosts != "" || t.HostKey != "" || len(t.Identity) > 0) {
-			y.d.errorf(y.pos(e.keyN), "%s: known_hosts, host_key and identity apply only to ssh targets", what)
+		for _, o := range options {
+			name := o.(*ast.StringNode).Value
+			if kinds == 1 && t.Kind != "" && !contains(k.Options, name) {
+				y.d.errorf(y.pos(o), "%s: %s applies only to %s targets", what, name, joinWords(optionKinds(name), "and"))
+			}
 		}
-		if t.SSH != "" && t.HostKey == "" {
+		if t.Kind == "ssh" && t.HostKey == "" {
 			t.HostKey = "strict"
 		}
 		into[e.key] = t
 	}
 }
 
-// addrWhy is the reason an address was refused, without the address.
-func addrWhy(err error) string {
-	var ae *addr.Error
-	if errors.As(err, &ae) {
-		return ae.Why
+// targetAddress reads a kind's key's value as the kind writes it (a
+// string, a positive int, or true) and checks it with the kind's own
+// Address, the run's; it returns the address as written ("" for local).
+func (y *yamlDec) targetAddress(n ast.Node, what string, k transports.Kind) (string, bool) {
+	var v string
+	switch k.Value {
+	case transports.ValueInt:
+		i, ok := y.positive(n, what)
+		if !ok {
+			return "", false
+		}
+		v = strconv.Itoa(i)
+	case transports.ValueTrue:
+		b, ok := y.boolean(n, what)
+		if !ok {
+			return "", false
+		}
+		if !b {
+			y.d.errorf(y.pos(n), "%s: only %s: true is meaningful", what, k.Name)
+			return "", false
+		}
+		return "", true
+	default:
+		s, ok := y.str(n, what)
+		if !ok {
+			return "", false
+		}
+		if s == "" {
+			y.d.errorf(y.pos(n), "%s: needs a value, like %s: %s", what, k.Name, k.Example)
+			return "", false
+		}
+		v = s
 	}
-	return err.Error()
+	if err := k.Address(v, &transports.Spec{}); err != nil {
+		y.d.errorf(y.pos(n), "%s: %v", what, err)
+		return v, false
+	}
+	return v, true
 }
 
 func (y *yamlDec) decodeVars(n ast.Node, into map[string]varValue) {

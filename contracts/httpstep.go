@@ -45,6 +45,16 @@ var HTTPStep = StepKind{
 	},
 	Expected: "http_status",
 	JSON:     true,
+	Values: []Value{
+		{"http_status", TypeString, `the answer's status as three digits ("200"); "000" when nothing answered`},
+		{"status_code", TypeInt, "the answer's status as a number; 0 when nothing answered"},
+		{"body", TypeString, "the answer's body, trailing newlines trimmed"},
+		{"stdout", TypeString, "the body, as for an exec step"},
+		{"headers", TypeMap, `the answer's headers by canonical name (headers["Content-Type"]), each its first value`},
+		{"stderr", TypeString, "why nothing answered (a refused connection, a timeout), else empty"},
+		valueDuration, valueTimedOut, valueUnreachable,
+	},
+	As: []AsForm{AsText, AsJSON},
 }
 
 var httpMethods = map[string]bool{"GET": true, "HEAD": true, "POST": true, "PUT": true, "PATCH": true, "DELETE": true, "OPTIONS": true}

@@ -185,6 +185,7 @@ func (l *loader) parse(md parser.Parser, path string, src []byte, owned bool) (*
 	top := s.lineCol(1, 1)
 	varPos := map[string]Pos{}
 	var logPos Pos
+	var reportOnlyPos []Pos
 	switch {
 	case !ok:
 		d.errorf(top, "missing front matter: a contract starts with a --- line, YAML, then another --- line")
@@ -200,7 +201,7 @@ func (l *loader) parse(md parser.Parser, path string, src []byte, owned bool) (*
 			if !fm.sawRuntime {
 				d.errorf(top, "missing runtime_contract: 2 in front matter")
 			}
-			varPos, logPos = fm.varPos, fm.logPos
+			varPos, logPos, reportOnlyPos = fm.varPos, fm.logPos, fm.reportOnlyPos
 		}
 	}
 	c.declareVars(src)
@@ -236,6 +237,7 @@ func (l *loader) parse(md parser.Parser, path string, src []byte, owned bool) (*
 	b.checkLog(logPos)
 	b.parse(md, body)
 	b.validate()
+	b.checkReportOnly(reportOnlyPos)
 	sortDiagnostics(d.list)
 	if d.list.HasErrors() {
 		return nil, d.list

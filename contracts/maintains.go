@@ -202,20 +202,20 @@ func (b *bodyParser) lintMaintains() {
 	items := b.itemKeys(allLists)
 	for _, a := range agents {
 		for _, k := range m.PerAgent[a] {
-			if k.Program != nil || contains(AgentSnapshotNames, k.Name) || contains(stepValueNames, k.Name) ||
-				b.fields[k.Name] || b.stepField(k.Name) || items.has[k.Name] || warned[k.Name] {
+			steps := b.agentSteps(a)
+			if k.Program != nil || contains(AgentSnapshotNames, k.Name) || b.produced(steps, k.Name) ||
+				b.stepField(k.Name) || items.has[k.Name] || warned[k.Name] {
 				continue
 			}
 			warned[k.Name] = true
-			steps := b.agentSteps(a)
-			if json := jsonStep(steps); json != nil {
+			if json := b.openStep(steps); json != nil {
 				// The run fills the key from a JSON field of that name,
 				// which lint cannot see: no warning, which would be false
 				// when the field is there, but a note saying what to
 				// write so lint can check it.
-				b.d.notef(k.Pos, "per-agent key %s (agent %s) is filled only if a step's JSON output has a field %s, which lint cannot see; "+
-					"to make it checked, give the field a health row or bind the key to it in a `Key | Value` table under ## Maintains (`| %s | %s.%s |`)",
-					k.Name, a, k.Name, k.Name, json.ID, k.Name)
+				b.d.notef(k.Pos, "per-agent key %s (agent %s) is filled only if step %s's JSON output has a field %s, which lint cannot see: "+
+					"its fields are not declared; to make it checked, declare them (`fields=\"%s:TYPE …\"` on the step, or an example output block)",
+					k.Name, a, json.ID, k.Name, k.Name)
 				continue
 			}
 			example := "example." + k.Name // a constant of the example
@@ -299,12 +299,22 @@ func (b *bodyParser) agentSteps(a string) []*Step {
 	return out
 }
 
-// jsonStep is the first of steps whose output is JSON (as=json, or a
-// kind whose output may be, like an http step's JSON body), or nil: its
-// fields are known only at run time.
-func jsonStep(steps []*Step) *Step {
+// produced reports whether one of steps produces a value called name.
+func (b *bodyParser) produced(steps []*Step, name string) bool {
 	for _, s := range steps {
-		if k := stepKind(s.Kind); s.As == "json" || k != nil && k.JSON {
+		if b.valuesOf(s).has(name) {
+			return true
+		}
+	}
+	return false
+}
+
+// openStep is the first of steps whose output is JSON with undeclared
+// fields (as=json, or an http step's JSON body), or nil: what else its
+// fields are is known only at run time.
+func (b *bodyParser) openStep(steps []*Step) *Step {
+	for _, s := range steps {
+		if b.valuesOf(s).open {
 			return s
 		}
 	}

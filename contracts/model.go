@@ -15,6 +15,8 @@ import (
 
 	stepfill "github.com/contractd/contractd/contracts/fill"
 	"github.com/expr-lang/expr/vm"
+
+	"github.com/contractd/contractd/transports"
 )
 
 // Pos is a position in a contract file. Line and Col are 1-based and always
@@ -135,6 +137,7 @@ type Guards struct {
 	Debounce         time.Duration // per agent, between repairs (default 300s)
 	CrashLoop        CrashLoop
 	UnreachableAfter int           // consecutive unreachable runs before it counts critical
+	UnknownAfter     int           // consecutive unknown runs before that is an incident (default 3)
 	RecoverAfter     int           // consecutive healthy runs before a unit counts healthy again
 	After            int           // consecutive failing runs before a repair fires (default 1)
 	Budget           *Budget       // N repairs per window per unit
@@ -213,35 +216,52 @@ type Budget struct {
 // String renders the budget as "N per WINDOW".
 func (b Budget) String() string { return fmt.Sprintf("%d per %s", b.Count, b.Window) }
 
-// Target is one link of a transport chain. Exactly one of SSH, PCT, Docker or
-// Local is set; Via names the parent target (empty means the engine's host).
+// Target is one link of a transport chain: a transport kind (one of
+// transports.Kinds) and its address as written; Via names the parent
+// target (empty means the engine's host).
 type Target struct {
-	Name   string
-	SSH    string // user@host[:port]
-	PCT    int
-	Docker string
-	Local  bool
-	Via    string
+	Name string
+	// Kind is the transport kind ("local", "ssh", "pct", "docker"), the
+	// target's key in the contract.
+	Kind string
+	// Address is the kind's value as written: "root@h:22", "112",
+	// "agent-zero"; "" for local.
+	Address string
+	Via     string
 	// Options for ssh targets.
 	KnownHosts     string // known_hosts file (default ~/.ssh/known_hosts)
 	HostKey        string // "strict" (default) or "accept-new"
 	Identity       []string
 	ConnectTimeout time.Duration
-	Pos            Pos
+	// Sudo says the login on this link is not root. On a local or ssh
+	// target, its repairs (and the steps marked sudo=true) run as `sudo
+	// -n -- COMMAND ARGS…`, the declared command split into words without
+	// a shell (SudoArgv), so that a sudoers line can allow exactly it;
+	// every other step runs as the login user. On a pct or docker
+	// target, the `pct exec`/`docker exec` on its parent runs through
+	// `sudo -n --`, for every step and repair.
+	Sudo bool
+	Pos  Pos
 }
 
-// Kind names the transport of this link: "local", "ssh", "pct" or "docker".
-func (t *Target) Kind() string {
-	switch {
-	case t.SSH != "":
-		return "ssh"
-	case t.PCT != 0:
-		return "pct"
-	case t.Docker != "":
-		return "docker"
-	default:
-		return "local"
-	}
+// SudoCommands reports whether the target's own repairs and sudo=true
+// steps run through sudo: a local or ssh target with sudo: true. A pct or
+// docker target's sudo is its parent's command (SudoHop).
+func (t *Target) SudoCommands() bool {
+	return t != nil && t.Sudo && !t.kind().SudoHop
+}
+
+// SudoHop reports whether the target is a container whose wrapper runs
+// through sudo on its parent (`sudo -n -- pct exec`, `sudo -n -- docker
+// exec`): a kind whose transports.Kind.SudoHop is set.
+func (t *Target) SudoHop() bool {
+	return t != nil && t.Sudo && t.kind().SudoHop
+}
+
+// kind is the target's transport kind; the zero Kind for an unknown one.
+func (t *Target) kind() transports.Kind {
+	k, _ := transports.KindOf(t.Kind)
+	return k
 }
 
 // Maintains is the schema of the snapshot the contract keeps.
@@ -305,11 +325,21 @@ type Step struct {
 	Script  string // exec steps: the script; http: the request text; tcp: host:port
 	On      string // overrides the stage's target
 	Timeout time.Duration
-	As      string // "json" or "" (text)
+	As      string // as=: "json", "lines", "text", or "" (the kind's default)
 	Via     string // http/tcp: tunnel through this ssh target
-	HTTP    *HTTPRequest
-	Health  []*HealthRow
-	Pos     Pos
+	// Sudo runs the step through `sudo -n --` on a target with sudo:
+	// true: its script is one command, split into words without a shell
+	// (SudoArgv), as a repair's is.
+	Sudo bool
+	// CmdPos is where the script's first word is, for diagnostics about
+	// a sudo step's words.
+	CmdPos Pos
+	HTTP   *HTTPRequest
+	Health []*HealthRow
+	// Fields are the fields of the step's JSON output its author declared
+	// (fields=, or an example block), by dotted path; nil when none are.
+	Fields map[string]Type
+	Pos    Pos
 }
 
 // HTTPRequest is a parsed `http` block.
@@ -378,6 +408,9 @@ type ActionRow struct {
 	// (`probe.stdout`), so a report can say what was seen.
 	Reads []string
 	Pos   Pos
+	// CmdPos is where the command starts in the Action cell, for
+	// diagnostics about its words (a cell is one line).
+	CmdPos Pos
 }
 
 // ActionGuard overrides contract guards for one action row. Zero means inherit.
@@ -416,19 +449,8 @@ func (m Maintains) KeysFor(agent string) []*MaintainedKey {
 }
 
 // TargetLink renders one link of a chain: "local", "ssh root@h", "pct 112" or
-// "docker NAME".
-func (t *Target) TargetLink() string {
-	switch t.Kind() {
-	case "ssh":
-		return "ssh " + t.SSH
-	case "pct":
-		return fmt.Sprintf("pct %d", t.PCT)
-	case "docker":
-		return "docker " + t.Docker
-	default:
-		return "local"
-	}
-}
+// "docker NAME" (transports.Link).
+func (t *Target) TargetLink() string { return transports.Link(t.Kind, t.Address) }
 
 // Chain renders the transport chain of the named target, outermost first,
 // e.g. "ssh root@192.168.68.15 → pct 112". It returns "local" for "" or

@@ -38,8 +38,19 @@ type StepKind struct {
 	Expected string
 	// JSON marks a kind whose output may be read as JSON without
 	// as=json (an http answer with a JSON content type): its fields are
-	// known only at run time.
+	// the author's to declare (an example block or fields=).
 	JSON bool
+	// Values are what every step of the kind produces, by name: what its
+	// table's fields, cells and its stage's conditions may read. Lint,
+	// explain, the docs' tables, replay and the run all read them.
+	Values []Value
+	// As are the forms of as= a step of the kind may take (none: as= is
+	// refused), each with the values it adds.
+	As []AsForm
+	// Verdict marks a kind that judges its own steps without a table (a
+	// plugin whose exit status is its verdict): lint does not ask for a
+	// table below its steps.
+	Verdict bool
 }
 
 // Exec reports whether the kind's step is a script run by a shell
@@ -130,7 +141,7 @@ func unknownStepKind(kind string) string {
 	if len(stepKindNames) == 0 {
 		return fmt.Sprintf("unknown step kind %q (no step kinds are registered: a program that reads contracts imports package steps)", kind)
 	}
-	return fmt.Sprintf("unknown step kind %q (want %s)", kind, joinWords(stepKindNames, "or"))
+	return fmt.Sprintf("unknown step kind %q (want %s)%s", kind, joinWords(stepKindNames, "or"), hint(kind, stepKindNames, ""))
 }
 
 // joinWords joins words as prose: "a", "a or b", "a, b or c".

@@ -2,6 +2,7 @@ package contracts
 
 import (
 	"bytes"
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -63,6 +64,9 @@ func (b *bodyParser) table(t *extast.Table) {
 		return
 	}
 	h0, h1 := headerName(header[0].text), headerName(header[1].text)
+	if b.nearMissHeader(header, h0, h1) {
+		return
+	}
 	switch {
 	case h0 == "field":
 		b.healthTable(header, rows)
@@ -85,6 +89,58 @@ func (b *bodyParser) table(t *extast.Table) {
 	}
 }
 
+// engineHeaders are the first header cells of the tables the engine
+// reads, each with the second cells that make it one.
+var engineHeaders = map[string][]string{
+	"field":     {"healthy", "degraded", "warning", "critical"},
+	"condition": {"action"},
+	"aggregate": {"action"},
+}
+
+// actionColumns are an action table's optional columns, as headerName
+// reads them.
+var actionColumns = []string{"guards", "tier", "message"}
+
+// nearMissHeader reports a table whose header is one keystroke or two
+// from a table the engine reads (`Feild | Healthy`, `Condition |
+// Actoin`): as written it is prose, and judges or repairs nothing. It
+// returns true when it reported one.
+func (b *bodyParser) nearMissHeader(header []cell, h0, h1 string) bool {
+	if want, ok := engineHeaders[h0]; ok {
+		if h0 == "field" || contains(want, h1) {
+			return false
+		}
+		if w := closest(h1, want); w != "" {
+			b.d.errorf(header[1].pos, "table header %q: did you mean %q? As written the table is prose: the engine reads a %s table by its first two header cells",
+				strings.TrimSpace(header[1].text), titleWord(w), titleWord(h0)+" | "+titleWord(want[0]))
+			return true
+		}
+		return false
+	}
+	if b.section == "maintains" && h1 == "value" && h0 != "key" && closest(h0, []string{"key"}) != "" {
+		b.d.errorf(header[0].pos, "table header %q: did you mean \"Key\"? As written the table is prose and fills no Maintains key", strings.TrimSpace(header[0].text))
+		return true
+	}
+	w := closest(h0, sortedKeys(engineHeaders))
+	if w == "" || len(h0) < 3 {
+		return false
+	}
+	second := engineHeaders[w]
+	if !contains(second, h1) && closest(h1, second) == "" {
+		return false // another table that happens to start with a near word
+	}
+	b.d.errorf(header[0].pos, "table header %q: did you mean %q? As written the table is prose, so it judges or repairs nothing", strings.TrimSpace(header[0].text), titleWord(w))
+	return true
+}
+
+// titleWord capitalises a header word as the docs write it.
+func titleWord(s string) string {
+	if s == "" {
+		return s
+	}
+	return strings.ToUpper(s[:1]) + s[1:]
+}
+
 var severityColumns = map[string]Severity{
 	"healthy":  SeverityHealthy,
 	"degraded": SeverityDegraded,
@@ -99,7 +155,8 @@ func (b *bodyParser) healthTable(header []cell, rows [][]cell) {
 	for i, h := range header[1:] {
 		sev, ok := severityColumns[headerName(h.text)]
 		if !ok {
-			b.d.errorf(h.pos, "unknown health column %q (want Healthy, Degraded, Warning or Critical)", strings.TrimSpace(h.text))
+			b.d.errorf(h.pos, "unknown health column %q (want Healthy, Degraded, Warning or Critical)%s", strings.TrimSpace(h.text),
+				hint(headerName(h.text), sortedKeys(severityColumns), ""))
 			bad = true
 			continue
 		}
@@ -135,7 +192,6 @@ func (b *bodyParser) healthTable(header []cell, rows [][]cell) {
 			b.d.errorf(row[0].pos, "field %q is not a field name (letters, digits, _ and dots)", field)
 			continue
 		}
-		b.fields[fieldRoot(field)] = true
 		hr := &HealthRow{Field: field, Pos: row[0].pos, Export: export}
 		for i := 1; i < len(row) && i < len(cols); i++ {
 			src := strings.TrimSpace(row[i].text)
@@ -158,7 +214,7 @@ func (b *bodyParser) healthTable(header []cell, rows [][]cell) {
 				Program:  comp.prog,
 				Pos:      row[i].pos,
 			})
-			b.uses = append(b.uses, exprUse{c: comp, pos: row[i].pos, scope: scopeCell, stage: b.stage, src: row[i].text})
+			b.uses = append(b.uses, exprUse{c: comp, pos: row[i].pos, scope: scopeCell, stage: b.stage, step: step, row: hr, src: row[i].text})
 		}
 		step.Health = append(step.Health, hr)
 	}
@@ -174,6 +230,7 @@ func (b *bodyParser) paragraph(p ast.Node) {
 	if p.Lines().Len() == 0 {
 		return
 	}
+	b.brokenTable(p)
 	seg := p.Lines().At(0)
 	if !bytes.HasPrefix(seg.Value(b.s.src), []byte("Expected:")) {
 		return
@@ -274,7 +331,8 @@ func (b *bodyParser) actionTable(header []cell, rows [][]cell) {
 		case "message":
 			msgCol = i
 		default:
-			b.d.errorf(header[i].pos, "unknown action-table column %q (want Guards, Tier or Message)", strings.TrimSpace(header[i].text))
+			b.d.errorf(header[i].pos, "unknown action-table column %q (want Guards, Tier or Message)%s", strings.TrimSpace(header[i].text),
+				hint(headerName(header[i].text), actionColumns, ""))
 		}
 	}
 	st := b.stage
@@ -391,6 +449,7 @@ func (b *bodyParser) action(ar *ActionRow, c cell, prev *ActionRow) bool {
 		lead := strings.Index(c.text, cmd)
 		posOf := func(off int) Pos { return offsetPos(c.pos, c.text, lead+off) }
 		ar.Action = b.refsAt(cmd, true, posOf)
+		ar.CmdPos = posOf(0)
 		for _, off := range singleQuotedRefs(cmd) {
 			b.d.warnf(posOf(off), "%s is inside single quotes, where the shell does not expand it (a var is passed as a shell variable); use double quotes", cmd[off:off+strings.IndexByte(cmd[off:], '}')+1])
 		}
@@ -400,7 +459,7 @@ func (b *bodyParser) action(ar *ActionRow, c cell, prev *ActionRow) bool {
 		ar.Action, ar.Builtin, ar.Message = w, w, strings.ReplaceAll(text, "`", "")
 		return true
 	}
-	b.d.errorf(c.pos, "unknown action %q (want a `command` in backticks, or text starting with log, alert, monitor or escalate)", text)
+	b.d.errorf(c.pos, "unknown action %q (want a `command` in backticks, or text starting with log, alert, monitor or escalate)%s", text, hint(firstWord(text), actionKeywords, ""))
 	return false
 }
 
@@ -504,7 +563,8 @@ func (b *bodyParser) actionGuards(ar *ActionRow, c cell, st *Stage) {
 				b.uses = append(b.uses, exprUse{c: comp, pos: p, scope: scopeAction, stage: st})
 			}
 		default:
-			b.d.errorf(p, "guards: unknown guard %q (want after, budget, grace, timeout, escalate_after, slow_retry or restart_count)", a.Key)
+			b.d.errorf(p, "guards: unknown guard %q (want after, budget, grace, timeout, escalate_after, slow_retry or restart_count)%s", a.Key,
+				hint(a.Key, []string{"after", "budget", "grace", "timeout", "escalate_after", "slow_retry", "restart_count"}, ""))
 		}
 	}
 }
@@ -535,7 +595,7 @@ func (b *bodyParser) escalationTable(header []cell, rows [][]cell) {
 		text := strings.TrimSpace(row[1].text)
 		w := firstWord(text)
 		if !contains(escalationKeywords, w) {
-			b.d.errorf(row[1].pos, "unknown escalation action %q (want text starting with log, alert, relay, page, recover or escalate)", text)
+			b.d.errorf(row[1].pos, "unknown escalation action %q (want text starting with log, alert, relay, page, recover or escalate)%s", text, hint(w, escalationKeywords, ""))
 			ok = false
 		}
 		r.Action, r.Message = w, strings.ReplaceAll(text, "`", "")
@@ -543,4 +603,68 @@ func (b *bodyParser) escalationTable(header []cell, rows [][]cell) {
 			b.c.Escalation = append(b.c.Escalation, r)
 		}
 	}
+}
+
+// reDelimiterRow is a table's delimiter row: cells of dashes, each with an
+// optional colon at either end, between pipes.
+var reDelimiterRow = regexp.MustCompile(`^\s*\|?\s*:?-+:?\s*(\|\s*:?-+:?\s*)*\|?\s*$`)
+
+// brokenTable reports a table Markdown does not make because its
+// delimiter row has a column more or fewer than its header: every reader
+// sees a paragraph of pipes, and the engine a table it never reads. For a
+// header the engine reads (Field, Condition, Aggregate, or a near miss)
+// that is an error; for any other table a warning, since a person reading
+// the runbook sees the pipes too.
+func (b *bodyParser) brokenTable(p ast.Node) {
+	lines := p.Lines()
+	for i := 1; i < lines.Len(); i++ {
+		dseg := lines.At(i)
+		delim := string(dseg.Value(b.s.src))
+		if !reDelimiterRow.MatchString(delim) || !strings.Contains(delim, "|") {
+			continue
+		}
+		seg := lines.At(i - 1)
+		head := string(seg.Value(b.s.src))
+		if !strings.Contains(head, "|") {
+			continue
+		}
+		hc, dc := tableCells(head), tableCells(delim)
+		if len(hc) == len(dc) {
+			continue
+		}
+		at := b.s.pos(dseg.Start)
+		h0 := headerName(hc[0])
+		msg := fmt.Sprintf("table delimiter row has %d %s and its header %d, so Markdown reads the table as a paragraph (did you mean %q?)",
+			len(dc), plural(len(dc), "column", "columns"), len(hc), "|"+strings.Repeat("---|", len(hc)))
+		_, engine := engineHeaders[h0]
+		if engine || closest(h0, sortedKeys(engineHeaders)) != "" || h0 == "key" {
+			b.d.errorf(at, "%s; as written this %s table judges or repairs nothing", msg, titleWord(strings.TrimSpace(hc[0])))
+		} else {
+			b.d.warnf(at, "%s", msg)
+		}
+		return
+	}
+}
+
+// tableCells splits a table line into its cells, as GFM does: an
+// unescaped pipe separates them, and a leading or trailing one is not a
+// cell of its own.
+func tableCells(line string) []string {
+	s := strings.TrimSpace(line)
+	s = strings.TrimPrefix(s, "|")
+	if strings.HasSuffix(s, "|") && !strings.HasSuffix(s, `\|`) {
+		s = s[:len(s)-1]
+	}
+	var cells []string
+	start := 0
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case '|':
+			cells = append(cells, s[start:i])
+			start = i + 1
+		}
+	}
+	return append(cells, s[start:])
 }

@@ -24,4 +24,9 @@ var TCPStep = StepKind{
 		_, err := stepfill.Addr(st.Script, vals)
 		return err
 	},
+	Values: []Value{
+		{"open", TypeBool, "the port accepted a connection"},
+		{"stderr", TypeString, "why it did not (refused, a timeout), else empty"},
+		valueDuration, valueTimedOut, valueUnreachable,
+	},
 }

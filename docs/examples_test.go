@@ -59,6 +59,7 @@ type example struct {
 	line       int
 	src        string
 	refuses    string // the documented error of a bad example
+	warns      string // the documented warning of an example lint warns about
 }
 
 const (
@@ -100,6 +101,14 @@ func TestDocExamples(t *testing.T) {
 				if ds.HasErrors() {
 					t.Fatalf("lint refused the example:\n%s\nas wrapped:\n%s", ds, numbered(contract))
 				}
+				if ex.warns != "" {
+					if !strings.Contains(ds.String(), ex.warns) {
+						t.Fatalf("the example must be warned about with %q; lint said:\n%s\nfor:\n%s", ex.warns, ds, numbered(contract))
+					}
+				} else if w := warnings(ds, ex.form); len(w) > 0 {
+					// The docs' examples lint clean under --strict.
+					t.Fatalf("lint warned about the example (lint --strict would refuse it):\n%s\nas wrapped:\n%s", w, numbered(contract))
+				}
 				if ex.form == formComplete {
 					runComplete(t, ex, sink)
 				}
@@ -114,6 +123,25 @@ func TestDocExamples(t *testing.T) {
 		}
 	}
 	t.Logf("examples by form: %v", counts)
+}
+
+// warnings are the warnings lint --strict would refuse an example for. A
+// fragment is linted inside a contract it did not write: the steps its
+// table or conditions would judge or read may be the wrapper's, so what
+// that leaves unjudged or unchecked is the wrapper's, not the page's.
+func warnings(ds contracts.Diagnostics, form string) contracts.Diagnostics {
+	var out contracts.Diagnostics
+	for _, d := range ds.Problems() {
+		if d.Severity != contracts.DiagWarning {
+			continue
+		}
+		if form != formComplete && (strings.Contains(d.Msg, ": nothing judges it:") || strings.Contains(d.Msg, "whose fields are not declared") ||
+			strings.Contains(d.Msg, "is filled by nothing")) {
+			continue
+		}
+		out = append(out, d)
+	}
+	return out
 }
 
 var mdParser = goldmark.New(goldmark.WithExtensions(extension.GFM)).Parser()
@@ -153,7 +181,7 @@ func extract(t *testing.T, page string, src []byte) []example {
 				body.Write(seg.Value(src))
 			}
 			line := lineOf(b.Lines().At(0).Start) - 1
-			ex := example{page: page, line: line, src: body.String(), refuses: refusal(b, src)}
+			ex := example{page: page, line: line, src: body.String(), refuses: said(b, src, "Lint refuses this:"), warns: said(b, src, "Lint warns about this:")}
 			ex.form = classify(lang, ex.src)
 			if ex.form != "" {
 				out = append(out, ex)
@@ -179,10 +207,10 @@ func extract(t *testing.T, page string, src []byte) []example {
 	return out
 }
 
-// refusal returns the documented error of a bad example: the backticked
-// text of a paragraph right after the block that starts "Lint refuses
-// this:".
-func refusal(b ast.Node, src []byte) string {
+// said returns what lint documentedly says of an example: the backticked
+// text of a paragraph right after the block that starts with lead ("Lint
+// refuses this:", "Lint warns about this:").
+func said(b ast.Node, src []byte, lead string) string {
 	p, ok := b.NextSibling().(*ast.Paragraph)
 	if !ok || p.Lines().Len() == 0 {
 		return ""
@@ -192,7 +220,7 @@ func refusal(b ast.Node, src []byte) string {
 		seg := p.Lines().At(i)
 		s.Write(seg.Value(src))
 	}
-	rest, ok := strings.CutPrefix(s.String(), "Lint refuses this:")
+	rest, ok := strings.CutPrefix(s.String(), lead)
 	if !ok {
 		return ""
 	}
@@ -213,7 +241,9 @@ func classify(lang, src string) string {
 		first, _, _ := strings.Cut(src, "\n")
 		switch {
 		case strings.TrimSpace(first) == "---":
-			return formComplete
+			// A whole front matter: a contract with no body, which a
+			// yaml block cannot hold; linted with the page's stages.
+			return formFront
 		case inventoryComment.MatchString(first):
 			return formInventory
 		}
@@ -240,6 +270,9 @@ func classify(lang, src string) string {
 // matter of the page's front-matter examples.
 type pageCtx struct {
 	front string // YAML, without the --- lines
+	// stages make the agents report_only_agents names, which lint
+	// requires of a contract: a stage each.
+	stages string
 }
 
 // pageContext merges every front-matter example of the page (complete
@@ -251,7 +284,7 @@ func pageContext(t *testing.T, page string, exs []example) pageCtx {
 		var fm string
 		switch {
 		case ex.form == formFront && ex.refuses == "":
-			fm = ex.src
+			fm = strings.TrimSuffix(strings.TrimPrefix(ex.src, "---\n"), "---\n")
 		case ex.form == formComplete:
 			fm = strings.SplitN(strings.TrimPrefix(ex.src, "---\n"), "\n---", 2)[0]
 		default:
@@ -274,7 +307,12 @@ func pageContext(t *testing.T, page string, exs []example) pageCtx {
 		t.Fatal(err)
 	}
 	ctx := pageCtx{front: string(out)}
-	if _, ds := contracts.Parse(page+" (context)", []byte("---\n"+ctx.front+"---\n"), contracts.Options{}); ds.HasErrors() {
+	if ro, ok := merged["report_only_agents"].([]any); ok {
+		for i, a := range ro {
+			ctx.stages += fmt.Sprintf("\n\n### Report-only %v {#ro%d agent=%v}\n\n```bash {id=ro%d}\necho ok\n```\n\nExpected: `ok`\n", a, i, a, i)
+		}
+	}
+	if _, ds := contracts.Parse(page+" (context)", []byte("---\n"+ctx.front+"---\n\n## Execution"+ctx.stages), contracts.Options{}); ds.HasErrors() {
 		t.Fatalf("%s: the page's front-matter examples do not make one contract:\n%s\n%s", page, ds, ctx.front)
 	}
 	return ctx
@@ -326,9 +364,16 @@ func wrap(t *testing.T, ex example, ctx pageCtx) (string, contracts.Options) {
 		if err := os.WriteFile(inv, []byte(ex.src), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		return "---\n" + ctx.front + "---\n", contracts.Options{Inventory: inv}
+		return "---\n" + ctx.front + "---\n\n## Execution" + ctx.stages, contracts.Options{Inventory: inv}
 	case formFront:
-		return "---\nname: example\nruntime_contract: 2\n" + ex.src + "---\n", contracts.Options{}
+		fm := strings.TrimSuffix(strings.TrimPrefix(ex.src, "---\n"), "---\n")
+		if !regexp.MustCompile(`(?m)^name:`).MatchString(fm) {
+			fm = "name: example\n" + fm
+		}
+		if !regexp.MustCompile(`(?m)^runtime_contract:`).MatchString(fm) {
+			fm = "runtime_contract: 2\n" + fm
+		}
+		return "---\n" + fm + "---\n\n## Execution" + ctx.stages, contracts.Options{}
 	case formTarget:
 		fm := "---\nname: example\nruntime_contract: 2\ntargets:\n  t: " + ex.src + "\n"
 		if m := regexp.MustCompile(`via: (\w[\w-]*)`).FindStringSubmatch(ex.src); m != nil {
@@ -355,9 +400,9 @@ func wrap(t *testing.T, ex example, ctx pageCtx) (string, contracts.Options) {
 	}
 	contract := "---\n" + ctx.front + "---\n\n"
 	if maintains {
-		contract += body
+		contract += body + "\n\n## Execution" + ctx.stages
 	} else {
-		contract += "## Execution\n\n" + body
+		contract += "## Execution\n\n" + body + ctx.stages
 	}
 	_, ds := contracts.Parse("example.md", []byte(contract), contracts.Options{})
 	var steps, fields []string
@@ -386,9 +431,6 @@ func wrap(t *testing.T, ex example, ctx pageCtx) (string, contracts.Options) {
 	}
 	if len(fields) == 0 {
 		sup.WriteString("| `stdout` | non-null |\n")
-	}
-	if maintains {
-		return contract + "\n\n## Execution" + sup.String(), contracts.Options{}
 	}
 	return contract + sup.String(), contracts.Options{}
 }

@@ -93,6 +93,7 @@ func (r *run) alert(seen probed, units []*unit, in raised) said {
 // repair no incident message told a message of its own.
 func (r *alerting) decide() {
 	r.slowRetry()
+	r.unknown()
 	for _, sr := range r.seen.stages {
 		if sr.stage.Gate && sr.report.Status != StatusSkipped && !r.seen.gateOK && sr.id == r.seen.downGate {
 			r.raised.add(r.c.Name, &intent{source: guard.SourceGate, agent: sr.id, condition: "down", severity: contracts.SeverityCritical,
@@ -190,6 +191,20 @@ func (r *alerting) slowRetry() {
 	}
 }
 
+// unknown raises the unknown incident of every unit the run could not
+// judge for unknown_after runs in a row (a row none of whose cells held, a
+// value the output lacks): a monitor that cannot see says so, once, and
+// says so again when it sees (mayResolve).
+func (r *alerting) unknown() {
+	for _, u := range r.units {
+		if u.skipped || u.raw != contracts.SeverityUnknown || u.final != contracts.SeverityUnknown || !r.chain.UnknownFor(u.state) {
+			continue
+		}
+		r.raised.add(r.c.Name, &intent{unit: u, source: guard.SourceUnknown, condition: "unknown", severity: contracts.SeverityUnknown,
+			text: fmt.Sprintf("%s is unknown, %d runs in a row: the monitor cannot judge it (%s)", u.name(), u.state.Unknown, unitSummary(u))})
+	}
+}
+
 // quietRepair reports whether a repair of u this run is no news: the unit
 // is still failing and an incident of it that is still true this run is
 // already open, so the person it paged knows; the report and the log keep
@@ -222,6 +237,12 @@ func (r *alerting) mayResolve(in *intent) (bool, string) {
 		return true, fmt.Sprintf("%s is no longer in the contract: %s closed", in.agent, in.condition)
 	}
 	in.unit = u
+	if in.source == guard.SourceUnknown {
+		// Judged again, whatever it is now: a fault it shows now is an
+		// incident of its own.
+		judged := !u.skipped && u.raw != contracts.SeverityUnknown
+		return judged, fmt.Sprintf("%s is judged again (now %s)", u.name(), u.final)
+	}
 	if !u.observed() || u.failing() {
 		return false, "" // unseen, or still failing: another row or guard speaks for it now
 	}
@@ -317,10 +338,12 @@ func (r *run) sendable(kind string, in *intent, sev contracts.Severity) bool {
 	case contracts.AlertOnRepair:
 		return false
 	case contracts.AlertOnCritical:
+		// A unit that stays unknown is sent as a critical one is: a
+		// monitor that cannot see pages like a fault.
 		if kind == guard.SendResolved {
-			return in.severity == contracts.SeverityCritical || in.severity == contracts.SeverityUnreachable
+			return in.severity == contracts.SeverityCritical || in.severity == contracts.SeverityUnreachable || in.severity == contracts.SeverityUnknown
 		}
-		return sev == contracts.SeverityCritical || sev == contracts.SeverityUnreachable
+		return sev == contracts.SeverityCritical || sev == contracts.SeverityUnreachable || in != nil && in.source == guard.SourceUnknown
 	}
 	return true
 }

@@ -45,7 +45,7 @@ for_each:
 
 ### Backup {#backup agent=$name on=box for_each=backups}
 
-` + "```sh {id=stat as=json}\nstat-backup \"${file}\"\n```" + `
+` + "```sh {id=stat as=json fields=\"age_h:int file:string\"}\nstat-backup \"${file}\"\n```" + `
 
 | Field | Healthy | Critical |
 |-------|---------|----------|

@@ -88,6 +88,17 @@ type Options struct {
 	// check without --repair): every repair is blocked by the guard
 	// "check-only" with this reason; probes, alerts and state are as usual.
 	CheckOnly string
+	// Recordings, when set, answers every step from a recording through
+	// its kind's Replay instead of probing (`contractd test`): nothing is
+	// sent to a target but the repairs, through Opener.
+	Recordings Recordings
+}
+
+// Recordings are recorded step answers: the one for step of the probe p
+// describes (its stage, and whether it is the probe after a repair), or
+// nil when none is recorded (the step is then unreachable).
+type Recordings interface {
+	Recording(p Probe, step string) *steps.Recording
 }
 
 // Engine runs contracts. It is safe for concurrent use on different contracts.

@@ -78,6 +78,9 @@ func (r *run) env(sc scope) map[string]any {
 		env["restarts"] = r.restarts
 	}
 	if sc.own != nil {
+		// The step is seen by its id in its own table too
+		// (`health.connected`), as lint lets a cell read it.
+		env[sc.own.StepID] = sc.own.Values
 		for k, v := range sc.own.Values {
 			env[k] = v
 		}

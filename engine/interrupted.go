@@ -111,7 +111,7 @@ func (r *run) abort(p *PanicError) (*Report, error) {
 	rep.FinishedAt = r.e.opts.Clock.Now()
 	rep.DurationMS = rep.FinishedAt.Sub(rep.StartedAt).Milliseconds()
 	rep.Errors = append(rep.Errors, r.clean(p.Error()))
-	if !r.e.opts.DryRun && r.unshared == "" {
+	if !r.e.opts.DryRun && r.unshared == "" && r.unwritable == "" {
 		if err := r.recordAborted(p); err != nil {
 			rep.Errors = append(rep.Errors, "history: "+err.Error())
 			r.event(slog.LevelError, "the history record of the run that panicked not written", "error", err)

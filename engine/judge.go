@@ -148,6 +148,9 @@ func agentReports(units []*unit) map[string]*AgentReport {
 		if u.final != u.severity {
 			ar.BeforeRepair = u.severity
 		}
+		if u.state != nil && u.raw == contracts.SeverityUnknown {
+			ar.UnknownRuns = u.state.Unknown
+		}
 		for _, sr := range u.stages {
 			ar.Stages = append(ar.Stages, sr.id)
 		}

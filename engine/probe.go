@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -96,7 +95,11 @@ func (r *run) probe(ctx context.Context, stages []*stageRun) probed {
 // target travel as one batch; once a target is unreachable, later steps on
 // it are unreachable too without another attempt.
 func (r *run) probeStage(ctx context.Context, sr *stageRun) {
-	sr.report.Target = describeTarget(r.c, sr.target)
+	sr.report.Target = r.c.Chain(sr.target)
+	if r.e.opts.Recordings != nil {
+		r.replayStage(ctx, sr)
+		return
+	}
 	unreachable := map[string]error{}
 	list := sr.stage.Steps
 	for i := 0; i < len(list); {
@@ -116,6 +119,34 @@ func (r *run) probeStage(ctx context.Context, sr *stageRun) {
 			sr.record(r, batch[k], o)
 		}
 		i = j
+	}
+	sr.finish(r)
+}
+
+// replayStage answers each step of sr from its recording, through its
+// kind's Replay: what its probe would have seen, with nothing sent to a
+// target. As in a batch, once an exec step's target is unreachable the
+// later steps on it are too.
+func (r *run) replayStage(ctx context.Context, sr *stageRun) {
+	unreachable := map[string]bool{}
+	for _, step := range sr.stage.Steps {
+		exec := steps.IsExec(step.Kind)
+		p, _ := ProbeFrom(r.probeContext(ctx, sr, step))
+		rec := r.e.opts.Recordings.Recording(p, step.ID)
+		tgt := sr.targetName(step)
+		var o *steps.Observation
+		switch {
+		case rec == nil:
+			o = steps.FromResult(step, transports.Result{}, fmt.Errorf("%w: no recorded output", transports.ErrUnreachable))
+		case exec && unreachable[tgt]:
+			o = steps.FromResult(step, transports.Result{}, fmt.Errorf("%w: %s: the session ended before the step finished", transports.ErrUnreachable, tgt))
+		default:
+			o = steps.Replay(step, rec)
+		}
+		if o.Err != nil && exec {
+			unreachable[tgt] = true
+		}
+		sr.record(r, step, o)
 	}
 	sr.finish(r)
 }
@@ -388,38 +419,6 @@ func (r *run) releaser(stages []*stageRun) func(*stageRun) {
 			}
 		}
 	}
-}
-
-// describeTarget renders a target's chain, e.g. "ssh root@h → pct 112".
-func describeTarget(c *contracts.Contract, name string) string {
-	var parts []string
-	seen := map[string]bool{}
-	for name != "" && name != "local" && !seen[name] {
-		seen[name] = true
-		t, ok := c.Targets[name]
-		if !ok {
-			parts = append(parts, name+"?")
-			break
-		}
-		switch t.Kind() {
-		case "ssh":
-			parts = append(parts, "ssh "+t.SSH)
-		case "pct":
-			parts = append(parts, fmt.Sprintf("pct %d", t.PCT))
-		case "docker":
-			parts = append(parts, "docker "+t.Docker)
-		default:
-			parts = append(parts, "local")
-		}
-		name = t.Via
-	}
-	if len(parts) == 0 {
-		return "local"
-	}
-	for i, j := 0, len(parts)-1; i < j; i, j = i+1, j-1 {
-		parts[i], parts[j] = parts[j], parts[i]
-	}
-	return strings.Join(parts, " → ")
 }
 
 // redactObservation replaces secret values in everything a step kept:

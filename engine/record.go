@@ -69,6 +69,7 @@ func (r *run) write(seen probed) error {
 	r.tidyIntents()
 	h := historyRecord(r.rep)
 	h.Interrupted = r.interrupted
+	h.Operator = r.ledger.Operator
 	herr := r.st.AppendHistory(r.c.Name, h)
 	if herr != nil && !errors.Is(herr, store.ErrCorrupt) {
 		// The record is not written: the ledger keeps the run's mark, so
@@ -79,6 +80,7 @@ func (r *run) write(seen probed) error {
 		return herr
 	}
 	r.ledger.Run = nil
+	r.ledger.Operator = nil // the history record has them now
 	if err := r.persist(); err != nil {
 		return err
 	}

@@ -53,7 +53,11 @@ func WriteText(w io.Writer, rep *Report) error {
 		name += " " + rep.Version
 	}
 	ew.printf("%s — %s%s%s\n", name, strings.ToUpper(rep.OverallSeverity.String()), heldNote(rep), mode)
-	ew.printf("run %s at %s, %d ms\n\n", rep.RunID, rep.StartedAt.Format("2006-01-02 15:04:05Z07:00"), rep.DurationMS)
+	ew.printf("run %s at %s, %d ms", rep.RunID, rep.StartedAt.Format("2006-01-02 15:04:05Z07:00"), rep.DurationMS)
+	if rep.RequestedBy != "" {
+		ew.printf(", requested by %s", transports.Printable(rep.RequestedBy))
+	}
+	ew.printf("\n\n")
 
 	// Stage rows go through a tabwriter; the lines under each row (its
 	// findings) are put back between them afterwards, so they do not
@@ -124,7 +128,7 @@ func WriteText(w io.Writer, rep *Report) error {
 			if a.Verify != "" {
 				verify = " → " + a.Verify
 			}
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t[%s] %s%s\n", printable(a.Agent), a.Status, printable(a.Action), printable(a.Condition), printable(guardSays(a)), verify)
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t[%s] %s%s\n", printable(a.Agent), a.Status, printable(a.Command()), printable(a.Condition), printable(guardSays(a)), verify)
 		}
 		tw.Flush()
 		ew.raw(b.String())
@@ -211,7 +215,7 @@ func WriteTrace(w io.Writer, rep *Report) error {
 		ew.printf("no action table row held in run %s\n", rep.RunID)
 	}
 	for _, a := range rep.Actions {
-		ew.printf("%s/%s: %s `%s` when %s\n  → %s: %s\n", a.Agent, a.Stage, a.Status, a.Action, a.Condition, nonEmpty(a.Guard, "decided"), a.Why())
+		ew.printf("%s/%s: %s `%s` when %s\n  → %s: %s\n", a.Agent, a.Stage, a.Status, a.Command(), a.Condition, nonEmpty(a.Guard, "decided"), a.Why())
 		for _, t := range a.Trace {
 			ew.printf("    %s\n", t)
 		}

@@ -345,6 +345,15 @@ func (r *repairing) act(ctx context.Context, u *unit, sr *stageRun, row *contrac
 		if r.changed(u, key, v) {
 			r.unitEvent(slog.LevelInfo, u, "repair held", "status", v.Status, "guard", v.Guard, "action", cmd, "condition", row.Condition, "reason", strings.TrimPrefix(v.Reason, string(v.Status)+": "))
 		}
+		if v.Guard == guard.GuardBudget && u.failing() && !u.critical() {
+			// A critical unit is relayed, and its relay says it is down; a
+			// degraded one is not, so the budget holding its repair back
+			// says so itself, once (an incident, resolved when the unit
+			// is healthy again).
+			r.raised.add(r.c.Name, &intent{unit: u, stage: sr, source: guard.SourceGuard, condition: "held: " + row.Condition,
+				severity: u.final, text: fmt.Sprintf("%s is %s and its repair is held by its budget: %s → `%s` not run (%s)",
+					u.name(), u.final, seen, cmd, strings.TrimPrefix(v.Reason, string(v.Status)+": "))})
+		}
 		return nil
 	}
 
@@ -369,7 +378,22 @@ func (r *repairing) act(ctx context.Context, u *unit, sr *stageRun, row *contrac
 	}
 	r.fleet.Repairs++
 	actx := WithProbe(ctx, Probe{Contract: r.c.Name, Stage: sr.id, Agent: u.agent, Action: cmd})
-	res, err := r.execAction(actx, row, target, steps.Script(row.Action, sr.vars))
+	command := transports.Command{Script: steps.Script(row.Action, sr.vars), Shell: "sh", Env: r.secrets}
+	if r.c.TargetNamed(target).SudoCommands() {
+		// The declared words, run as `sudo -n -- …` and nothing else: no
+		// shell between sudo and the command, no secrets (sudo would
+		// not pass them on). Lint made sure they fill literally.
+		ar.Sudo = true
+		argv, err := contracts.SudoArgv(row.Action, sr.vars, r.c.Secrets)
+		if err != nil {
+			r.ended(intent, -1)
+			ar.Status, ar.Reason = ActionFailed, "not run: it cannot run through sudo: "+err.Error()
+			r.unitEvent(slog.LevelWarn, u, "repair not run: it cannot run through sudo", "action", cmd, "condition", row.Condition, "error", err)
+			return nil
+		}
+		command = transports.Command{Script: steps.SudoScript(argv), Shell: "sh"}
+	}
+	res, err := r.execAction(actx, row, target, command)
 	if err != nil {
 		r.ended(intent, -1)
 	} else {
@@ -455,9 +479,9 @@ func (r *repairing) guardAlert(u *unit, sr *stageRun, row *contracts.ActionRow, 
 	return false
 }
 
-// execAction runs one repair script of row on its target, within the
-// row's timeout, with the secrets the contract names in its environment.
-func (r *run) execAction(ctx context.Context, row *contracts.ActionRow, target, script string) (transports.Result, error) {
+// execAction runs one repair command of row on its target, within the
+// row's timeout.
+func (r *run) execAction(ctx context.Context, row *contracts.ActionRow, target string, cmd transports.Command) (transports.Result, error) {
 	tr, err := r.e.opts.Opener.Open(r.c, target)
 	if err != nil {
 		return transports.Result{}, err
@@ -465,7 +489,8 @@ func (r *run) execAction(ctx context.Context, row *contracts.ActionRow, target, 
 	timeout, deadline := r.e.actionTimeouts(row)
 	actx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
-	return tr.Exec(actx, transports.Command{Script: script, Shell: "sh", Timeout: timeout, Env: r.secrets})
+	cmd.Timeout = timeout
+	return tr.Exec(actx, cmd)
 }
 
 // describeHeld renders what a row's condition saw: "field=value" for the

@@ -30,6 +30,15 @@ type Report struct {
 	Maintenance map[string]*guard.Window `json:"maintenance,omitempty"`
 	Errors      []string                 `json:"errors,omitempty"`  // engine-level problems (store, lock); a sick agent is not an error
 	Skipped     string                   `json:"skipped,omitempty"` // the whole run was skipped, e.g. "another run holds the lock"
+	// RequestedBy names who asked for this run, when the caller named
+	// itself (WithRequester: an MCP client); "" for a scheduled run.
+	RequestedBy string `json:"requested_by,omitempty"`
+	// StateUnwritable says the state directory could not be written
+	// ("state directory DIR cannot be written: read-only file system"):
+	// the run probed and judged, repaired nothing, decided no alert and
+	// recorded nothing. `contractd run` exits 1 for it; `serve` tells
+	// every route once, and the next run that can write carries on.
+	StateUnwritable string `json:"state_unwritable,omitempty"`
 }
 
 // AgentReport is the per-agent verdict: the worst of its stages.
@@ -44,7 +53,11 @@ type AgentReport struct {
 	// BeforeRepair is the agent's severity before this run's repairs, when
 	// a verified repair changed it (Severity is the state after).
 	BeforeRepair contracts.Severity `json:"before_repair,omitzero"`
-	Stages       []string           `json:"stages"`
+	// UnknownRuns counts the runs in a row, this one included, that
+	// judged the agent unknown: at guards.unknown_after it is an
+	// incident of its own.
+	UnknownRuns int      `json:"unknown_runs,omitempty"`
+	Stages      []string `json:"stages"`
 }
 
 // Stage statuses.

@@ -43,6 +43,10 @@ type run struct {
 	// without quorum): the run probes and reports, and records nothing,
 	// so it repairs nothing and sends nothing.
 	unshared string
+	// unwritable is set when the state directory cannot be written
+	// (read-only, full): the run probes and reports, repairs nothing,
+	// and records and sends nothing; the daemon tells the routes once.
+	unwritable string
 
 	// gateValues are the gates' steps by id, seen by every expression
 	// after them: probe fills it from the gates, one at a time, before any
@@ -105,9 +109,12 @@ func (e *Engine) Run(ctx context.Context, c *contracts.Contract) (rep *Report, e
 	rep = &Report{
 		Contract: c.Name, Version: c.Version, RunID: newRunID(now), StartedAt: now,
 		DryRun: e.opts.DryRun, Stages: []*StageReport{}, Agents: map[string]*AgentReport{},
-		Actions: []*ActionReport{}, Alerts: []*AlertReport{},
+		Actions: []*ActionReport{}, Alerts: []*AlertReport{}, RequestedBy: Requester(ctx),
 	}
 	log := e.opts.Log.With("contract", transports.Printable(c.Name), "run_id", rep.RunID)
+	if rep.RequestedBy != "" {
+		log = log.With("requested_by", transports.Printable(rep.RequestedBy))
+	}
 	// Deferred first, so it runs last: the run's end as it was returned.
 	defer func() { logEnd(log, rep, err) }()
 	// A panic before the run holds its lock has nothing to record.
@@ -122,11 +129,28 @@ func (e *Engine) Run(ctx context.Context, c *contracts.Contract) (rep *Report, e
 	if err != nil {
 		return e.fail(rep, err)
 	}
+	// A state that cannot be written cannot keep the exactly-once promise
+	// (no write-ahead intent, no record): the run then probes and
+	// reports, repairs nothing and writes nothing (see reportOnly).
+	var unwritable error
+	if wc, ok := st.(store.WriteChecker); ok {
+		if err := wc.CheckWritable(); errors.Is(err, store.ErrUnwritable) {
+			unwritable = err
+		}
+	}
 	unlock, err := st.Lock(ctx, c.Name, e.opts.LockWait)
 	if errors.Is(err, store.ErrLocked) {
 		rep.Skipped = "another run holds the lock"
 		rep.FinishedAt = e.opts.Clock.Now()
 		return rep, nil
+	}
+	if errors.Is(err, store.ErrUnwritable) {
+		// No lock file can be made. Two such runs at once are harmless:
+		// neither repairs nor writes anything.
+		if unwritable == nil {
+			unwritable = err
+		}
+		unlock, err = func() {}, nil
 	}
 	if err != nil {
 		return e.fail(rep, err)
@@ -134,6 +158,14 @@ func (e *Engine) Run(ctx context.Context, c *contracts.Contract) (rep *Report, e
 	defer unlock()
 
 	r := &run{e: e, c: c, rep: rep, st: st, log: log, secrets: e.secrets(c), gateValues: map[string]any{}, phase: "open"}
+	if unwritable != nil {
+		var ue *store.UnwritableError
+		rep.StateUnwritable = unwritable.Error()
+		if errors.As(unwritable, &ue) {
+			rep.StateUnwritable = ue.Error()
+		}
+		r.unwritable = rep.StateUnwritable
+	}
 	r.redact = secretValues(r.secrets)
 	// One recover boundary for the whole run, its goroutines included
 	// (they hand their panic over, see catch): a panic is this run's engine
@@ -182,7 +214,7 @@ func (r *run) do(ctx context.Context) (*Report, error) {
 	r.add(repaired.said)
 	r.verify(rctx, repaired.jobs)
 	rep.Agents = agentReports(units)
-	if r.unshared != "" {
+	if r.unshared != "" || r.unwritable != "" {
 		return r.reportOnly(units) // nothing can be recorded: no alerts, nothing sent or written
 	}
 	alerted := r.alert(seen, units, repaired.raised)
@@ -206,6 +238,20 @@ func (r *run) open() (said, error) {
 	r.chain = guard.NewChain(c.Guards, c.Schedule, r.e.opts.Clock)
 	var err error
 	r.ledger, err = r.st.ReadLedger(c.Name)
+	if r.unwritable != "" {
+		// Read what can be read (hysteresis, maintenance windows); a
+		// ledger that cannot be is not an engine failure here: nothing
+		// will be decided from it.
+		r.noRepair, r.noRepairBy = r.unwritable, "state"
+		if err != nil {
+			r.ledger = store.NewLedger(c.Name)
+		}
+		r.state, _, _ = r.st.ReadSnapshot(c.Name)
+		if r.state == nil {
+			r.state = map[string]any{}
+		}
+		return s, nil
+	}
 	if errors.Is(err, store.ErrUnavailable) {
 		r.unshared = err.Error()
 		r.noRepair = "nothing can be recorded: " + err.Error()
@@ -267,14 +313,20 @@ func (e *Engine) fail(rep *Report, err error) (*Report, error) {
 	return rep, fmt.Errorf("%w: %w", ErrEngine, err)
 }
 
-// reportOnly ends a run whose state could not be reached: the probes and
-// the severities are reported, nothing was repaired, no incident is decided
-// and nothing is sent or written, and the run is not an engine failure.
+// reportOnly ends a run whose state could not be reached or written: the
+// probes and the severities are reported, nothing was repaired, no
+// incident is decided and nothing is sent or written, and the run is not
+// an engine failure (Report.StateUnwritable says why, for the caller).
 func (r *run) reportOnly(units []*unit) (*Report, error) {
 	rep := r.rep
-	line := "no repairs and no alerts this run, state is not shared: " + r.unshared
-	rep.Errors = append(rep.Errors, line)
-	r.event(slog.LevelWarn, "no repairs and no alerts this run, state is not shared", "error", r.unshared)
+	if r.unwritable != "" {
+		rep.Errors = append(rep.Errors, "no repairs, no alerts and nothing recorded this run: "+r.unwritable)
+		r.event(slog.LevelError, "no repairs, no alerts and nothing recorded this run: the state cannot be written", "error", r.unwritable)
+	} else {
+		line := "no repairs and no alerts this run, state is not shared: " + r.unshared
+		rep.Errors = append(rep.Errors, line)
+		r.event(slog.LevelWarn, "no repairs and no alerts this run, state is not shared", "error", r.unshared)
+	}
 	rep.OverallSeverity = overall(units)
 	rep.FinishedAt = r.e.opts.Clock.Now()
 	rep.DurationMS = rep.FinishedAt.Sub(rep.StartedAt).Milliseconds()

@@ -120,3 +120,71 @@ func TestAKeyNothingFillsIsALintWarning(t *testing.T) {
 		t.Errorf("diagnostics:\n%s\nwant a warning that back_status is filled by nothing", diags.String())
 	}
 }
+
+// unreachableSnapshot keeps a probe's output in each agent's snapshot,
+// by the <step>_<field> rule.
+const unreachableSnapshot = "---\n" + `name: reach
+runtime_contract: 2
+targets:
+  far: {ssh: root@far.example}
+---
+
+## Maintains
+
+- agents: map of per-agent snapshots
+
+### Per-Agent Snapshot Schema
+
+` + "```json" + `
+{"web": {"probe_stdout": "200", "severity": "healthy"}}
+` + "```" + `
+
+## Execution
+
+### Web {#web agent=web on=far}
+
+` + "```sh {id=probe}\ncurl -s -o /dev/null -w '%{http_code}' http://127.0.0.1/\n```" + `
+
+Expected: ` + "`200`" + `
+`
+
+// TestUnreachableKeepsTheSnapshotsLastValue: a per-agent key read from a
+// probe's output went from "200" to "" while the target's sshd was down.
+// A step that could not reach its target saw nothing, so the key keeps
+// its last value, as the docs promise; a probe that ran and printed
+// nothing is "" again.
+func TestUnreachableKeepsTheSnapshotsLastValue(t *testing.T) {
+	c := parse(t, unreachableSnapshot)
+	answers := []func() (transports.Result, error){
+		func() (transports.Result, error) { return transports.Result{Stdout: "200"}, nil },
+		func() (transports.Result, error) {
+			return transports.Result{}, transports.ErrUnreachable
+		},
+		func() (transports.Result, error) { return transports.Result{Stdout: ""}, nil },
+	}
+	run := 0
+	far := &fakeTarget{name: "far", exec: func(ctx context.Context, cmd transports.Command) (transports.Result, error) {
+		return answers[run]()
+	}}
+	clk := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	dir := t.TempDir()
+	eng, err := New(Options{StateDir: dir, Opener: &fakeOpener{targets: map[string]*fakeTarget{"far": far}}, Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, want := range []any{"200", "200", ""} {
+		run = i
+		clk.Advance(time.Minute)
+		if _, err := eng.Run(context.Background(), c); err != nil {
+			t.Fatal(err)
+		}
+		st, err := ReadStatus(dirStore(t, dir), "reach", clk.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		web := st.Snapshot["agents"].(map[string]any)["web"].(map[string]any)
+		if web["probe_stdout"] != want {
+			t.Fatalf("run %d: probe_stdout %#v, want %#v (snapshot %v)", i+1, web["probe_stdout"], want, web)
+		}
+	}
+}

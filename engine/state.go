@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine/guard"
 	"github.com/contractd/contractd/engine/store"
 )
@@ -68,7 +69,7 @@ type HistoryRecord = store.RunRecord
 
 func historyRecord(rep *Report) HistoryRecord {
 	h := HistoryRecord{RunID: rep.RunID, StartedAt: rep.StartedAt, DurationMS: rep.DurationMS, OverallSeverity: rep.OverallSeverity.String(),
-		Agents: map[string]string{}, Findings: map[string][]string{}, Actions: rep.Actions, Alerts: rep.Alerts, Errors: rep.Errors}
+		Agents: map[string]string{}, Findings: map[string][]string{}, Actions: rep.Actions, Alerts: rep.Alerts, Errors: rep.Errors, RequestedBy: rep.RequestedBy}
 	for name, a := range rep.Agents {
 		h.Agents[name] = a.Severity.String()
 	}
@@ -114,7 +115,9 @@ func ReadStatus(st store.Backend, name string, now time.Time) (*Status, error) {
 // (waiting up to 30 s for a run to finish). Windows that have ended by now
 // are dropped on the way. It returns the windows in force afterwards, keyed
 // by agent (store.AllAgents for the whole contract); it fails when the
-// lock cannot be had or the ledger cannot be read or written.
+// lock cannot be had or the ledger cannot be read or written. A caller
+// that named itself (WithRequester) is kept in the window (By) and in the
+// ledger's operator events, which the next run's history record takes.
 func SetMaintenance(ctx context.Context, st store.Backend, name, agent string, d time.Duration, reason string, now time.Time) (map[string]*guard.Window, error) {
 	if agent == "" {
 		agent = store.AllAgents
@@ -131,16 +134,38 @@ func SetMaintenance(ctx context.Context, st store.Backend, name, agent string, d
 	if l.Maintenance == nil {
 		l.Maintenance = map[string]*guard.Window{}
 	}
+	by := Requester(ctx)
 	if d > 0 {
-		l.Maintenance[agent] = &guard.Window{Since: now, Until: now.Add(d), Reason: reason}
+		l.Maintenance[agent] = &guard.Window{Since: now, Until: now.Add(d), Reason: reason, By: by}
 	} else {
 		delete(l.Maintenance, agent)
+	}
+	if by != "" {
+		l.AddOperator(store.OperatorEvent{At: now.UTC(), By: by, What: maintenanceEvent(agent, d, reason)})
 	}
 	l.PruneWindows(now)
 	if err := st.WriteLedger(name, l); err != nil {
 		return nil, err
 	}
 	return l.Maintenance, nil
+}
+
+// maintenanceEvent says what SetMaintenance did, for the operator events:
+// "maintenance of the whole contract for 2h: upgrade", "maintenance of web
+// ended".
+func maintenanceEvent(agent string, d time.Duration, reason string) string {
+	who := "agent " + agent
+	if agent == store.AllAgents {
+		who = "the whole contract"
+	}
+	if d <= 0 {
+		return "maintenance of " + who + " ended"
+	}
+	s := "maintenance of " + who + " for " + contracts.FormatDuration(d)
+	if reason != "" {
+		s += ": " + reason
+	}
+	return s
 }
 
 // Maintenance returns a contract's maintenance windows in st that have not
@@ -161,8 +186,10 @@ func Maintenance(st store.Backend, name string, now time.Time) (map[string]*guar
 // budgets and the crash-loop guard still hold. The ledger records the
 // release at now (store.Ledger.ReleasedAt): a daemon that runs the contract
 // from a shared store releases its hold-down when it reads it;
-// serve.ReleaseHoldDown releases a daemon's in its state dir. It fails when the lock cannot be had within 5 s or the ledger
-// cannot be read or written.
+// serve.ReleaseHoldDown releases a daemon's in its state dir. A caller that
+// named itself (WithRequester) is kept in the ledger's operator events. It
+// fails when the lock cannot be had within 5 s or the ledger cannot be read
+// or written.
 func ReleaseLedger(ctx context.Context, st store.Backend, name, unit string, now time.Time) error {
 	unlock, err := st.Lock(ctx, name, 5*time.Second)
 	if err != nil {
@@ -175,5 +202,12 @@ func ReleaseLedger(ctx context.Context, st store.Backend, name, unit string, now
 	}
 	l.ClearUnits(unit)
 	l.ReleasedAt = now.UTC()
+	if by := Requester(ctx); by != "" {
+		what := "released (hold-down, escalations and pending repairs cleared)"
+		if unit != "" {
+			what = "released agent " + unit + " (escalations and pending repairs cleared)"
+		}
+		l.AddOperator(store.OperatorEvent{At: now.UTC(), By: by, What: what})
+	}
 	return st.WriteLedger(name, l)
 }

@@ -61,11 +61,17 @@ func (r *run) verify(ctx context.Context, jobs []*verifyJob) {
 			}
 			for _, j := range js {
 				again := j.sr.verified
-				known := again.report.Status != StatusUnreachable && again.report.Severity != contracts.SeverityUnknown
+				// Verification judges what it can see: a stage that is
+				// unknown because a row read nothing (a value the output
+				// lacks) still shows whether the repair's condition holds,
+				// when every value the condition reads is there.
+				known := again.report.Status != StatusUnreachable &&
+					(again.report.Severity != contracts.SeverityUnknown || j.sr.readsAll(j.row))
 				remediated := known && !j.sr.holds(j.row)
 				// Cleared but not healthy (a service still starting) is
 				// undecided: a later run decides (slow_retry counts it then).
-				undecided := remediated && again.report.Severity != contracts.SeverityHealthy
+				// The rows it could not judge are the unknown incident's.
+				undecided := remediated && again.report.Severity != contracts.SeverityHealthy && again.report.Severity != contracts.SeverityUnknown
 				r.mu.Lock()
 				if undecided {
 					r.chain.RecordUndecided(j.u.state, j.key)
@@ -118,7 +124,7 @@ func (r *run) settleRepaired(u *unit) {
 	case contracts.SeverityHealthy:
 		r.chain.SettleHealthy(u.state)
 		u.final = contracts.SeverityHealthy
-	case contracts.SeverityDegraded, contracts.SeverityCritical:
+	case contracts.SeverityDegraded, contracts.SeverityCritical, contracts.SeverityUnknown:
 		u.final = now
 	}
 }

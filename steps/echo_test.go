@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +13,7 @@ import (
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/contracts/fill"
 	"github.com/contractd/contractd/engine"
+	"github.com/contractd/contractd/engine/replay"
 	"github.com/contractd/contractd/steps"
 	"github.com/contractd/contractd/transports"
 )
@@ -35,6 +38,7 @@ var echoKind = steps.Kind{
 			return err
 		},
 		Command: func(st *contracts.Step) string { return "echo " + st.Script },
+		Values:  contracts.ExecValues,
 	},
 	Probe: func(ctx context.Context, step *contracts.Step, vars map[string]string, d steps.Dialer) *steps.Observation {
 		o := &steps.Observation{StepID: step.ID, Kind: step.Kind}
@@ -47,6 +51,10 @@ var echoKind = steps.Kind{
 		o.Result = transports.Result{Stdout: out, ExitCode: code}
 		o.Values = map[string]any{"stdout": out, "stderr": "", "exit_code": code, "timed_out": false, "unreachable": false, "duration": 0.0}
 		return o
+	},
+	// A recorded answer is what the echo said.
+	Replay: func(step *contracts.Step, rec *steps.Recording) *steps.Observation {
+		return steps.FromResult(step, transports.Result{Stdout: rec.Stdout, Stderr: rec.Stderr, ExitCode: rec.Exit}, nil)
 	},
 }
 
@@ -115,6 +123,27 @@ func TestAThrowawayStepKindIsOneFile(t *testing.T) {
 					t.Fatalf("got %v, want an error containing %q", err, tc.want)
 				}
 			})
+		}
+	})
+
+	t.Run("contractd test", func(t *testing.T) {
+		dir := t.TempDir()
+		test := filepath.Join(dir, "echo.test.yaml")
+		for name, text := range map[string]string{
+			"echo.md": echoContract,
+			"echo.test.yaml": "runs:\n  - name: hello\n    steps: {greet/say: {stdout: hello world}}\n    expect: {overall: healthy}\n" +
+				"  - name: bye\n    steps: {greet/say: {stdout: bye world}}\n    expect: {overall: critical}\n",
+		} {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		res, err := replay.Test(context.Background(), test)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Failed() || len(res.Runs) != 2 {
+			t.Fatalf("contractd test: %+v", res.Runs)
 		}
 	})
 

@@ -50,7 +50,8 @@ func shellVar(name string) string {
 // command: every var assigned to a shell variable of its own name (values
 // single-quoted by ShellQuote; reserved names are never assigned), then
 // text as written, except that a reference whose name is not a shell
-// identifier (${item.port}) is renamed to the variable made for it. The
+// identifier (${item.port}) is renamed to the variable made for it, and
+// ${env.NAME} reads the target's environment variable NAME (${NAME}). The
 // shell expands ${name} itself and never parses a value as syntax, in
 // double quotes or not. Variables are not exported: no program the script
 // starts sees them, so no value can reach one through its environment
@@ -69,6 +70,9 @@ func Script(text string, vars map[string]string) string {
 	}
 	made := map[string]bool{}
 	body := fill.Replace(text, func(name, m string) string {
+		if env, ok := strings.CutPrefix(name, "env."); ok && shellName.MatchString(env) {
+			return "${" + env + "}" // the target's environment variable
+		}
 		v, ok := vars[name]
 		if !ok || shellName.MatchString(name) {
 			return m
@@ -84,6 +88,32 @@ func Script(text string, vars map[string]string) string {
 	if !strings.HasSuffix(body, "\n") {
 		b.WriteByte('\n')
 	}
+	return b.String()
+}
+
+// SudoScript returns what a shell reads to run argv (SudoArgv's) as
+// `sudo -n -- COMMAND ARGS…`: each word single-quoted as one argument, no
+// var, no expansion, so sudo is asked for exactly the words a sudoers line
+// allows. A bare command name is looked up on the target in
+// contracts.SudoSearchPath, the directories `contractd sudoers` resolves it
+// in, and its full path is what sudo gets; one found nowhere exits 127
+// saying where it was looked for. -n makes sudo fail at once, with "sudo:
+// a password is required", when no sudoers line allows the command,
+// rather than wait for a password no one will type.
+func SudoScript(argv []string) string {
+	args := make([]string, len(argv)-1)
+	for i, a := range argv[1:] {
+		args[i] = " " + ShellQuote(a)
+	}
+	rest := strings.Join(args, "")
+	if strings.HasPrefix(argv[0], "/") {
+		return "exec sudo -n -- " + ShellQuote(argv[0]) + rest + "\n"
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "for d in %s; do\n", strings.Join(contracts.SudoSearchPath, " "))
+	fmt.Fprintf(&b, "\tif [ -f \"$d\"/%[1]s ] && [ -x \"$d\"/%[1]s ]; then exec sudo -n -- \"$d\"/%[1]s%[2]s; fi\n", ShellQuote(argv[0]), rest)
+	b.WriteString("done\n")
+	fmt.Fprintf(&b, "echo %s >&2\nexit 127\n", ShellQuote("contractd: "+argv[0]+": no such command in "+strings.Join(contracts.SudoSearchPath, ":")+" (where sudo commands are looked up)"))
 	return b.String()
 }
 

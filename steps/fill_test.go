@@ -47,3 +47,21 @@ func TestShowCommand(t *testing.T) {
 		}
 	}
 }
+
+// TestEnvReadsTheTargetsEnvironment: ${env.NAME} in a script or a repair
+// command reads the target shell's own environment variable (lint would
+// refuse ${NAME} in a command unless a var is called so), and ${HOME}, a
+// name the shell reads itself, is the shell's too; neither is ever
+// assigned from a var.
+func TestEnvReadsTheTargetsEnvironment(t *testing.T) {
+	script := Script(`printf '%s|%s' "${env.CONTRACTD_TEST_ENV}" "${HOME}"`, map[string]string{"HOME": "/nowhere", "env.CONTRACTD_TEST_ENV": "x"})
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Env = []string{"CONTRACTD_TEST_ENV=from the target", "HOME=/home/target"}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v\n%s", err, script)
+	}
+	if want := "from the target|/home/target"; string(out) != want {
+		t.Fatalf("printed %q, want %q\n%s", out, want, script)
+	}
+}

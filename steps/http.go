@@ -26,8 +26,7 @@ const maxBody = transports.DefaultOutputCap
 // unreachable. Redirects are not followed: a 302 is what the probe saw.
 func probeHTTP(ctx context.Context, step *contracts.Step, vars map[string]string, d Dialer) *Observation {
 	start := time.Now()
-	o := &Observation{StepID: step.ID, Kind: step.Kind, HTTPStatus: "000"}
-	o.Values = map[string]any{"http_status": "000", "status_code": 0, "stdout": "", "stderr": "", "exit_code": 0, "timed_out": false, "unreachable": false}
+	o := newHTTPObservation(step)
 	defer func() {
 		o.Duration = time.Since(start)
 		o.Values["duration"] = o.Duration.Seconds()
@@ -40,7 +39,6 @@ func probeHTTP(ctx context.Context, step *contracts.Step, vars map[string]string
 	}
 	if err != nil {
 		o.Values["stderr"] = err.Error()
-		o.Values["exit_code"] = 1
 		o.Findings = append(o.Findings, err.Error())
 		return o
 	}
@@ -61,8 +59,7 @@ func probeHTTP(ctx context.Context, step *contracts.Step, vars map[string]string
 	}
 	if err != nil {
 		if errors.Is(err, transports.ErrUnreachable) {
-			o.Err = err
-			o.Values["unreachable"] = true
+			unseen(o, err)
 			return o
 		}
 		if ctx.Err() != nil || isTimeout(err) {
@@ -70,7 +67,6 @@ func probeHTTP(ctx context.Context, step *contracts.Step, vars map[string]string
 			o.Result.TimedOut = true
 		}
 		o.Values["stderr"] = err.Error()
-		o.Values["exit_code"] = 7
 		return o
 	}
 	defer resp.Body.Close()
@@ -82,17 +78,42 @@ func probeHTTP(ctx context.Context, step *contracts.Step, vars map[string]string
 	if truncated {
 		body = body[:maxBody]
 	}
-	o.HTTPStatus = fmt.Sprintf("%03d", resp.StatusCode)
+	answered(o, step, resp.StatusCode, resp.Header, body)
+	return o
+}
+
+// newHTTPObservation is an http step's observation before an answer:
+// every value the kind declares, as when nothing answered.
+func newHTTPObservation(step *contracts.Step) *Observation {
+	o := &Observation{StepID: step.ID, Kind: step.Kind, HTTPStatus: "000"}
+	o.Values = map[string]any{"http_status": "000", "status_code": 0, "stdout": "", "body": "", "headers": map[string]any{},
+		"stderr": "", "timed_out": false, "unreachable": false, "duration": 0.0}
+	return o
+}
+
+// answered records an answer in an http step's observation: its status,
+// headers and body, and the body's JSON fields when the step reads JSON
+// (as=json, or a JSON content type unless as=text): the probe's and the
+// replay's one way of reading an answer.
+func answered(o *Observation, step *contracts.Step, status int, header http.Header, body []byte) {
+	o.HTTPStatus = fmt.Sprintf("%03d", status)
 	o.Values["http_status"] = o.HTTPStatus
-	o.Values["status_code"] = resp.StatusCode
+	o.Values["status_code"] = status
 	o.Values["stdout"] = strings.TrimRight(string(body), "\r\n")
+	o.Values["body"] = o.Values["stdout"]
+	headers := make(map[string]any, len(header))
+	for k, v := range header {
+		if len(v) > 0 {
+			headers[k] = v[0]
+		}
+	}
+	o.Values["headers"] = headers
 	o.Result.Stdout = string(body)
 	o.Result.StdoutBytes = int64(len(body))
-	ct, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	if step.As == "json" || (step.As == "" && (ct == "application/json" || strings.HasSuffix(ct, "+json"))) {
+	ct, _, _ := mime.ParseMediaType(header.Get("Content-Type"))
+	if step.As == contracts.AsJSON.Name || (step.As == "" && (ct == "application/json" || strings.HasSuffix(ct, "+json"))) {
 		mergeJSON(o, body)
 	}
-	return o
 }
 
 func isTimeout(err error) bool {

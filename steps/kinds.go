@@ -16,6 +16,10 @@ type Kind struct {
 	// Probe runs a step of a kind that is not an exec kind; nil for an
 	// exec kind.
 	Probe ProbeFn
+	// Replay turns a recorded answer into the step's observation, as
+	// `contractd test` runs a contract: a recorded result is never run
+	// against a target. Every kind has one.
+	Replay ReplayFn
 }
 
 // builtin lists the step kinds. The probes are http.go and tcp.go, beside
@@ -23,10 +27,10 @@ type Kind struct {
 // tcpstep.go); the exec kinds share ExecCommand and FromResult. A new kind
 // is one file holding its Kind (contract half and probe) and a row here.
 var builtin = []Kind{
-	{contracts.BashStep, nil},
-	{contracts.ShStep, nil},
-	{contracts.HTTPStep, probeHTTP},
-	{contracts.TCPStep, probeTCP},
+	{contracts.BashStep, nil, replayExec},
+	{contracts.ShStep, nil, replayExec},
+	{contracts.HTTPStep, probeHTTP, replayHTTP},
+	{contracts.TCPStep, probeTCP, replayTCP},
 }
 
 // Kinds is every step kind by name: the rows of builtin, registered when
@@ -43,10 +47,17 @@ func init() {
 // Register adds a step kind to Kinds and its contract half to the contract
 // parser (contracts.RegisterStepKind). Call it from an init function,
 // before any contract is read. It panics on a duplicate or empty name, and
-// on a kind that is neither an exec kind nor has a probe, or is both.
+// on a kind that is neither an exec kind nor has a probe, or is both, and
+// on one that declares no Values or has no Replay.
 func Register(k Kind) {
 	if k.Exec() == (k.Probe != nil) {
 		panic(fmt.Sprintf("steps: step kind %q needs either a Shell (an exec kind) or a Probe", k.Name))
+	}
+	if len(k.Values) == 0 {
+		panic(fmt.Sprintf("steps: step kind %q declares no Values: lint could check no field of its steps", k.Name))
+	}
+	if k.Replay == nil {
+		panic(fmt.Sprintf("steps: step kind %q has no Replay: contractd test could not run its steps from a recording", k.Name))
 	}
 	contracts.RegisterStepKind(k.StepKind)
 	Kinds[k.Name] = k

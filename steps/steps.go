@@ -52,11 +52,25 @@ func IsExec(kind string) bool {
 // ExecCommand builds the transport command for an exec step: the script
 // with the contract's vars (and the item's keys in a for_each stage) set as
 // shell variables at its top (see Script); the named secrets travel in Env,
-// exported and redacted by the transport.
+// exported and redacted by the transport. A sudo=true step is its one
+// command run as `sudo -n -- COMMAND ARGS…` instead (SudoScript), with no
+// secrets: sudo would not pass them on.
 func ExecCommand(step *contracts.Step, vars map[string]string, secrets map[string]string, timeout time.Duration) transports.Command {
 	shell := Kinds[step.Kind].Shell
 	if shell == "" {
 		shell = "bash" // an exec kind names its shell; bash is the default
+	}
+	if step.Sudo {
+		// Lint made sure the words fill literally; a secret is never one.
+		names := make([]string, 0, len(secrets))
+		for k := range secrets {
+			names = append(names, k)
+		}
+		argv, err := contracts.SudoArgv(strings.TrimSpace(step.Script), vars, names)
+		if err != nil {
+			return transports.Command{Script: "echo " + ShellQuote("contractd: step "+step.ID+" cannot run through sudo: "+err.Error()) + " >&2\nexit 126\n", Shell: "sh", Timeout: timeout}
+		}
+		return transports.Command{Script: SudoScript(argv), Shell: "sh", Timeout: timeout}
 	}
 	return transports.Command{Script: Script(step.Script, vars), Shell: shell, Timeout: timeout, Env: secrets}
 }
@@ -73,14 +87,47 @@ func FromResult(step *contracts.Step, res transports.Result, err error) *Observa
 		"duration":  res.Duration.Seconds(),
 	}
 	if err != nil {
-		o.Values["unreachable"] = true
+		unseen(o, err)
 		return o
 	}
 	o.Values["unreachable"] = false
-	if step.As == "json" {
+	switch step.As {
+	case contracts.AsJSON.Name:
 		mergeJSON(o, []byte(res.Stdout))
+	case contracts.AsLines.Name:
+		o.Values["lines"] = splitLines(res.Stdout)
 	}
 	return o
+}
+
+// splitLines is as=lines: stdout's non-empty lines, each trimmed of
+// spaces at its ends.
+func splitLines(s string) []any {
+	out := []any{}
+	for _, l := range strings.Split(s, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// unseen marks o as a step whose target could not be reached: it saw
+// nothing, so it keeps only the values that say so (unreachable,
+// timed_out, duration). Its output values are absent, never empty: a
+// Maintains key read from them keeps its last value, and a later step's
+// stdout is not overwritten in its stage's merged values by one nobody
+// saw.
+func unseen(o *Observation, err error) {
+	o.Err = err
+	for k := range o.Values {
+		switch k {
+		case "unreachable", "timed_out", "duration":
+		default:
+			delete(o.Values, k)
+		}
+	}
+	o.Values["unreachable"] = true
 }
 
 // mergeJSON puts the fields of a JSON object at the top level of Values. A

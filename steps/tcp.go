@@ -17,8 +17,7 @@ import (
 // observation (open=false), not an unreachable target.
 func probeTCP(ctx context.Context, step *contracts.Step, vars map[string]string, d Dialer) *Observation {
 	start := time.Now()
-	o := &Observation{StepID: step.ID, Kind: step.Kind}
-	o.Values = map[string]any{"open": false, "stdout": "", "stderr": "", "exit_code": 1, "timed_out": false, "unreachable": false, "duration": 0.0}
+	o := newTCPObservation(step)
 	addr, err := fill.Addr(step.Script, vars)
 	if err != nil {
 		msg := fmt.Sprintf("tcp step %s: %v", step.ID, err)
@@ -40,15 +39,21 @@ func probeTCP(ctx context.Context, step *contracts.Step, vars map[string]string,
 	case err == nil:
 		conn.Close()
 		o.Values["open"] = true
-		o.Values["exit_code"] = 0
 	case errors.Is(err, transports.ErrUnreachable):
-		o.Err = err
-		o.Values["unreachable"] = true
+		unseen(o, err)
 	default:
 		if ctx.Err() != nil || isTimeout(err) {
 			o.Values["timed_out"] = true
 		}
 		o.Values["stderr"] = err.Error()
 	}
+	return o
+}
+
+// newTCPObservation is a tcp step's observation before it connects:
+// every value the kind declares, the port not (yet) open.
+func newTCPObservation(step *contracts.Step) *Observation {
+	o := &Observation{StepID: step.ID, Kind: step.Kind}
+	o.Values = map[string]any{"open": false, "stderr": "", "timed_out": false, "unreachable": false, "duration": 0.0}
 	return o
 }

@@ -35,7 +35,7 @@ func TestDockerContainer(t *testing.T) {
 	t.Parallel()
 	c := busyboxContainer(t)
 	p, book := newPool(t, PoolOptions{})
-	tr := open(t, p, &Spec{Kind: "docker", Container: c.Name})
+	tr := open(t, p, &Spec{Kind: "docker", Addr: c.Name})
 	ctx := testCtx(t)
 
 	cases := []struct {
@@ -79,7 +79,7 @@ func TestDockerContainer(t *testing.T) {
 	})
 	t.Run("through ssh", func(t *testing.T) {
 		s := startSSHD(t, sshd.Options{})
-		viaSSH := open(t, p, &Spec{Kind: "docker", Container: c.Name, Via: sshSpec(s)})
+		viaSSH := open(t, p, &Spec{Kind: "docker", Addr: c.Name, Via: sshSpec(s)})
 		rs, err := viaSSH.ExecBatch(ctx, []Command{{Script: "echo a"}, {Script: "hostname; exit 2"}})
 		if err != nil || len(rs) != 2 || rs[0].Stdout != "a\n" || rs[1].ExitCode != 2 || strings.TrimSpace(rs[1].Stdout) == "" {
 			t.Fatalf("docker via ssh: %+v, %v", rs, err)
@@ -124,7 +124,7 @@ func TestDockerContainer(t *testing.T) {
 		})
 	})
 	t.Run("missing container is unreachable", func(t *testing.T) {
-		_, err := open(t, p, &Spec{Kind: "docker", Container: c.Name + "-absent"}).Exec(ctx, Command{Script: "true"})
+		_, err := open(t, p, &Spec{Kind: "docker", Addr: c.Name + "-absent"}).Exec(ctx, Command{Script: "true"})
 		if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "No such container") {
 			t.Fatalf("err = %v, want ErrUnreachable with docker's message", err)
 		}
@@ -271,7 +271,7 @@ func leavesNothing(t *testing.T, c *dockerimg.Container, shell string) {
 	}
 
 	p, _ := newPool(t, PoolOptions{})
-	tr := open(t, p, &Spec{Kind: "docker", Container: c.Name})
+	tr := open(t, p, &Spec{Kind: "docker", Addr: c.Name})
 	// The deadline's timer must stop when the command is done, every
 	// time: a command that waited for its timer would take its whole
 	// timeout (30 s), far beyond half of it even on a loaded machine.
@@ -293,7 +293,7 @@ func leavesNothing(t *testing.T, c *dockerimg.Container, shell string) {
 	only(t, "ten batches of timed steps", none)
 
 	rp, _ := residentPool(t, ResidentOptions{})
-	rtr := open(t, rp, &Spec{Kind: "docker", Container: c.Name})
+	rtr := open(t, rp, &Spec{Kind: "docker", Addr: c.Name})
 	var loop string
 	for i := 0; i < 10; i++ {
 		start := time.Now()

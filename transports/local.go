@@ -22,6 +22,24 @@ type Local struct {
 
 var _ Transport = (*Local)(nil)
 
+// localKind is the engine's own host: `local: true`, with no address and
+// nothing to run through.
+var localKind = Kind{
+	Name:    "local",
+	Doc:     "the engine's own host",
+	Value:   ValueTrue,
+	Example: "true",
+	Address: func(v string, s *Spec) error {
+		if v != "" && v != "true" {
+			return fmt.Errorf("only local: true is meaningful")
+		}
+		return nil
+	},
+	Via:      ViaNone,
+	Open:     openLocal,
+	Resident: true,
+}
+
 func openLocal(p *Pool, spec *Spec, _ runner) (Transport, error) {
 	return &Local{logf: p.logf}, nil
 }

@@ -305,7 +305,7 @@ func TestResidentSessionsPerHostAreBounded(t *testing.T) {
 	s, _ := pctHost(t)
 	p, book := residentPool(t, ResidentOptions{MaxPerHost: 2})
 	host := residentHost(sshSpec(s))
-	trs := []Transport{open(t, p, sshSpec(s)), open(t, p, pctSpec(s, 112)), open(t, p, &Spec{Kind: "pct", VMID: 112, Via: sshSpec(s), Sudo: false, Name: "again"})}
+	trs := []Transport{open(t, p, sshSpec(s)), open(t, p, pctSpec(s, 112)), open(t, p, &Spec{Kind: "pct", Addr: "112", Via: sshSpec(s), Sudo: false, Name: "again"})}
 	for i, tr := range trs[:2] {
 		if _, err := tr.Exec(testCtx(t), Command{Script: "true"}); err != nil {
 			t.Fatalf("transport %d: %v", i, err)
@@ -316,7 +316,7 @@ func TestResidentSessionsPerHostAreBounded(t *testing.T) {
 	}
 	// A third chain on the same host (a docker container there, say)
 	// runs in a fresh session while two are open.
-	third := open(t, p, &Spec{Kind: "docker", Container: "none-such", Via: sshSpec(s)})
+	third := open(t, p, &Spec{Kind: "docker", Addr: "none-such", Via: sshSpec(s)})
 	third.Exec(testCtx(t), Command{Script: "true"})
 	if got := p.ResidentSessions()[host]; got != 2 {
 		t.Fatalf("%d resident sessions on the host after a third chain, want 2", got)
@@ -424,7 +424,7 @@ func TestResidentPCTAndDockerLoopsLiveInTheContainer(t *testing.T) {
 	}
 
 	c := busyboxContainer(t)
-	dk := open(t, p, &Spec{Kind: "docker", Container: c.Name})
+	dk := open(t, p, &Spec{Kind: "docker", Addr: c.Name})
 	first := ""
 	for i := 0; i < 2; i++ {
 		// Without bash a command runs as its own sh, a child of the loop.
@@ -491,7 +491,7 @@ func TestResidentDockerSessionRecovers(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p, book := residentPool(t, ResidentOptions{HealthEvery: time.Hour})
-			dk := open(t, p, &Spec{Kind: "docker", Container: c.Name})
+			dk := open(t, p, &Spec{Kind: "docker", Addr: c.Name})
 			rs, err := dk.ExecBatch(testCtx(t), []Command{{Script: "echo $PPID"}, {Script: "true"}})
 			if err != nil {
 				t.Fatal(err)

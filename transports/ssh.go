@@ -16,6 +16,8 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/contractd/contractd/transports/addr"
 )
 
 // SSH runs scripts on a host over a pooled golang.org/x/crypto/ssh
@@ -27,6 +29,32 @@ type SSH struct {
 }
 
 var _ Transport = (*SSH)(nil)
+
+// sshKind is a host over ssh: user@host or user@host:port (user@[::1]:2222
+// for IPv6), strict host keys by default, through another ssh host with
+// via (a jump host).
+var sshKind = Kind{
+	Name:    "ssh",
+	Doc:     "a host over ssh, as user@host or user@host:port; through another ssh host with via",
+	Value:   ValueString,
+	Example: "root@192.168.68.15",
+	Address: func(v string, s *Spec) error {
+		user, host, port, err := addr.SSH(v)
+		if ae := (*addr.Error)(nil); errors.As(err, &ae) {
+			return fmt.Errorf("expected user@host or user@host:port, got %q: %s", v, ae.Why)
+		} else if err != nil {
+			return fmt.Errorf("expected user@host or user@host:port, got %q: %w", v, err)
+		}
+		s.User, s.Host, s.Port = user, host, port
+		return nil
+	},
+	Via:      ViaOptional,
+	Parents:  []string{"ssh"},
+	Options:  []string{"known_hosts", "host_key", "identity", "connect_timeout"},
+	Open:     openSSH,
+	Tunnel:   true,
+	Resident: true,
+}
 
 func openSSH(p *Pool, spec *Spec, _ runner) (Transport, error) {
 	return &SSH{pool: p, spec: spec}, nil

@@ -368,16 +368,7 @@ func (m *Main) runContracts(ctx context.Context, files []string, rf runFlags) in
 	log := m.logger(rf.log)
 	pool := transports.NewPool(transports.PoolOptions{HostKeys: log})
 	defer pool.Close()
-	runLog := log
-	if rf.quiet {
-		runLog = slog.New(slog.DiscardHandler)
-	}
-	eopts := engine.Options{
-		StateDir: rf.stateDir, Parallel: rf.parallel, DryRun: rf.dryRun,
-		RunTimeout: rf.timeout, LockWait: rf.lockWait, GraceOverride: rf.grace,
-		Opener: engine.PoolOpener{Pool: pool}, Getenv: m.Getenv, Log: runLog, ReleaseTargets: true,
-		NotifyDeps: notify.Deps{Logger: log, Getenv: m.Getenv},
-	}
+	eopts := m.engineOptions(rf, pool, log)
 	if rf.nagios && !rf.repair {
 		eopts.CheckOnly = "a --nagios check repairs nothing unless --repair is given"
 	}
@@ -407,6 +398,21 @@ func (m *Main) runContracts(ctx context.Context, files []string, rf runFlags) in
 	return t.exit(rf)
 }
 
+// engineOptions are the options of a one-shot run as rf asks, through
+// pool, logging to log (nothing of the run's own with --quiet).
+func (m *Main) engineOptions(rf runFlags, pool *transports.Pool, log *slog.Logger) engine.Options {
+	runLog := log
+	if rf.quiet {
+		runLog = slog.New(slog.DiscardHandler)
+	}
+	return engine.Options{
+		StateDir: rf.stateDir, Parallel: rf.parallel, DryRun: rf.dryRun,
+		RunTimeout: rf.timeout, LockWait: rf.lockWait, GraceOverride: rf.grace,
+		Opener: engine.PoolOpener{Pool: pool}, Getenv: m.Getenv, Log: runLog, ReleaseTargets: true,
+		NotifyDeps: notify.Deps{Logger: log, Getenv: m.Getenv},
+	}
+}
+
 // tally is the exit code of reports printed so far.
 type tally struct {
 	failed bool
@@ -433,6 +439,12 @@ func (m *Main) show(t *tally, name string, rep *engine.Report, runErr error, rf 
 			}
 		}
 		t.worst = worseNagios(t.worst, engine.NagiosStatus(rep))
+	}
+	if rep != nil && rep.StateUnwritable != "" {
+		// Nothing was recorded and nothing repaired: a timer's unit must
+		// fail so that a person sees it (the daemon pages instead).
+		m.errorf("%s: %s: nothing repaired or recorded", name, rep.StateUnwritable)
+		t.failed = true
 	}
 	if runErr != nil {
 		if rep == nil && rf.nagios {

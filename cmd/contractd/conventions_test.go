@@ -356,14 +356,14 @@ func TestDemoRunsFromTheBinaryAlone(t *testing.T) {
 		t.Skipf("go is at %s: a PATH without it cannot be made here", p)
 	}
 	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "koby left alone") {
+	if err != nil || !strings.Contains(string(out), "koby (report-only) was restarted 0 times") {
 		t.Fatalf("demo: %v\n%s", err, out)
 	}
 }
 
 // diskContract's one step prints JSON whose used_pct its table exports.
 const diskContract = "---\nname: disk\nruntime_contract: 2\ntargets:\n  here: {local: true}\n---\n\n## Execution\n\n" +
-	"### Disk {#box agent=box on=here}\n\n```sh {id=df as=json}\nprintf '{\"used_pct\": 91.5, \"mount\": \"/\"}'\n```\n\n" +
+	"### Disk {#box agent=box on=here}\n\n```sh {id=df as=json fields=\"used_pct:float mount:string\"}\nprintf '{\"used_pct\": 91.5, \"mount\": \"/\"}'\n```\n\n" +
 	"| Field | Healthy | Critical |\n|---|---|---|\n| `used_pct` {export=true} | < 90 | ≥ 90 |\n| `mount` | `it == \"/\"` | |\n"
 
 // A field the author marks {export=true} is in the report's metrics and

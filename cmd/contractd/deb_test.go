@@ -109,6 +109,8 @@ func TestDebPackage(t *testing.T) {
 	want := map[string]string{
 		"/usr/bin/contractd":                                          "-rwxr-xr-x",
 		"/lib/systemd/system/contractd.service":                       "-rw-r--r--",
+		"/lib/systemd/system/contractd-root.service":                  "-rw-r--r--",
+		"/usr/lib/sysusers.d/contractd.conf":                          "-rw-r--r--",
 		"/lib/systemd/system/contractd-run@.service":                  "-rw-r--r--",
 		"/lib/systemd/system/contractd-run@.timer":                    "-rw-r--r--",
 		"/usr/share/doc/contractd/examples/contractd-ha.conf":         "-rw-r--r--",
@@ -157,7 +159,7 @@ func TestDebPackage(t *testing.T) {
 	}
 	// The units run the packaged binary, and systemd takes them.
 	var units []string
-	for _, u := range []string{"contractd.service", "contractd-run@.service", "contractd-run@.timer"} {
+	for _, u := range []string{"contractd.service", "contractd-root.service", "contractd-run@.service", "contractd-run@.timer"} {
 		b, err := os.ReadFile(filepath.Join(root, "lib", "systemd", "system", u))
 		if err != nil {
 			t.Fatal(err)

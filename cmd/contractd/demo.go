@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"time"
 
@@ -162,7 +163,7 @@ func (d *demo) run(ctx context.Context, dir, fixture string) error {
 	if err := mm.SetKoby(ctx, map[string]any{"stuck": true}); err != nil {
 		return err
 	}
-	d.say("run 2: detection, the guarded repair of Abiba, verification after the grace; koby is reported and alerted, never repaired")
+	d.say("run 2: detection, the guarded repair of Abiba and its verification after the grace; koby is reported, never repaired")
 	rep, err := d.runOnce(ctx, zh)
 	if err != nil {
 		return err
@@ -181,8 +182,9 @@ func (d *demo) run(ctx context.Context, dir, fixture string) error {
 			return fmt.Errorf("repair %q did not clear its condition: %s", a.Action, a.Verify)
 		}
 	}
+	d.say("%s; koby: %d restarts", verified(rep), mm.KobyRestarts())
 
-	d.say("run 3, one minute later in spirit: the pipeline blocks again inside the 300 s debounce → pending restart, nothing runs")
+	d.say("run 3: the pipeline blocks again inside the 300 s debounce → the restart is pending, nothing runs")
 	if err := mm.Block(ctx); err != nil {
 		return err
 	}
@@ -204,21 +206,24 @@ func (d *demo) run(ctx context.Context, dir, fixture string) error {
 	if err := mm.Wedge(); err != nil {
 		return err
 	}
-	d.say("a2a-selfheal run 2: the dispatch probe times out (15 s), the lane is restarted within its budget and verified")
-	if _, err := d.runOnce(ctx, wd); err != nil {
+	d.say("a2a-selfheal run 2: the dispatch probe times out (15 s), and the lane is restarted within its budget")
+	rep, err = d.runOnce(ctx, wd)
+	if err != nil {
 		return err
 	}
 	if n := mm.DispatchRestarts(); n != 1 {
 		return fmt.Errorf("expected one restart of the wedged lane, saw %d", n)
 	}
+	d.say("%s", verified(rep))
 
-	d.say("recovery: koby comes unstuck on its own; run 4 resolves both incidents, exactly once each")
+	d.say("recovery: koby comes unstuck on its own; run 4")
 	if err := mm.SetKoby(ctx, map[string]any{"stuck": false}); err != nil {
 		return err
 	}
-	if _, err := d.runOnce(ctx, zh); err != nil {
+	if rep, err = d.runOnce(ctx, zh); err != nil {
 		return err
 	}
+	d.say("%s", resolved(rep))
 
 	msgs, err := mm.Messages()
 	if err != nil {
@@ -228,8 +233,62 @@ func (d *demo) run(ctx context.Context, dir, fixture string) error {
 	for _, msg := range msgs {
 		say(d.w, "    %s\n", firstLine(msg.Content))
 	}
-	d.say("done in %.1fs: detected, repaired within the guards, verified, and koby left alone", time.Since(d.start).Seconds())
+	d.say("done in %.1fs: %d repairs of Abiba and %d of the lane ran within the guards; koby (report-only) was restarted %d times",
+		time.Since(d.start).Seconds(), mm.PiRestarts(), mm.DispatchRestarts(), mm.KobyRestarts())
 	return nil
+}
+
+// verified says what the verification of a run's repairs concluded, as
+// the report has it.
+func verified(rep *engine.Report) string {
+	var out []string
+	for _, a := range rep.Actions {
+		if a.Status == engine.ActionRan || a.Status == engine.ActionFailed {
+			out = append(out, fmt.Sprintf("%s of %s: %s", a.Action, a.Agent, nonEmptyVerify(a.Verify)))
+		}
+	}
+	if len(out) == 0 {
+		return "no repair ran"
+	}
+	return "verification after the grace: " + strings.Join(out, "; ")
+}
+
+func nonEmptyVerify(v string) string {
+	if v == "" {
+		return "not verified"
+	}
+	return v
+}
+
+// resolved says which incidents a run resolved and which agents it still
+// sees failing, as the report has them.
+func resolved(rep *engine.Report) string {
+	var done []string
+	for _, a := range rep.Alerts {
+		if a.Kind == guard.SendResolved {
+			done = append(done, a.Agent)
+		}
+	}
+	var still []string
+	for _, n := range sortedAgentNames(rep) {
+		if s := rep.Agents[n].Severity; s != contracts.SeverityHealthy {
+			still = append(still, n+" "+s.String())
+		}
+	}
+	msg := fmt.Sprintf("%d incident(s) resolved (%s)", len(done), strings.Join(done, ", "))
+	if len(still) > 0 {
+		msg += "; still not healthy: " + strings.Join(still, ", ")
+	}
+	return msg
+}
+
+func sortedAgentNames(rep *engine.Report) []string {
+	names := make([]string, 0, len(rep.Agents))
+	for n := range rep.Agents {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
 }
 
 func (d *demo) runOnce(ctx context.Context, c *contracts.Contract) (*engine.Report, error) {

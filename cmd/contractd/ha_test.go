@@ -80,8 +80,10 @@ type haRig struct {
 	// nodeVar passes --var node=NAME to each instance (the contract
 	// declares node).
 	nodeVar bool
-	mu      sync.Mutex
-	nodes   []*haNode
+	// extra are more arguments of every instance's serve.
+	extra []string
+	mu    sync.Mutex
+	nodes []*haNode
 }
 
 type haNode struct {
@@ -104,13 +106,19 @@ func startHA(t *testing.T, n int, contracts map[string]string, vars ...string) *
 // ${dir} gets the rig's work directory.
 func startHATTL(t *testing.T, ttl time.Duration, n int, contracts map[string]string, vars ...string) *haRig {
 	t.Helper()
+	return startHAArgs(t, ttl, nil, n, contracts, vars...)
+}
+
+// startHAArgs is startHATTL with extra arguments for every instance.
+func startHAArgs(t *testing.T, ttl time.Duration, extra []string, n int, contracts map[string]string, vars ...string) *haRig {
+	t.Helper()
 	bin := binary(t)
 	root := t.TempDir()
 	c, err := etcdcluster.Start(filepath.Join(root, "etcd"), 3, etcdcluster.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &haRig{t: t, bin: bin, etcd: c, dir: filepath.Join(root, "contracts"), work: filepath.Join(root, "work"), ttl: ttl}
+	r := &haRig{t: t, bin: bin, etcd: c, dir: filepath.Join(root, "contracts"), work: filepath.Join(root, "work"), ttl: ttl, extra: extra}
 	t.Cleanup(r.close)
 	for _, d := range []string{r.dir, r.work} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
@@ -159,6 +167,7 @@ func (r *haRig) start(node string) *haNode {
 	if r.nodeVar {
 		args = append(args, "--var", "node="+node)
 	}
+	args = append(args, r.extra...)
 	logf, err := os.OpenFile(n.log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644) // a restart appends
 	if err != nil {
 		r.t.Fatal(err)

@@ -23,7 +23,8 @@ var layers = map[string]int{
 	"engine":                 8,
 	"engine/replay":          9,
 	"engine/serve":           9,
-	"cmd/contractd":          10,
+	"engine/mcpserver":       10,
+	"cmd/contractd":          11,
 }
 
 // No import runs back up the layers: contracts imports nothing of steps or

@@ -103,7 +103,7 @@ describes a command and its flags.
 		for _, f := range d.Flags {
 			fmt.Fprint(w, ".TP\n")
 			if f.Arg != "" {
-				fmt.Fprintf(w, ".BI \"%s \" %s\n", roff(f.Flag), roff(f.Arg))
+				fmt.Fprintf(w, ".BI \"%s \" \"%s\"\n", roff(f.Flag), strings.ReplaceAll(roff(f.Arg), `"`, `\(dq`))
 			} else {
 				fmt.Fprintf(w, ".B %s\n", roff(f.Flag))
 			}

@@ -59,7 +59,7 @@ vars:
 
 | Field | Healthy | Critical |
 |-------|---------|----------|
-| ` + "`http_status`" + ` | ` + "`200`" + ` | ` + "`it != \"200\"`" + ` |
+| ` + "`http_status`" + ` | ` + "`\"200\"`" + ` | ` + "`it != \"200\"`" + ` |
 | ` + "`stdout`" + ` | ` + "`ok`" + ` | ` + "`it != \"ok\"`" + ` |
 
 ` + "```http {id=down}\nGET http://${refused}/?token=${H6_TOKEN}\n```" + `

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"os/signal"
 	"runtime/debug"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine"
+	"github.com/contractd/contractd/engine/mcpserver"
 	"github.com/contractd/contractd/engine/notify"
 	"github.com/contractd/contractd/engine/serve"
 	"github.com/contractd/contractd/engine/store"
@@ -29,6 +31,8 @@ func (m *Main) cmdServe(ctx context.Context, args []string) int {
 	durationVar(fs, &grace, "shutdown-grace", 30*time.Second, "how long (`DURATION`) running runs may finish on SIGTERM")
 	resident := fs.Bool("resident", true, "keep a resident session per target chain, so later runs start no login shell (see docs/transports.md)")
 	perHost := fs.Int("resident-per-host", transports.DefaultResidentPerHost, "most resident sessions open at once per host")
+	mcpOn := fs.Bool("mcp", false, "serve the MCP tools at /mcp (streamable HTTP), behind the --token-file token")
+	mcpAct := fs.Bool("mcp-allow-actions", false, "with --mcp: turn on the acting tools (run now, maintenance, release a hold-down)")
 	socket := fs.String("socket", "", "Unix socket `PATH` for `contractd NAME` on this host (default STATE_DIR/"+serve.SocketName+"; \"none\" for no socket)")
 	var lf loadFlags
 	lf.register(fs)
@@ -47,6 +51,14 @@ func (m *Main) cmdServe(ctx context.Context, args []string) int {
 	opts, err := lf.options()
 	if err != nil {
 		m.errorf("%v", err)
+		return exitUsage
+	}
+	if *mcpOn && *tokenFile == "" {
+		m.errorf("serve: --mcp needs --token-file: every MCP call over HTTP carries the API token")
+		return exitUsage
+	}
+	if *mcpAct && !*mcpOn {
+		m.errorf("serve: --mcp-allow-actions needs --mcp")
 		return exitUsage
 	}
 	if len(opts.Vars) > 0 {
@@ -104,6 +116,24 @@ func (m *Main) cmdServe(ctx context.Context, args []string) int {
 		m.errorf("%v", err)
 		return exitFailed
 	}
+	var mcpHandler func(*serve.Daemon) http.Handler
+	if *mcpOn {
+		// A dry run asks every guard and runs nothing: its own engine, on
+		// the daemon's pool and state, writing nothing.
+		dry, err := engine.New(engine.Options{
+			StateDir: *stateDir, Store: shared, Parallel: *parallel, Opener: engine.PoolOpener{Pool: pool},
+			Getenv: m.Getenv, Log: log, DryRun: true, NotifyDeps: notify.Deps{Logger: log, Getenv: m.Getenv},
+		})
+		if err != nil {
+			m.errorf("%v", err)
+			return exitFailed
+		}
+		mcpHandler = func(d *serve.Daemon) http.Handler {
+			src := &mcpserver.Daemon{D: d, Dry: dry, Load: opts, Listen: *listen}
+			srv := mcpserver.New(mcpserver.Options{Source: src, AllowActions: *mcpAct, Transport: "http", Version: version, Log: log})
+			return mcpserver.HTTPHandler(srv, d.CheckToken, opts.MaxFileSize)
+		}
+	}
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	defer signal.Stop(hup)
@@ -113,7 +143,7 @@ func (m *Main) cmdServe(ctx context.Context, args []string) int {
 		NotifyDeps: notify.Deps{Logger: log, Getenv: m.Getenv, PageURL: serve.PageURL(*listen)},
 		Log:        log, Reload: hup, Systemd: serve.SystemdFromEnv(m.Getenv, os.Getpid()),
 		Stagger: stagger, ShutdownGrace: grace, Socket: sock, Build: buildInfo(), PageAuth: *pageAuth,
-		HA: ha, Store: shared,
+		HA: ha, Store: shared, MCP: mcpHandler,
 		ResidentSessions: func() int {
 			n := 0
 			for _, k := range pool.ResidentSessions() {

@@ -62,6 +62,17 @@ func (m *Main) cmdStatus(ctx context.Context, args []string) int {
 		return exitFailed
 	}
 	defer src.close()
+	if wc, ok := src.st.(store.WriteChecker); ok {
+		if err := wc.CheckWritable(); err != nil {
+			// What the daemon's runs meet too: said first, on stdout for
+			// people and on stderr beside --json (whose shape it keeps).
+			w := m.Stdout
+			if *asJSON {
+				w = m.Stderr
+			}
+			say(w, "%v: runs probe and report, and repair and record nothing, until it can be written\n", err)
+		}
+	}
 	if len(names) == 0 {
 		return m.statusSummary(ctx, src, *asJSON)
 	}
@@ -276,6 +287,12 @@ func (m *Main) cmdHistory(ctx context.Context, args []string) int {
 		if h.Interrupted != "" {
 			say(tw, "\t  interrupted: %s\n", h.Interrupted)
 		}
+		if h.RequestedBy != "" {
+			say(tw, "\t  requested by %s\n", h.RequestedBy)
+		}
+		for _, ev := range h.Operator {
+			say(tw, "\t  before it: %s\n", ev.String())
+		}
 		for _, a := range h.Actions {
 			if a.Status == engine.ActionLogged || a.Status == engine.ActionMonitor {
 				continue
@@ -334,6 +351,17 @@ func (m *Main) cmdWhy(ctx context.Context, args []string) int {
 	say(m.Stdout, "%s run %s at %s: %s\n", name, h.RunID, h.StartedAt.Format(time.RFC3339), h.OverallSeverity)
 	if h.Interrupted != "" {
 		say(m.Stdout, "  interrupted: %s\n", h.Interrupted)
+	}
+	if h.RequestedBy != "" {
+		say(m.Stdout, "  requested by %s\n", h.RequestedBy)
+	}
+	for _, ev := range h.Operator {
+		say(m.Stdout, "  before it: %s\n", ev.String())
+	}
+	if l, err := src.st.ReadLedger(name); err == nil {
+		for _, ev := range l.Operator {
+			say(m.Stdout, "  since then: %s\n", ev.String())
+		}
 	}
 	steps := make([]string, 0, len(h.Findings))
 	for step := range h.Findings {

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 )
 
@@ -103,5 +105,110 @@ func TestDocumentedTestFilePasses(t *testing.T) {
 	os.WriteFile(tf, []byte("contract: "+mustAbs(t, "../../fixtures/contracts/a2a-selfheal.md")+"\n"+body), 0o644)
 	if code, out, errs := runMain(t, "contractd", "test", tf); code != 0 {
 		t.Fatalf("the documented test file: exit %d\n%s%s", code, out, errs)
+	}
+}
+
+// everyKindContract has a step of each built-in kind on a target nothing
+// answers on: an ssh host on a closed port, and a listener that counts
+// every connection it is offered.
+const everyKindContract = `---
+name: every-kind
+runtime_contract: 2
+targets:
+  far: {ssh: "nobody@127.0.0.1:{{closed}}"}
+vars:
+  addr: "{{addr}}"
+---
+
+## Execution
+
+### Bash {#bash agent=b on=far}
+
+` + "```bash {id=b}\nsystemctl is-active web\n```" + `
+
+| Field | Healthy | Critical |
+|-------|---------|----------|
+| ` + "`exit_code`" + ` | 0 | != 0 |
+
+### Sh {#sh agent=s on=far}
+
+` + "```sh {id=s}\ntest -f /run/web.pid\n```" + `
+
+| Field | Healthy | Critical |
+|-------|---------|----------|
+| ` + "`exit_code`" + ` | 0 | != 0 |
+
+### HTTP {#http agent=h}
+
+` + "```http {id=h}\nGET http://${addr}/health\n```" + `
+
+Expected: ` + "`200`" + `
+
+### TCP {#tcp agent=t}
+
+` + "```tcp {id=t}\n${addr}\n```" + `
+
+| Field | Healthy | Critical |
+|-------|---------|----------|
+| ` + "`open`" + ` | true | false |
+`
+
+// TestContractTestReplaysEveryKindWithNoTargetReached: a recording with
+// `exit: 1` for every step kind comes to the verdict its table gives that
+// answer (an exit code of 1, an http probe that got no answer, a tcp port
+// not open: each agent critical), healthy answers to healthy, and no step
+// is run or dialled: the
+// exec steps' ssh target is a closed port and the http and tcp steps'
+// listener counts no connection.
+func TestContractTestReplaysEveryKindWithNoTargetReached(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var dialled atomic.Int32
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			dialled.Add(1)
+			c.Close()
+		}
+	}()
+	dir := t.TempDir()
+	contract := strings.NewReplacer("{{closed}}", strings.TrimPrefix(closedPort(t), "127.0.0.1:"), "{{addr}}", l.Addr().String()).Replace(everyKindContract)
+	test := `runs:
+  - name: every step exits 1
+    steps:
+      bash/b: {exit: 1}
+      sh/s: {exit: 1}
+      http/h: {exit: 1}
+      tcp/t: {exit: 1}
+    expect:
+      overall: critical
+      agents: {b: critical, s: critical, h: critical, t: critical}
+  - name: every step answers
+    steps:
+      bash/b: {stdout: active}
+      sh/s: {exit: 0}
+      http/h: {http: {status: 200}}
+      tcp/t: {exit: 0}
+    expect:
+      overall: healthy
+      agents: {b: healthy, s: healthy, h: healthy, t: healthy}
+`
+	for name, text := range map[string]string{"every-kind.md": contract, "every-kind.test.yaml": test} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	code, out, errs := runMain(t, "contractd", "test", "-v", filepath.Join(dir, "every-kind.test.yaml"))
+	if code != 0 || !strings.HasPrefix(out, "ok ") {
+		t.Fatalf("contractd test: exit %d\n%s%s", code, out, errs)
+	}
+	if n := dialled.Load(); n != 0 {
+		t.Fatalf("the replay connected %d times to the step's address", n)
 	}
 }

@@ -178,6 +178,7 @@ func NewChain(g contracts.Guards, s contracts.Schedule, clock Clock) *Chain {
 	g.After = atLeastOne(g.After)
 	g.UnreachableAfter = atLeastOne(g.UnreachableAfter)
 	g.RecoverAfter = atLeastOne(g.RecoverAfter)
+	g.UnknownAfter = atLeastOne(g.UnknownAfter)
 	c := &Chain{settings: g, every: s.Every, clock: clock}
 	c.rules = make([]Guard, len(guards))
 	for i, build := range guards {
@@ -189,6 +190,13 @@ func NewChain(g contracts.Guards, s contracts.Schedule, clock Clock) *Chain {
 // Hysteresis returns the unit-level hysteresis of the contract.
 func (c *Chain) Hysteresis() Hysteresis {
 	return Hysteresis{After: c.settings.After, UnreachableAfter: c.settings.UnreachableAfter, RecoverAfter: c.settings.RecoverAfter, Clock: c.clock}
+}
+
+// UnknownFor reports whether u has been unknown for unknown_after
+// consecutive runs: then it is an incident of its own (SourceUnknown),
+// which resolves once the unit is judged again.
+func (c *Chain) UnknownFor(u *Unit) bool {
+	return u != nil && u.Unknown >= c.settings.UnknownAfter
 }
 
 // Incidents returns the contract's alert policy over the given incidents

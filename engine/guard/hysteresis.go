@@ -58,7 +58,9 @@ type Settled struct {
 //     condition likewise clears after RecoverAfter consecutive known runs
 //     without it;
 //   - unknown and skipped runs change nothing: they neither advance
-//     recovery nor failing, and never clear a condition;
+//     recovery nor failing, and never clear a condition; unknown runs are
+//     counted (Unit.Unknown) for the unknown incident, which any other
+//     verdict resets;
 //   - inside the post-repair grace a failing run is not counted at all.
 type Hysteresis struct {
 	After            int
@@ -97,6 +99,13 @@ func (h Hysteresis) Observe(u *Unit, o Observation) Settled {
 	now := h.Clock.Now()
 	after, unreachAfter, recoverAfter := atLeastOne(h.After), atLeastOne(h.UnreachableAfter), atLeastOne(h.RecoverAfter)
 	s := Settled{Raw: o.Severity, Severity: contracts.SeverityUnknown, Failing: u.failing()}
+	switch o.Severity {
+	case contracts.SeverityUnknown:
+		u.Unknown++
+	case contracts.SeveritySkipped:
+	default:
+		u.Unknown = 0
+	}
 
 	switch o.Severity {
 	case contracts.SeverityHealthy:

@@ -23,6 +23,7 @@ const (
 	SourceGuard    = "guard"    // a guard: crash loop, repairs exhausted, circuit open
 	SourceGate     = "gate"     // a gate stage that is down
 	SourceContract = "contract" // a contract-wide row of the escalation table
+	SourceUnknown  = "unknown"  // a unit judged unknown for unknown_after runs
 )
 
 // AllUnits is the agent part of an incident that belongs to the whole

@@ -18,6 +18,9 @@ type Window struct {
 	Since  time.Time `json:"since"`
 	Until  time.Time `json:"until"`
 	Reason string    `json:"reason,omitempty"`
+	// By names who started the window when the caller named itself (an
+	// MCP client); "" for the CLI and the API.
+	By string `json:"by,omitempty"`
 }
 
 // Active reports whether the window covers now.
@@ -30,6 +33,9 @@ func (w *Window) String() string {
 	s := "maintenance until " + stamp(w.Until)
 	if w.Reason != "" {
 		s += ": " + w.Reason
+	}
+	if w.By != "" {
+		s += " (set by " + w.By + ")"
 	}
 	return s
 }

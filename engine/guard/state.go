@@ -41,6 +41,10 @@ type Unit struct {
 	Failing     int `json:"consecutive_failing,omitempty"`
 	Healthy     int `json:"consecutive_healthy,omitempty"`
 	Unreachable int `json:"consecutive_unreachable,omitempty"`
+	// Unknown counts consecutive runs that judged the unit unknown (a
+	// row none of whose cells held, a value missing); any other verdict
+	// resets it.
+	Unknown int `json:"consecutive_unknown,omitempty"`
 	// Repairs are the times repairs ran on this unit, oldest first.
 	Repairs []time.Time `json:"repairs,omitempty"`
 	// GraceUntil is the end of the post-repair grace; zero when none.

@@ -71,7 +71,17 @@ func asContract(ex docExample) string {
 	if !regexp.MustCompile(`(?m)^runtime_contract:`).MatchString(fm) {
 		fm = "runtime_contract: 2\n" + fm
 	}
-	return "---\n" + fm + "\n---\n\n## Execution\n\n### Probe {#probe}\n\n```sh {id=p}\ntrue\n```\n"
+	probe := "\n\n```sh {id=p%d}\necho ok\n```\n\nExpected: `ok`\n"
+	body := "---\n" + fm + "\n---\n\n## Execution\n\n### Probe {#probe}" + fmt.Sprintf(probe, 0)
+	// Each report-only agent the page names is an agent of the contract,
+	// as lint requires of report_only_agents.
+	if m := regexp.MustCompile(`(?m)^report_only_agents: \[(.*)\]`).FindStringSubmatch(fm); m != nil {
+		for i, a := range strings.Split(m[1], ",") {
+			a = strings.TrimSpace(a)
+			body += fmt.Sprintf("\n### %s {#ro%d agent=%s}", a, i+1, a) + fmt.Sprintf(probe, i+1)
+		}
+	}
+	return body
 }
 
 // destinations are real ones for every route the examples configure: the

@@ -20,6 +20,7 @@ import (
 	"github.com/goccy/go-yaml"
 
 	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/steps"
 )
 
 // File is a test file (NAME.test.yaml beside NAME.md), as documented in
@@ -61,33 +62,12 @@ type Run struct {
 	Expect  Expect             `yaml:"expect"`
 }
 
-// Output is what one step or repair answered.
-type Output struct {
-	Stdout string `yaml:"stdout"`
-	Stderr string `yaml:"stderr"`
-	Exit   int    `yaml:"exit"`
-	// Timeout: the command ran past its timeout (exec), or nothing
-	// answered before the step's deadline (http, tcp).
-	Timeout bool `yaml:"timeout"`
-	// Unreachable: the target could not be reached at all (a transport
-	// error, not a probe that failed).
-	Unreachable bool `yaml:"unreachable"`
-	// Refused: an http or tcp probe's connection was refused
-	// (http_status "000").
-	Refused bool `yaml:"refused"`
-	// HTTP is an http step's answer; a tcp step connects when neither
-	// Refused, Timeout nor Unreachable is set.
-	HTTP *HTTPOutput `yaml:"http"`
-}
+// Output is what one step or repair answered: the recording a step's kind
+// replays (steps.Recording); a repair's is its stdout, stderr and exit.
+type Output = steps.Recording
 
 // HTTPOutput is an http step's recorded answer.
-type HTTPOutput struct {
-	Status  int               `yaml:"status"`
-	Headers map[string]string `yaml:"headers"`
-	// Body is the answer's body: a string as it is, anything else as
-	// JSON (with Content-Type: application/json unless Headers set one).
-	Body any `yaml:"body"`
-}
+type HTTPOutput = steps.RecordedHTTP
 
 // Expect is what a run must come to. Only what is given is checked.
 type Expect struct {

@@ -1,20 +1,12 @@
 package replay
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
-	"strconv"
-	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/contractd/contractd/contracts"
@@ -80,7 +72,7 @@ func Test(ctx context.Context, path string) (*Result, error) {
 		secrets[s] = "test-secret-" + s
 	}
 	eng, err := engine.New(engine.Options{
-		StateDir: state, Opener: &opener{rp}, Clock: clk, Sleep: sleeper(clk),
+		StateDir: state, Opener: &opener{rp}, Recordings: rp, Clock: clk, Sleep: sleeper(clk),
 		Getenv:    func(k string) string { return secrets[k] },
 		Notifiers: []notify.Notifier{recorder{}},
 	})
@@ -149,8 +141,10 @@ func (r *replayer) next(run *Run) {
 	r.after, r.repairs, r.lacking = run.AfterRepair, run.Repairs, map[string]bool{}
 }
 
-// output is the recorded answer of stage/step; nil (noted) when there is none.
-func (r *replayer) output(p engine.Probe, step string) *Output {
+// Recording is the recorded answer of stage/step (engine.Recordings):
+// after a repair, after_repair's before steps'; nil, and noted as
+// missing, when there is none.
+func (r *replayer) Recording(p engine.Probe, step string) *steps.Recording {
 	key := p.Stage + "/" + step
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -187,7 +181,9 @@ func (r *replayer) missing() []string {
 	return out
 }
 
-// opener hands the engine replaying transports and dialers.
+// opener hands the engine a transport that answers repairs from the
+// recording. Steps never reach it: the engine replays them through their
+// kinds (engine.Options.Recordings), so nothing dials and nothing runs.
 type opener struct{ r *replayer }
 
 var _ engine.Opener = (*opener)(nil)
@@ -197,10 +193,11 @@ func (o *opener) Open(c *contracts.Contract, target string) (transports.Transpor
 }
 
 func (o *opener) Dialer(c *contracts.Contract, target string) (steps.Dialer, error) {
-	return dialer{r: o.r}, nil
+	return nil, fmt.Errorf("replay: %s: a test dials nothing (its steps are replayed)", target)
 }
 
-// transport answers exec steps and repairs from the recording.
+// transport answers repairs from the recording, and refuses anything
+// else: a step is replayed by its kind, never run.
 type transport struct {
 	r      *replayer
 	target string
@@ -212,114 +209,24 @@ func (t *transport) String() string { return "replay " + t.target }
 
 func (t *transport) Exec(ctx context.Context, cmd transports.Command) (transports.Result, error) {
 	p, ok := engine.ProbeFrom(ctx)
-	switch {
-	case !ok:
-		return transports.Result{}, fmt.Errorf("%w: replay: a command with no probe named", transports.ErrUnreachable)
-	case p.Action != "":
-		return result(t.r.repair(p.Action))
-	case len(p.Steps) == 0:
-		return transports.Result{}, fmt.Errorf("%w: replay: a probe with no step", transports.ErrUnreachable)
+	if !ok || p.Action == "" {
+		return transports.Result{}, fmt.Errorf("%w: replay: only a repair runs in a test", transports.ErrUnreachable)
 	}
-	return result(t.r.output(p, p.Steps[0]))
-}
-
-// ExecBatch answers each step in turn; like a real batch whose session
-// dies, an unreachable step ends it and the rest did not run.
-func (t *transport) ExecBatch(ctx context.Context, cmds []transports.Command) ([]transports.Result, error) {
-	p, ok := engine.ProbeFrom(ctx)
-	if !ok || len(p.Steps) != len(cmds) {
-		return nil, fmt.Errorf("%w: replay: a batch whose steps are not named", transports.ErrUnreachable)
-	}
-	out := make([]transports.Result, len(cmds))
-	for i := range cmds {
-		res, err := result(t.r.output(p, p.Steps[i]))
-		if err != nil {
-			for j := i; j < len(cmds); j++ {
-				out[j] = transports.Result{ExitCode: -1, NotRun: true}
-			}
-			return out, err
-		}
-		out[i] = res
-	}
-	return out, nil
-}
-
-// result turns a recorded output into what a transport returns.
-func result(o *Output) (transports.Result, error) {
-	if o == nil {
-		return transports.Result{}, fmt.Errorf("%w: no recorded output", transports.ErrUnreachable)
-	}
-	if o.Unreachable {
-		return transports.Result{}, fmt.Errorf("%w: recorded unreachable", transports.ErrUnreachable)
-	}
+	o := t.r.repair(p.Action)
 	res := transports.Result{Stdout: o.Stdout, Stderr: o.Stderr, ExitCode: o.Exit, TimedOut: o.Timeout,
 		StdoutBytes: int64(len(o.Stdout)), StderrBytes: int64(len(o.Stderr))}
 	if o.Timeout && o.Exit == 0 {
 		res.ExitCode = 124 // what `timeout` exits with
 	}
+	if o.Unreachable {
+		return transports.Result{}, fmt.Errorf("%w: recorded unreachable", transports.ErrUnreachable)
+	}
 	return res, nil
 }
 
-// dialer answers http and tcp probes: an http answer is served over an
-// in-memory connection to the engine's own HTTP client.
-type dialer struct{ r *replayer }
-
-func (d dialer) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
-	p, ok := engine.ProbeFrom(ctx)
-	if !ok || len(p.Steps) == 0 {
-		return nil, fmt.Errorf("%w: replay: a dial with no step named", transports.ErrUnreachable)
-	}
-	o := d.r.output(p, p.Steps[0])
-	switch {
-	case o == nil:
-		return nil, fmt.Errorf("%w: no recorded output", transports.ErrUnreachable)
-	case o.Unreachable:
-		return nil, fmt.Errorf("%w: recorded unreachable", transports.ErrUnreachable)
-	case o.Refused:
-		return nil, &net.OpError{Op: "dial", Net: network, Err: syscall.ECONNREFUSED}
-	case o.Timeout:
-		// At once: the fake clock does not wait, and neither does a test.
-		return nil, &net.OpError{Op: "dial", Net: network, Err: timeoutError{}}
-	}
-	client, server := net.Pipe()
-	go serve(server, o.HTTP)
-	return client, nil
-}
-
-// serve answers one request on conn with h (a tcp probe's connection, h
-// nil, is only held open until the prober closes it).
-func serve(conn net.Conn, h *HTTPOutput) {
-	defer conn.Close()
-	if h == nil {
-		_, _ = io.Copy(io.Discard, conn)
-		return
-	}
-	req, err := http.ReadRequest(bufio.NewReader(conn))
-	if err != nil {
-		return
-	}
-	_, _ = io.Copy(io.Discard, req.Body)
-	var body []byte
-	header := http.Header{}
-	switch b := h.Body.(type) {
-	case nil:
-	case string:
-		body = []byte(b)
-	default:
-		body, _ = json.Marshal(b)
-		header.Set("Content-Type", "application/json")
-	}
-	for k, v := range h.Headers {
-		header.Set(k, v)
-	}
-	status := h.Status
-	if status == 0 {
-		status = http.StatusOK
-	}
-	resp := &http.Response{StatusCode: status, Status: strconv.Itoa(status) + " " + http.StatusText(status),
-		ProtoMajor: 1, ProtoMinor: 1, Header: header, ContentLength: int64(len(body)),
-		Body: io.NopCloser(strings.NewReader(string(body))), Close: true, Request: req}
-	_ = resp.Write(conn)
+// ExecBatch refuses: only steps travel in batches, and steps are replayed.
+func (t *transport) ExecBatch(ctx context.Context, cmds []transports.Command) ([]transports.Result, error) {
+	return nil, fmt.Errorf("%w: replay: a batch of steps reached a transport", transports.ErrUnreachable)
 }
 
 // recorder stands in for the contract's notify routes: every message is
@@ -328,10 +235,3 @@ type recorder struct{}
 
 func (recorder) Name() string                                       { return "test" }
 func (recorder) Notify(ctx context.Context, m notify.Message) error { return nil }
-
-// timeoutError is a recorded timeout, as net reports one.
-type timeoutError struct{}
-
-func (timeoutError) Error() string   { return "i/o timeout (recorded)" }
-func (timeoutError) Timeout() bool   { return true }
-func (timeoutError) Temporary() bool { return true }

@@ -83,7 +83,14 @@ const busyPoll = 100 * time.Millisecond
 type RunRequest struct {
 	Contract string
 	Command  string
+	// By names who asks, when a caller named itself (an MCP client); the
+	// daemon records it with the run (RequestedByHeader).
+	By string
 }
+
+// RequestedByHeader carries RunRequest.By to the daemon, which trusts it
+// only from a request its token or socket admitted.
+const RequestedByHeader = "Contractd-Requested-By"
 
 func (r RunRequest) path() string {
 	if r.Command != "" {
@@ -100,7 +107,7 @@ func (c *Client) Run(ctx context.Context, req RunRequest, wait time.Duration) Ru
 	path := req.path()
 	deadline := time.Now().Add(wait)
 	for {
-		ans, busy := c.post(ctx, path)
+		ans, busy := c.post(ctx, path, req.By)
 		if ans.Answer != NotRun || !busy || !time.Now().Before(deadline) {
 			return ans
 		}
@@ -114,10 +121,13 @@ func (c *Client) Run(ctx context.Context, req RunRequest, wait time.Duration) Ru
 
 // post makes one request. busy is set when a run of the contract was
 // already going (409 Conflict).
-func (c *Client) post(ctx context.Context, path string) (ans RunAnswer, busy bool) {
+func (c *Client) post(ctx context.Context, path, by string) (ans RunAnswer, busy bool) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+path, nil)
 	if err != nil {
 		return RunAnswer{Msg: err.Error()}, false
+	}
+	if by != "" {
+		req.Header.Set(RequestedByHeader, by)
 	}
 	if c.token != "" {
 		req.Header.Set("Authorization", "Bearer "+c.token)
@@ -157,4 +167,24 @@ func (c *Client) post(ctx context.Context, path string) (ans RunAnswer, busy boo
 		return RunAnswer{Answer: RunFailed, Report: apiErr.Report, Msg: apiErr.Error}, false
 	}
 	return RunAnswer{Msg: fmt.Sprintf("%s: %s", resp.Status, apiErr.Error)}, false
+}
+
+// Health asks the daemon for GET /healthz. It fails when no daemon
+// answers or the answer is not a health report; a stuck daemon's report
+// (503) is returned, with Status "stuck".
+func (c *Client) Health(ctx context.Context) (*Health, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.base+"/healthz", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	var h Health
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&h); err != nil || h.Status == "" {
+		return nil, fmt.Errorf("%s: GET /healthz: %s, not a health report", c.Where, resp.Status)
+	}
+	return &h, nil
 }

@@ -120,6 +120,10 @@ type Config struct {
 	// history, maintenance and reset, and for a new owner's schedule. Nil
 	// means the files in StateDir.
 	Store store.Backend
+	// MCP, when set, builds the handler served at /mcp (the MCP tools over
+	// streamable HTTP) once the daemon exists; the handler checks the
+	// bearer token itself (CheckToken).
+	MCP func(*Daemon) http.Handler
 
 	Stagger       time.Duration // max random phase per contract; 0 means none
 	ShutdownGrace time.Duration // how long running runs may finish after ctx is cancelled
@@ -172,6 +176,8 @@ type Daemon struct {
 	stopLoops  context.CancelFunc
 	stopping   atomic.Bool
 	reloadReq  chan struct{}
+	mcp        http.Handler // Config.MCP's, or nil
+	stateWatch stateWatch
 }
 
 // New checks cfg, fills defaults and opens the HTTP listener, so a mistyped
@@ -275,6 +281,9 @@ func New(cfg Config) (*Daemon, error) {
 	if d.cfg.Notify == nil {
 		d.cfg.Notify = d.notifyRoutes
 	}
+	if cfg.MCP != nil {
+		d.mcp = cfg.MCP(d)
+	}
 	d.srv = &http.Server{Handler: d.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: 2 * time.Minute}
 	if cfg.Socket != "" {
 		sock, err := listenSocket(cfg.Socket)
@@ -313,6 +322,11 @@ func lockStateDir(dir string) (unlock func(), err error) {
 	switch {
 	case errors.As(err, &held):
 		return nil, fmt.Errorf("serve: %s: %w (pid %s)", dir, ErrStateDirInUse, held.PID)
+	case store.CannotWrite(err):
+		// A state dir that cannot be written, and has no lock file yet:
+		// the daemon still probes and reports (it writes nothing, so a
+		// second daemon could not overwrite it), and says so at every run.
+		return func() {}, nil
 	case errors.As(err, &open):
 		return nil, fmt.Errorf("serve: %w", err)
 	case err != nil:

@@ -477,6 +477,7 @@ func TestMetricsScrape(t *testing.T) {
 			r.Agents = map[string]*engine.AgentReport{
 				"abiba": {Agent: "abiba", Severity: contracts.SeverityCritical},
 				"koby":  {Agent: "koby", Severity: contracts.SeverityHealthy},
+				"ace":   {Agent: "ace", Severity: contracts.SeverityUnknown, UnknownRuns: 4},
 			}
 			r.Stages = []*engine.StageReport{{ID: "disk", Agent: "abiba", Steps: []*engine.StepReport{
 				{ID: "df", Metrics: map[string]float64{"used_pct": 91.5, "inodes.used": 7}},
@@ -519,6 +520,9 @@ func TestMetricsScrape(t *testing.T) {
 		`contractd_agent_state{agent="abiba",contract="scraped",state="unknown"}`:              0,
 		`contractd_agent_state{agent="koby",contract="scraped",state="healthy"}`:               1,
 		`contractd_agent_state{agent="koby",contract="scraped",state="critical"}`:              0,
+		`contractd_agent_state{agent="ace",contract="scraped",state="unknown"}`:                1,
+		`contractd_agent_unknown_runs{agent="ace",contract="scraped"}`:                         4,
+		`contractd_agent_unknown_runs{agent="abiba",contract="scraped"}`:                       0,
 		`contractd_contract_state{contract="scraped",state="critical"}`:                        1,
 		`contractd_contract_state{contract="scraped",state="healthy"}`:                         0,
 		`contractd_repairs_total{contract="scraped",result="ran"}`:                             1,

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"context"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/json"
@@ -16,6 +17,8 @@ import (
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine"
 	"github.com/contractd/contractd/engine/guard"
+	"github.com/contractd/contractd/engine/store"
+	"github.com/contractd/contractd/transports"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 )
@@ -30,6 +33,9 @@ type Health struct {
 	Running        []string  `json:"running"`
 	// ETCD is this instance's standing in a group (serve --etcd).
 	ETCD *HAHealth `json:"etcd,omitempty"`
+	// StateUnwritable is set while the state directory cannot be
+	// written: runs probe and report, and repair and record nothing.
+	StateUnwritable *StateProblem `json:"state_unwritable,omitempty"`
 }
 
 // HAHealth is the etcd part of GET /healthz.
@@ -133,33 +139,74 @@ type ContractList struct {
 	// ETCD is this instance's standing in a group (serve --etcd), as in
 	// GET /healthz, with the nodes it sees.
 	ETCD *HAHealth `json:"etcd,omitempty"`
+	// StateUnwritable is as in GET /healthz.
+	StateUnwritable *StateProblem `json:"state_unwritable,omitempty"`
 }
 
-// Handler returns the daemon's HTTP API: the status page (GET / and
-// GET /c/{name}), GET /healthz, GET /contracts,
-// GET /contracts/{name}, POST /contracts/{name}/run,
-// POST /commands/{command}/run (the contract declaring command),
-// POST /contracts/{name}/reset, POST /contracts/{name}/maintenance and
-// GET /metrics.
+// Handler returns the daemon's HTTP API: every route of routes, each
+// behind its access rule.
 func (d *Daemon) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET /{$}", d.page(d.handlePage))
-	mux.HandleFunc("GET /c/{name}", d.page(d.handleContractPage))
-	mux.HandleFunc("GET /healthz", d.handleHealth)
-	// The list and a contract's detail carry what the page shows (the
-	// last findings, probe output among them): they follow its rule.
-	mux.HandleFunc("GET /contracts", d.page(d.handleList))
-	mux.HandleFunc("GET /contracts/{name}", d.page(d.handleDetail))
-	mux.HandleFunc("POST /contracts/{name}/run", d.authorized(d.handleRun))
-	mux.HandleFunc("POST /commands/{command}/run", d.authorized(d.handleCommand))
-	mux.HandleFunc("POST /contracts/{name}/reset", d.authorized(d.handleReset))
-	mux.HandleFunc("POST /contracts/{name}/maintenance", d.authorized(d.handleMaintenance))
+	for _, rt := range d.routes() {
+		h := rt.handler
+		switch rt.access {
+		case accessPage:
+			h = d.page(h)
+		case accessToken:
+			h = d.authorized(h)
+		}
+		mux.HandleFunc(rt.pattern, h)
+	}
+	return mux
+}
+
+// Who may call a route.
+const (
+	accessOpen  = "open"  // anyone who reaches the address (health, metrics)
+	accessPage  = "page"  // as open, or the token with Config.PageAuth: what the status page shows
+	accessToken = "token" // the bearer token, or the socket from the daemon's user or root
+	accessOwn   = "own"   // the handler checks the token itself (/mcp: the SDK's bearer middleware, so its tools know the caller was admitted)
+)
+
+// route is one request the API answers.
+type route struct {
+	pattern string // a net/http pattern: "POST /contracts/{name}/run"
+	access  string
+	handler http.HandlerFunc
+}
+
+// routes is the API, one row per request it answers: the status page
+// (GET / and GET /c/{name}), GET /healthz, GET /contracts, GET
+// /contracts/{name}, POST /contracts/{name}/run, POST
+// /commands/{command}/run (the contract declaring command), POST
+// /contracts/{name}/reset, POST /contracts/{name}/maintenance, GET
+// /metrics, and /mcp with Config.MCP. Only the two run requests (and the
+// MCP tools, which call the same runs) run anything on a target, and only
+// a run of a loaded contract, as its schedule would.
+func (d *Daemon) routes() []route {
 	var g prometheus.Gatherer = d.metrics.reg
 	if d.cfg.HA != nil {
 		g = runsOnly{g: g, runs: d.runsHere}
 	}
-	mux.Handle("GET /metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
-	return mux
+	metrics := promhttp.HandlerFor(g, promhttp.HandlerOpts{})
+	rs := []route{
+		{"GET /{$}", accessPage, d.handlePage},
+		{"GET /c/{name}", accessPage, d.handleContractPage},
+		{"GET /healthz", accessOpen, d.handleHealth},
+		// The list and a contract's detail carry what the page shows (the
+		// last findings, probe output among them): they follow its rule.
+		{"GET /contracts", accessPage, d.handleList},
+		{"GET /contracts/{name}", accessPage, d.handleDetail},
+		{"POST /contracts/{name}/run", accessToken, d.handleRun},
+		{"POST /commands/{command}/run", accessToken, d.handleCommand},
+		{"POST /contracts/{name}/reset", accessToken, d.handleReset},
+		{"POST /contracts/{name}/maintenance", accessToken, d.handleMaintenance},
+		{"GET /metrics", accessOpen, metrics.ServeHTTP},
+	}
+	if d.mcp != nil {
+		rs = append(rs, route{"/mcp", accessOwn, d.mcp.ServeHTTP})
+	}
+	return rs
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -178,6 +225,17 @@ type apiError struct {
 }
 
 func (d *Daemon) handleHealth(w http.ResponseWriter, r *http.Request) {
+	h, ok := d.Health()
+	code := http.StatusOK
+	if !ok {
+		code = http.StatusServiceUnavailable
+	}
+	writeJSON(w, code, h)
+}
+
+// Health returns what GET /healthz answers, and whether the scheduler is
+// ticking (false: Status is "stuck").
+func (d *Daemon) Health() (Health, bool) {
 	d.hbMu.Lock()
 	last := d.hb.last
 	d.hbMu.Unlock()
@@ -188,13 +246,12 @@ func (d *Daemon) handleHealth(w http.ResponseWriter, r *http.Request) {
 		h.Running = []string{}
 	}
 	h.ETCD = d.haHealth()
+	h.StateUnwritable = d.stateWatch.current()
 	sort.Strings(h.Running)
-	code := http.StatusOK
 	if !ok {
 		h.Status = "stuck"
-		code = http.StatusServiceUnavailable
 	}
-	writeJSON(w, code, h)
+	return h, ok
 }
 
 func timePtr(t time.Time) *time.Time {
@@ -249,6 +306,12 @@ func (d *Daemon) status(e *entry) ContractStatus {
 }
 
 func (d *Daemon) handleList(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, d.List())
+}
+
+// List returns what GET /contracts answers: every loaded contract with
+// its schedule and state, the files kept out, and the group's standing.
+func (d *Daemon) List() ContractList {
 	d.mu.Lock()
 	entries := make([]*entry, 0, len(d.entries))
 	for _, e := range d.entries {
@@ -272,8 +335,9 @@ func (d *Daemon) handleList(w http.ResponseWriter, r *http.Request) {
 		list.Contracts = append(list.Contracts, d.contractStatus(e, d.readState(e.name, 0, now, &down)))
 	}
 	list.ETCD = d.haHealth()
+	list.StateUnwritable = d.stateWatch.current()
 	sort.Slice(list.Rejected, func(i, j int) bool { return list.Rejected[i].Path < list.Rejected[j].Path })
-	writeJSON(w, http.StatusOK, list)
+	return list
 }
 
 func (d *Daemon) entry(name string) *entry {
@@ -283,10 +347,20 @@ func (d *Daemon) entry(name string) *entry {
 }
 
 func (d *Daemon) handleDetail(w http.ResponseWriter, r *http.Request) {
-	e := d.entry(r.PathValue("name"))
-	if e == nil {
+	det, err := d.Detail(r.PathValue("name"))
+	if err != nil {
 		writeJSON(w, http.StatusNotFound, apiError{Error: "unknown contract " + r.PathValue("name")})
 		return
+	}
+	writeJSON(w, http.StatusOK, det)
+}
+
+// Detail returns what GET /contracts/{name} answers; it fails with
+// ErrUnknownContract for a contract the daemon has not loaded.
+func (d *Daemon) Detail(name string) (*ContractDetail, error) {
+	e := d.entry(name)
+	if e == nil {
+		return nil, fmt.Errorf("%w %q", ErrUnknownContract, name)
 	}
 	var down error
 	cs := d.readState(e.name, 1, d.clock.Now(), &down)
@@ -308,7 +382,7 @@ func (d *Daemon) handleDetail(w http.ResponseWriter, r *http.Request) {
 			d.log.Error("snapshot unreadable", "contract", e.name, "error", err)
 		}
 	}
-	writeJSON(w, http.StatusOK, det)
+	return &det, nil
 }
 
 // MaintenanceRequest is the body of POST /contracts/{name}/maintenance:
@@ -323,39 +397,61 @@ type MaintenanceRequest struct {
 
 func (d *Daemon) handleMaintenance(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
-	e := d.entry(name)
-	if e == nil {
-		writeJSON(w, http.StatusNotFound, apiError{Error: "unknown contract " + name})
-		return
-	}
 	var req MaintenanceRequest
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
 	dec.DisallowUnknownFields()
-	if err := dec.Decode(&req); err != nil {
-		writeJSON(w, http.StatusBadRequest, apiError{Error: "body: " + err.Error()})
-		return
+	if d.entry(name) != nil {
+		if err := dec.Decode(&req); err != nil {
+			writeJSON(w, http.StatusBadRequest, apiError{Error: "body: " + err.Error()})
+			return
+		}
+	}
+	windows, err := d.SetMaintenance(r.Context(), name, req)
+	switch {
+	case errors.Is(err, ErrUnknownContract):
+		writeJSON(w, http.StatusNotFound, apiError{Error: "unknown contract " + name})
+	case errors.Is(err, ErrBadRequest):
+		writeJSON(w, http.StatusBadRequest, apiError{Error: strings.TrimPrefix(err.Error(), ErrBadRequest.Error()+": ")})
+	case err != nil:
+		writeJSON(w, http.StatusInternalServerError, apiError{Error: err.Error()})
+	default:
+		writeJSON(w, http.StatusOK, map[string]any{"contract": name, "maintenance": windows})
+	}
+}
+
+// ErrBadRequest is wrapped by the errors of a request that asks for
+// something that cannot be: a bad duration, an agent the contract lacks.
+var ErrBadRequest = errors.New("bad request")
+
+// SetMaintenance starts or ends a maintenance window of contract name as
+// req says (POST /contracts/{name}/maintenance), in the state the
+// contract's runs read (engine.SetMaintenance; a caller named in ctx with
+// engine.WithRequester is recorded). It returns the windows in force
+// afterwards; it fails with ErrUnknownContract, with ErrBadRequest (the
+// message says what is wrong), or with the store's error.
+func (d *Daemon) SetMaintenance(ctx context.Context, name string, req MaintenanceRequest) (map[string]*guard.Window, error) {
+	e := d.entry(name)
+	if e == nil {
+		return nil, fmt.Errorf("%w %q", ErrUnknownContract, name)
 	}
 	dur, err := time.ParseDuration(req.For)
 	if req.For == "" {
 		dur, err = 0, nil
 	}
 	if err != nil || dur < 0 || (dur > 0) == req.End {
-		writeJSON(w, http.StatusBadRequest, apiError{Error: `give either "for" (a positive duration such as "2h") or "end": true`})
-		return
+		return nil, fmt.Errorf(`%w: give either "for" (a positive duration such as "2h") or "end": true`, ErrBadRequest)
 	}
 	if req.Agent != "" {
 		e.mu.Lock()
 		agents := engine.Agents(e.c)
 		e.mu.Unlock()
 		if !slices.Contains(agents, req.Agent) {
-			writeJSON(w, http.StatusBadRequest, apiError{Error: fmt.Sprintf("contract %s has no agent %q (its agents: %s)%s", name, req.Agent, strings.Join(agents, ", "), contracts.Suggest(req.Agent, agents))})
-			return
+			return nil, fmt.Errorf("%w: contract %s has no agent %q (its agents: %s)%s", ErrBadRequest, name, req.Agent, strings.Join(agents, ", "), contracts.Suggest(req.Agent, agents))
 		}
 	}
-	windows, err := engine.SetMaintenance(r.Context(), d.operatorStore(), name, req.Agent, dur, req.Reason, d.clock.Now().UTC())
+	windows, err := engine.SetMaintenance(ctx, d.operatorStore(), name, req.Agent, dur, req.Reason, d.clock.Now().UTC())
 	if err != nil {
-		writeJSON(w, http.StatusInternalServerError, apiError{Error: err.Error()})
-		return
+		return nil, err
 	}
 	who, what := req.Agent, "ended"
 	if who == "" {
@@ -364,8 +460,12 @@ func (d *Daemon) handleMaintenance(w http.ResponseWriter, r *http.Request) {
 	if dur > 0 {
 		what = "for " + dur.String()
 	}
-	d.log.Info("maintenance of "+who+" "+what, "contract", name)
-	writeJSON(w, http.StatusOK, map[string]any{"contract": name, "maintenance": windows})
+	args := []any{"contract", name}
+	if by := engine.Requester(ctx); by != "" {
+		args = append(args, "by", by, "reason", req.Reason)
+	}
+	d.log.Info("maintenance of "+who+" "+what, args...)
+	return windows, nil
 }
 
 // page serves a status page, or the JSON that holds what it shows (GET
@@ -394,24 +494,48 @@ func (d *Daemon) authorized(next http.HandlerFunc) http.HandlerFunc {
 			writeJSON(w, http.StatusForbidden, apiError{Error: "on-demand endpoints are disabled: the daemon has no --token-file"})
 			return
 		}
-		b, err := os.ReadFile(d.cfg.TokenFile)
-		want := strings.TrimSpace(string(b))
-		if err != nil || want == "" {
-			d.log.Error("token file unusable", "path", d.cfg.TokenFile, "error", err)
+		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		err := d.CheckToken(got)
+		switch {
+		case errors.Is(err, ErrTokenUnusable):
 			writeJSON(w, http.StatusServiceUnavailable, apiError{Error: "the daemon's token file is unreadable or empty"})
 			return
-		}
-		got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		// Compare digests so neither the content nor the length leaks
-		// through timing.
-		gs, ws := sha256.Sum256([]byte(strings.TrimSpace(got))), sha256.Sum256([]byte(want))
-		if !ok || subtle.ConstantTimeCompare(gs[:], ws[:]) != 1 {
+		case !ok || err != nil:
 			w.Header().Set("WWW-Authenticate", `Bearer realm="contractd"`)
 			writeJSON(w, http.StatusUnauthorized, apiError{Error: "missing or wrong bearer token"})
 			return
 		}
 		next(w, r)
 	}
+}
+
+// Errors of CheckToken.
+var (
+	ErrTokenUnusable = errors.New("the daemon's token file is missing, unreadable or empty")
+	ErrWrongToken    = errors.New("missing or wrong bearer token")
+)
+
+// CheckToken checks a bearer token against the daemon's --token-file,
+// read now, so a rotated token takes effect at once. It fails with
+// ErrTokenUnusable without a usable token file (which disables the
+// endpoints that ask for it) and with ErrWrongToken for any other token.
+func (d *Daemon) CheckToken(token string) error {
+	if d.cfg.TokenFile == "" {
+		return ErrTokenUnusable
+	}
+	b, err := os.ReadFile(d.cfg.TokenFile)
+	want := strings.TrimSpace(string(b))
+	if err != nil || want == "" {
+		d.log.Error("token file unusable", "path", d.cfg.TokenFile, "error", err)
+		return ErrTokenUnusable
+	}
+	// Compare digests so neither the content nor the length leaks
+	// through timing.
+	gs, ws := sha256.Sum256([]byte(strings.TrimSpace(token))), sha256.Sum256([]byte(want))
+	if subtle.ConstantTimeCompare(gs[:], ws[:]) != 1 {
+		return ErrWrongToken
+	}
+	return nil
 }
 
 // handleCommand runs the contract that declares the command now, as
@@ -434,18 +558,29 @@ func (d *Daemon) handleCommand(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusNotFound, apiError{Error: "no contract declares the command " + cmd})
 		return
 	}
-	d.runAndAnswer(w, name)
+	d.runAndAnswer(w, name, requestedBy(r))
 }
 
 func (d *Daemon) handleRun(w http.ResponseWriter, r *http.Request) {
-	d.runAndAnswer(w, r.PathValue("name"))
+	d.runAndAnswer(w, r.PathValue("name"), requestedBy(r))
 }
 
-// runAndAnswer runs contract name now and answers with its report, or with
-// 404 (unknown), 409 (a run is going, or another process holds the lock),
-// 503 (stopping) or 500 (the engine failed; the report when there is one).
-func (d *Daemon) runAndAnswer(w http.ResponseWriter, name string) {
-	rep, err := d.RunNow(name)
+// requestedBy is who an admitted request says asks for the run
+// (RequestedByHeader), made printable and bounded; "" when it says none.
+func requestedBy(r *http.Request) string {
+	by := strings.TrimSpace(r.Header.Get(RequestedByHeader))
+	if len(by) > 200 {
+		by = by[:200]
+	}
+	return transports.Printable(by)
+}
+
+// runAndAnswer runs contract name now, for by (who asked, "" when no one
+// named themselves), and answers with its report, or with 404 (unknown),
+// 409 (a run is going, or another process holds the lock), 503 (stopping)
+// or 500 (the engine failed; the report when there is one).
+func (d *Daemon) runAndAnswer(w http.ResponseWriter, name, by string) {
+	rep, err := d.RunNowBy(name, by)
 	switch {
 	case errors.Is(err, ErrUnknownContract):
 		writeJSON(w, http.StatusNotFound, apiError{Error: err.Error()})
@@ -464,27 +599,45 @@ func (d *Daemon) runAndAnswer(w http.ResponseWriter, name string) {
 
 func (d *Daemon) handleReset(w http.ResponseWriter, r *http.Request) {
 	name := r.PathValue("name")
+	st, err := d.Reset(r.Context(), name)
+	switch {
+	case errors.Is(err, ErrUnknownContract):
+		writeJSON(w, http.StatusNotFound, apiError{Error: "unknown contract " + name})
+	case err != nil:
+		writeJSON(w, http.StatusInternalServerError, apiError{Error: err.Error()})
+	default:
+		writeJSON(w, http.StatusOK, st)
+	}
+}
+
+// Reset releases contract name's hold-down (POST /contracts/{name}/reset):
+// in a group, in the shared ledger, where its owner reads it
+// (engine.ReleaseLedger, which records a caller named in ctx); always in
+// this daemon's scheduler state. It returns the contract's status
+// afterwards; it fails with ErrUnknownContract or the store's error.
+func (d *Daemon) Reset(ctx context.Context, name string) (ContractStatus, error) {
 	e := d.entry(name)
 	if e == nil {
-		writeJSON(w, http.StatusNotFound, apiError{Error: "unknown contract " + name})
-		return
+		return ContractStatus{}, fmt.Errorf("%w %q", ErrUnknownContract, name)
 	}
-	if d.cfg.HA != nil {
+	if d.cfg.HA != nil || engine.Requester(ctx) != "" {
 		// Shared: the release goes into the ledger, where the owner (this
 		// instance or another) reads it, as `contractd reset --etcd` does.
-		if err := engine.ReleaseLedger(r.Context(), d.operatorStore(), name, "", d.clock.Now()); err != nil {
-			writeJSON(w, http.StatusInternalServerError, apiError{Error: err.Error()})
-			return
+		// A caller that names itself is recorded there too.
+		if err := engine.ReleaseLedger(ctx, d.operatorStore(), name, "", d.clock.Now()); err != nil {
+			return ContractStatus{}, err
 		}
 	}
 	if err := ReleaseHoldDown(d.cfg.StateDir, name); err != nil {
-		writeJSON(w, http.StatusInternalServerError, apiError{Error: err.Error()})
-		return
+		return ContractStatus{}, err
 	}
 	d.syncReset(e)
 	e.poke()
+	if by := engine.Requester(ctx); by != "" {
+		d.log.Info("hold-down released", "contract", name, "by", by)
+	}
 	var down error
-	writeJSON(w, http.StatusOK, d.contractStatus(e, d.readState(e.name, 0, d.clock.Now(), &down)))
+	return d.contractStatus(e, d.readState(e.name, 0, d.clock.Now(), &down)), nil
 }
 
 // startDelay is a contract's schedule.start_delay for the status, "" for none.
@@ -493,4 +646,35 @@ func startDelay(c *contracts.Contract) string {
 		return ""
 	}
 	return contracts.FormatDuration(c.Schedule.StartDelay)
+}
+
+// Contract returns the contract of name as the daemon loaded it (the
+// version that runs); it fails with ErrUnknownContract, with the nearest
+// loaded name, for one it has not loaded.
+func (d *Daemon) Contract(name string) (*contracts.Contract, error) {
+	if e := d.entry(name); e != nil {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		return e.c, nil
+	}
+	d.mu.Lock()
+	names := make([]string, 0, len(d.entries))
+	for n := range d.entries {
+		names = append(names, n)
+	}
+	d.mu.Unlock()
+	sort.Strings(names)
+	return nil, fmt.Errorf("%w %q: the daemon serves %d contracts from %s%s", ErrUnknownContract, name, len(names), d.cfg.Dir, contracts.Suggest(name, names))
+}
+
+// View returns the state the API and the page read: the state dir, or
+// with --etcd the group's, the same on every node.
+func (d *Daemon) View() store.Backend { return d.view }
+
+// Node names this instance in a group (serve --etcd), "" without one.
+func (d *Daemon) Node() string {
+	if d.cfg.HA == nil {
+		return ""
+	}
+	return d.cfg.HA.Node()
 }

@@ -22,25 +22,27 @@ import (
 // the usual dashboards find them; each state is a 0/1 series
 // (contractd_agent_state{state="critical"}), never a numeric code.
 type metrics struct {
-	reg       *prometheus.Registry
-	runs      *prometheus.CounterVec
-	duration  *prometheus.HistogramVec
-	agent     *prometheus.GaugeVec
-	contract  *prometheus.GaugeVec
-	lastRun   *prometheus.GaugeVec
-	repairs   *prometheus.CounterVec
-	verified  *prometheus.CounterVec
-	alerts    *prometheus.CounterVec
-	delivered *prometheus.CounterVec
-	failures  *prometheus.CounterVec
-	dropped   *prometheus.CounterVec
-	heldDown  *prometheus.GaugeVec
-	overlap   *prometheus.CounterVec
-	panics    *prometheus.CounterVec
-	contracts *prometheus.GaugeVec
-	tickAge   prometheus.GaugeFunc
-	probes    *probeValues
-	owned     *prometheus.GaugeVec // nil without HA
+	reg         *prometheus.Registry
+	runs        *prometheus.CounterVec
+	duration    *prometheus.HistogramVec
+	agent       *prometheus.GaugeVec
+	unknownRuns *prometheus.GaugeVec
+	contract    *prometheus.GaugeVec
+	lastRun     *prometheus.GaugeVec
+	repairs     *prometheus.CounterVec
+	verified    *prometheus.CounterVec
+	alerts      *prometheus.CounterVec
+	delivered   *prometheus.CounterVec
+	failures    *prometheus.CounterVec
+	dropped     *prometheus.CounterVec
+	heldDown    *prometheus.GaugeVec
+	overlap     *prometheus.CounterVec
+	panics      *prometheus.CounterVec
+	contracts   *prometheus.GaugeVec
+	tickAge     prometheus.GaugeFunc
+	probes      *probeValues
+	owned       *prometheus.GaugeVec // nil without HA
+	state       stateSeries
 }
 
 // States are the values of the state label of contractd_agent_state and
@@ -69,6 +71,10 @@ func newMetrics(tickAge func() float64, resident func() int, build BuildInfo) *m
 			Help:    "Wall time of finished runs.",
 			Buckets: []float64{0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600},
 		}, []string{"contract"}),
+		unknownRuns: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "contractd_agent_unknown_runs",
+			Help: "Runs in a row the agent was judged unknown (a row none of whose cells held, a value its output lacks); 0 once judged. At guards.unknown_after (default 3) it is an incident of its own.",
+		}, []string{"contract", "agent"}),
 		agent: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "contractd_agent_state",
 			Help: "1 for each agent's state after the last run, 0 for its other states: healthy, degraded, critical, unreachable, skipped, unknown.",
@@ -122,6 +128,7 @@ func newMetrics(tickAge func() float64, resident func() int, build BuildInfo) *m
 			Help: "Contract files by state: loaded, rejected (failed lint, kept out), stale (an edit failed lint; the last good version runs).",
 		}, []string{"state"}),
 		probes: &probeValues{last: map[string]*engine.Report{}},
+		state:  newStateSeries(),
 	}
 	m.tickAge = prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 		Name: "contractd_scheduler_tick_age_seconds",
@@ -133,8 +140,8 @@ func newMetrics(tickAge func() float64, resident func() int, build BuildInfo) *m
 		ConstLabels: prometheus.Labels{"version": build.Version, "revision": build.Revision, "build_date": build.Date, "goversion": build.GoVersion},
 	})
 	info.Set(1)
-	m.reg.MustRegister(m.runs, m.duration, m.agent, m.contract, m.lastRun, m.repairs, m.verified, m.alerts, m.delivered,
-		m.failures, m.dropped, m.heldDown, m.overlap, m.panics, m.contracts, m.tickAge, info, m.probes)
+	m.reg.MustRegister(m.runs, m.duration, m.agent, m.unknownRuns, m.contract, m.lastRun, m.repairs, m.verified, m.alerts, m.delivered,
+		m.failures, m.dropped, m.heldDown, m.overlap, m.panics, m.contracts, m.tickAge, info, m.probes, m.state.writable, m.state.info)
 	if resident != nil {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "contractd_resident_sessions",
@@ -237,6 +244,7 @@ func (m *metrics) drop(name string) {
 	m.runs.DeletePartialMatch(l)
 	m.duration.DeletePartialMatch(l)
 	m.agent.DeletePartialMatch(l)
+	m.unknownRuns.DeletePartialMatch(l)
 	m.contract.DeletePartialMatch(l)
 	m.lastRun.DeletePartialMatch(l)
 	m.repairs.DeletePartialMatch(l)
@@ -311,9 +319,11 @@ func (m *metrics) record(name, result string, seconds float64, rep *engine.Repor
 	}
 	setState(m.contract.MustCurryWith(prometheus.Labels{"contract": name}), rep.OverallSeverity)
 	m.agent.DeletePartialMatch(prometheus.Labels{"contract": name})
+	m.unknownRuns.DeletePartialMatch(prometheus.Labels{"contract": name})
 	for agent, a := range rep.Agents {
 		if a != nil {
 			setState(m.agent.MustCurryWith(prometheus.Labels{"contract": name, "agent": agent}), a.Severity)
+			m.unknownRuns.WithLabelValues(name, agent).Set(float64(a.UnknownRuns))
 		}
 	}
 	m.probes.set(name, rep)

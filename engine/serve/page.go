@@ -92,6 +92,8 @@ type pageData struct {
 	Rejected  []RejectedFile
 	Worst     string
 	Counts    map[string]int
+	// State is set while the state directory cannot be written.
+	State *StateProblem
 }
 
 // pageContract is one contract on a page.
@@ -168,7 +170,7 @@ func (d *Daemon) handlePage(w http.ResponseWriter, r *http.Request) {
 	}
 	d.mu.Unlock()
 	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
-	data := pageData{Now: now, Build: d.cfg.Build, Rejected: rejected, Counts: map[string]int{}, Worst: "healthy", HA: d.haHealth()}
+	data := pageData{Now: now, Build: d.cfg.Build, Rejected: rejected, Counts: map[string]int{}, Worst: "healthy", HA: d.haHealth(), State: d.stateWatch.current()}
 	rank := map[string]int{"healthy": 0, "skipped": 0, "unknown": 1, "degraded": 2, "unreachable": 3, "critical": 4}
 	var down error
 	for _, e := range entries {

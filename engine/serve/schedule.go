@@ -265,7 +265,7 @@ func (d *Daemon) tick(e *entry) {
 	go func() {
 		defer d.runs.Done()
 		<-resend
-		d.protect(e.name, "a run", func() { d.execute(e, c) })
+		d.protect(e.name, "a run", func() { d.execute(e, c, "") })
 	}()
 }
 
@@ -286,6 +286,13 @@ var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c
 // ErrStopping, or ErrOverlap (recorded as skipped_overlap) when the run could
 // not start; otherwise the report and the Runner's error, if any.
 func (d *Daemon) RunNow(name string) (*engine.Report, error) {
+	return d.RunNowBy(name, "")
+}
+
+// RunNowBy is RunNow for a caller that names itself (an MCP client): the
+// run's report, history record and log records say who asked for it
+// (engine.WithRequester). by "" is RunNow.
+func (d *Daemon) RunNowBy(name, by string) (*engine.Report, error) {
 	if d.stopping.Load() {
 		return nil, ErrStopping
 	}
@@ -308,17 +315,25 @@ func (d *Daemon) RunNow(name string) (*engine.Report, error) {
 		return nil, fmt.Errorf("%s: %w", name, ErrOverlap)
 	}
 	e.running, e.runStart, e.trigger = true, now, "on demand"
+	if by != "" {
+		e.trigger = "on demand by " + by
+	}
 	c, resend := e.c, e.resendGoing()
 	e.mu.Unlock()
 	d.runs.Add(1)
 	defer d.runs.Done()
 	<-resend
-	return d.execute(e, c)
+	return d.execute(e, c, by)
 }
 
-// execute runs c once under the run deadline and records the outcome.
-func (d *Daemon) execute(e *entry, c *contracts.Contract) (*engine.Report, error) {
-	ctx, cancel := context.WithTimeout(d.runCtx, d.cfg.RunTimeout)
+// execute runs c once under the run deadline and records the outcome; by
+// names who asked for the run ("" for the schedule or the API).
+func (d *Daemon) execute(e *entry, c *contracts.Contract, by string) (*engine.Report, error) {
+	runCtx := d.runCtx
+	if by != "" {
+		runCtx = engine.WithRequester(runCtx, by)
+	}
+	ctx, cancel := context.WithTimeout(runCtx, d.cfg.RunTimeout)
 	defer cancel()
 	start := d.clock.Now()
 	rep, err := d.safeRun(ctx, c)
@@ -416,11 +431,14 @@ func (d *Daemon) finish(e *entry, start time.Time, rep *engine.Report, runErr er
 		// The run resent the open incidents at its end.
 		e.resendAt = now.Add(e.resendEvery)
 	}
-	st := e.state
+	st, c := e.state, e.c
 	e.mu.Unlock()
 
 	d.metrics.record(e.name, result, now.Sub(start).Seconds(), rep, now)
 	d.metrics.setHeld(e.name, st.HeldDown)
+	if result == ResultOK {
+		d.watchState(c, rep.StateUnwritable)
+	}
 	switch result {
 	case ResultCancelled:
 		d.log.Info("run cancelled at shutdown", "contract", e.name, "trigger", trigger, "error", runErr)
@@ -522,6 +540,9 @@ func (d *Daemon) notifyRoutes(ctx context.Context, c *contracts.Contract, text s
 // meanwhile; updateState's lock keeps a Reset from landing between the read
 // and the write, so the daemon never overwrites an operator's release.
 func (d *Daemon) save(e *entry) {
+	if d.stateWatch.current() != nil {
+		return // said once, by watchState; the next run that can write saves it
+	}
 	err := updateState(d.cfg.StateDir, e.name, func(onDisk *SchedulerState) {
 		e.mu.Lock()
 		defer e.mu.Unlock()

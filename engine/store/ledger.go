@@ -58,6 +58,35 @@ type Ledger struct {
 	// streak when this is newer than the last release it applied, so a
 	// reset made on any host reaches the owner of a shared contract.
 	ReleasedAt time.Time `json:"released_at,omitzero"`
+	// Operator holds what callers who name themselves (the MCP tools)
+	// changed since the last run recorded: maintenance started or ended,
+	// a release. The next run's history record takes them (RunRecord.Operator),
+	// so `history` and `why` say who changed what, and when.
+	Operator []OperatorEvent `json:"operator,omitempty"`
+}
+
+// OperatorEvent is one change an operator made to a contract's ledger.
+type OperatorEvent struct {
+	At   time.Time `json:"at"`
+	By   string    `json:"by"`   // the caller, e.g. "mcp claude-code 1.2 (stdio)"
+	What string    `json:"what"` // "maintenance of web for 2h: upgrade", "released"
+}
+
+// String renders "2026-11-30T02:00:00Z by mcp claude-code 1.2 (stdio): released".
+func (e OperatorEvent) String() string {
+	return e.At.UTC().Format(time.RFC3339) + " by " + e.By + ": " + e.What
+}
+
+// MaxOperatorEvents bounds Ledger.Operator: the oldest go first.
+const MaxOperatorEvents = 50
+
+// AddOperator records an operator's change, keeping the newest
+// MaxOperatorEvents.
+func (l *Ledger) AddOperator(e OperatorEvent) {
+	l.Operator = append(l.Operator, e)
+	if n := len(l.Operator) - MaxOperatorEvents; n > 0 {
+		l.Operator = append([]OperatorEvent(nil), l.Operator[n:]...)
+	}
 }
 
 // RunMark names a run whose effects are in the ledger before its history

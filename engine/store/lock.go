@@ -20,8 +20,10 @@ const lockPoll = 20 * time.Millisecond
 // waiting up to wait for another holder to let go. It returns a function
 // that releases the lock (safe to call more than once). It fails with an
 // error wrapping ErrLocked (naming the holder's pid when known) when the
-// lock is still held after wait, with ctx's error when ctx ends first, and
-// with the underlying error when the lock file cannot be opened. The
+// lock is still held after wait, with ctx's error when ctx ends first,
+// with an error wrapping ErrUnwritable when the lock file cannot be made
+// (the state directory is read-only or full), and with the underlying
+// error when the lock file cannot be opened otherwise. The
 // kernel releases the lock when the holding process dies, so a crash
 // leaves no stale lock.
 func (s *Store) Lock(ctx context.Context, name string, wait time.Duration) (unlock func(), err error) {
@@ -37,6 +39,9 @@ func (s *Store) Lock(ctx context.Context, name string, wait time.Duration) (unlo
 			holder = " (held by pid " + held.PID + ")"
 		}
 		return nil, fmt.Errorf("lock %s%s after %s: %w", name, holder, wait, ErrLocked)
+	}
+	if err != nil && CannotWrite(err) {
+		return nil, fmt.Errorf("lock %s: %w", name, unwritable(s.dir, err))
 	}
 	if err != nil {
 		return nil, fmt.Errorf("lock %s: %w", name, err)
@@ -66,14 +71,26 @@ func (e *HeldError) Unwrap() error { return ErrLocked }
 // 0600) if need be, and polls every lockPoll for up to wait while another
 // process holds it. Once it has the lock it writes this process's pid into
 // the file, for the next one's error message; the lock itself is the
-// flock, not this content. It returns the function that releases the lock
+// flock, not this content. A lock file that exists on a read-only or
+// full file system is locked all the same, with no pid written. It returns the function that releases the lock
 // (safe to call more than once). It fails with a *HeldError when the lock
 // is still held after wait, with ctx's error when ctx ends first, and with
 // the error of opening the file or of flock(2) otherwise. The kernel
 // releases the lock when the holding process dies, so a crash leaves no
 // stale lock.
 func LockFile(ctx context.Context, path string, wait time.Duration) (unlock func(), err error) {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	// The lock is held on a read-only descriptor, which flock allows: a
+	// descriptor open for writing would keep the file system from being
+	// remounted read-only for as long as the lock is held (a daemon's,
+	// for its whole life). The pid is written through one of its own.
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		c, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE, 0o600)
+		if err != nil {
+			return nil, err
+		}
+		c.Close()
+	}
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
@@ -101,8 +118,11 @@ func LockFile(ctx context.Context, path string, wait time.Duration) (unlock func
 		case <-t.C:
 		}
 	}
-	if err := f.Truncate(0); err == nil {
-		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
+	// Best effort: a read-only or full file system keeps the lock and
+	// loses only the pid.
+	if w, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0); err == nil {
+		w.Write([]byte(strconv.Itoa(os.Getpid()) + "\n"))
+		w.Close()
 	}
 	var once sync.Once
 	return func() {

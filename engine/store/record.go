@@ -33,6 +33,12 @@ type RunRecord struct {
 	// then rebuilt from the ledger by the next holder of the run lock,
 	// severity unknown).
 	Interrupted string `json:"interrupted,omitempty"`
+	// RequestedBy names who asked for the run when it was asked for by a
+	// caller that names itself (an MCP client); "" for scheduled runs.
+	RequestedBy string `json:"requested_by,omitempty"`
+	// Operator lists what operators who named themselves changed in the
+	// ledger since the run before (Ledger.Operator).
+	Operator []OperatorEvent `json:"operator,omitempty"`
 }
 
 // Check returns what makes r not a run record: no run id, no start time,
@@ -103,9 +109,21 @@ type Action struct {
 	// secrets replaced by ***).
 	Stdout string `json:"stdout,omitempty"`
 	Stderr string `json:"stderr,omitempty"`
+	// Sudo says the command ran as `sudo -n -- COMMAND ARGS…` (its target
+	// has sudo: true).
+	Sudo   bool   `json:"sudo,omitempty"`
 	Verify string `json:"verify,omitempty"` // remediated | remediation failed
 	// PendingSince is when a pending repair was first held back.
 	PendingSince time.Time `json:"pending_since,omitzero"`
+}
+
+// Command is the action as it ran, for people: its command after `sudo
+// -n --` when it went through sudo, else Action.
+func (a *Action) Command() string {
+	if a.Sudo {
+		return "sudo -n -- " + a.Action
+	}
+	return a.Action
 }
 
 // Why is an action's reason without the name of the guard that decided

@@ -1,0 +1,133 @@
+package steps
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/transports"
+)
+
+// Recording is what one step answered, as a contract test records it
+// (docs/contract-format.md, "Testing a contract"): a step's kind turns it
+// into the observation its probe would have made (Kind.Replay), with
+// nothing sent to a target.
+type Recording struct {
+	Stdout string `yaml:"stdout"`
+	Stderr string `yaml:"stderr"`
+	Exit   int    `yaml:"exit"`
+	// Timeout: the command ran past its deadline (exec), or nothing
+	// answered before the step's deadline (http, tcp).
+	Timeout bool `yaml:"timeout"`
+	// Unreachable: the target could not be reached at all (a transport
+	// error, not a probe that failed).
+	Unreachable bool `yaml:"unreachable"`
+	// Refused: an http or tcp probe's connection was refused.
+	Refused bool `yaml:"refused"`
+	// HTTP is an http step's answer.
+	HTTP *RecordedHTTP `yaml:"http"`
+}
+
+// RecordedHTTP is a recorded HTTP answer; a Body that is not a string is
+// the JSON it encodes to (and the answer's Content-Type is JSON).
+type RecordedHTTP struct {
+	Status  int               `yaml:"status"`
+	Headers map[string]string `yaml:"headers"`
+	Body    any               `yaml:"body"`
+}
+
+// ReplayFn turns a recording into the observation of a step of its kind.
+// Replay, which calls it, answers an unreachable recording itself.
+type ReplayFn func(step *contracts.Step, rec *Recording) *Observation
+
+// Replay answers step from rec through its kind's Replay: what its probe
+// would have observed, with nothing sent to a target. An unreachable
+// recording is the kind's observation of no answer with the target
+// unreachable, the same way for every kind.
+func Replay(step *contracts.Step, rec *Recording) *Observation {
+	k, ok := Kinds[step.Kind]
+	if !ok {
+		return FromResult(step, transports.Result{}, fmt.Errorf("%w: unknown step kind %s", transports.ErrUnreachable, step.Kind))
+	}
+	if !rec.Unreachable {
+		return k.Replay(step, rec)
+	}
+	o := k.Replay(step, &Recording{})
+	o.Result, o.HTTPStatus = transports.Result{}, ""
+	unseen(o, errRecordedUnreachable)
+	return o
+}
+
+// errRecordedUnreachable is a recording's unreachable target.
+var errRecordedUnreachable = fmt.Errorf("%w: recorded unreachable", transports.ErrUnreachable)
+
+// replayExec is the exec kinds' replay: the recording as the transport's
+// result would have been (a timeout without an exit code exits 124, as
+// `timeout` does).
+func replayExec(step *contracts.Step, rec *Recording) *Observation {
+	res := transports.Result{Stdout: rec.Stdout, Stderr: rec.Stderr, ExitCode: rec.Exit, TimedOut: rec.Timeout,
+		StdoutBytes: int64(len(rec.Stdout)), StderrBytes: int64(len(rec.Stderr))}
+	if rec.Timeout && rec.Exit == 0 {
+		res.ExitCode = 124
+	}
+	return FromResult(step, res, nil)
+}
+
+// replayHTTP is the http kind's replay: the recorded answer, or none (a
+// refused connection, a timeout, or no answer recorded: http_status
+// "000").
+func replayHTTP(step *contracts.Step, rec *Recording) *Observation {
+	o := newHTTPObservation(step)
+	switch {
+	case rec.HTTP == nil:
+		why := "no answer recorded"
+		switch {
+		case rec.Refused:
+			why = "connection refused (recorded)"
+		case rec.Timeout:
+			why = "timed out (recorded)"
+			o.Values["timed_out"], o.Result.TimedOut = true, true
+		}
+		o.Values["stderr"] = why
+	default:
+		header := http.Header{}
+		var body []byte
+		switch b := rec.HTTP.Body.(type) {
+		case nil:
+		case string:
+			body = []byte(b)
+		default:
+			body, _ = json.Marshal(b)
+			header.Set("Content-Type", "application/json")
+		}
+		for k, v := range rec.HTTP.Headers {
+			header.Set(k, v)
+		}
+		status := rec.HTTP.Status
+		if status == 0 {
+			status = http.StatusOK
+		}
+		answered(o, step, status, header, body)
+	}
+	o.Values["duration"] = 0.0
+	return o
+}
+
+// replayTCP is the tcp kind's replay: the port was open unless the
+// recording says it refused, timed out or failed (exit other than 0).
+func replayTCP(step *contracts.Step, rec *Recording) *Observation {
+	o := newTCPObservation(step)
+	switch {
+	case rec.Refused:
+		o.Values["stderr"] = "connection refused (recorded)"
+	case rec.Timeout:
+		o.Values["timed_out"], o.Values["stderr"] = true, "timed out (recorded)"
+	case rec.Exit != 0:
+		o.Values["stderr"] = strings.TrimSpace(fmt.Sprintf("exit %d recorded %s", rec.Exit, rec.Stderr))
+	default:
+		o.Values["open"] = true
+	}
+	return o
+}
