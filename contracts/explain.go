@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"reflect"
 	"sort"
@@ -203,14 +204,31 @@ type PlanKey struct {
 	Agents   []string `json:"agents,omitempty"` // per-agent keys: the agents whose example has it
 }
 
-// fmtDuration prints 300s as 5m and 3600s as 1h.
-// FormatDuration renders d as a contract writes it: 10m, 1h, 1h30m, 90s
-// rather than Go's 10m0s.
+// FormatDuration renders d as a contract writes it, in ParseDuration's
+// grammar: 10m, 1h, 1h30m, 90s rather than Go's 10m0s, and whole days and
+// weeks as such (1d, 1w, 1d12h, 10d rather than 24h, 168h, 36h, 240h).
 func FormatDuration(d time.Duration) string { return fmtDuration(d) }
 
 func fmtDuration(d time.Duration) string {
 	if d == 0 {
 		return "0s"
+	}
+	sign := ""
+	if d < 0 && d != math.MinInt64 {
+		sign, d = "-", -d
+	}
+	var b strings.Builder
+	b.WriteString(sign)
+	if d%Week == 0 {
+		fmt.Fprintf(&b, "%dw", d/Week)
+		return b.String()
+	}
+	if n := d / Day; n > 0 {
+		fmt.Fprintf(&b, "%dd", n)
+		d -= n * Day
+	}
+	if d == 0 {
+		return b.String()
 	}
 	s := d.String()
 	if strings.HasSuffix(s, "m0s") {
@@ -219,7 +237,7 @@ func fmtDuration(d time.Duration) string {
 	if strings.HasSuffix(s, "h0m") {
 		s = strings.TrimSuffix(s, "0m")
 	}
-	return s
+	return b.String() + s
 }
 
 func (c *Contract) crashLoop() string {

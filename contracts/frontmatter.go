@@ -489,6 +489,9 @@ func (y *yamlDec) decodeMessages(n ast.Node) map[string]*template.Template {
 			y.d.errorf(y.pos(e.value), "messages.%s: %v", e.key, err)
 			continue
 		}
+		if e.key == "repair" && !readsOutcome(t) {
+			y.d.notef(y.pos(e.value), "messages.repair: %s", outcomeNote)
+		}
 		out[e.key] = t
 	}
 	return out

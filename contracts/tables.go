@@ -374,6 +374,8 @@ func (b *bodyParser) actionTable(header []cell, rows [][]cell) {
 				if err != nil {
 					b.d.errorf(row[msgCol].pos, "%v", err)
 					ok = false
+				} else if ar.Builtin == "" && !readsOutcome(t) {
+					b.d.notef(row[msgCol].pos, "%s", outcomeNote)
 				}
 				ar.Template = t
 			}

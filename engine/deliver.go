@@ -142,7 +142,7 @@ func (r *run) send(ctx context.Context, out []outgoing, s *said) error {
 			troubled = append(troubled, d.Route)
 		}
 		if t.err == "" || (d.Tried && !t.tried) {
-			t.err, t.tried = rd.Error, d.Tried
+			t.err, t.tried = rd.Error+rd.AttemptsNote(), d.Tried
 		}
 		if d.Outcome == notify.OutcomeDropped {
 			t.dropped++

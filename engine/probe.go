@@ -291,8 +291,8 @@ func (sr *stageRun) record(r *run, step *contracts.Step, o *steps.Observation) {
 		rep.Error = o.Err.Error()
 	}
 	rep.Note = o.Result.Note
-	rep.Stdout = truncate(o.Result.Stdout, 2048)
-	rep.Stderr = truncate(o.Result.Stderr, 2048)
+	rep.Stdout = transports.Shorten(o.Result.Stdout, 2048)
+	rep.Stderr = transports.Shorten(o.Result.Stderr, 2048)
 	sr.report.Steps = append(sr.report.Steps, rep)
 	if r.e.opts.Progress != nil {
 		r.e.opts.Progress(Event{Stage: sr.id, Step: step.ID, Severity: o.Severity, Duration: o.Duration})
@@ -381,13 +381,6 @@ func exportedValues(step *contracts.Step, o *steps.Observation) map[string]float
 		m[row.Field] = f
 	}
 	return m
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + fmt.Sprintf("… [%d bytes]", len(s))
 }
 
 // releaser returns what to call when a stage is done: with ReleaseTargets

@@ -71,6 +71,23 @@ type Pool struct {
 	khCache map[string]knownHostsEntry // parsed known_hosts files by path
 
 	res *residentSet // nil without PoolOptions.Resident
+
+	said map[string]bool // what firstTime has seen; under mu
+}
+
+// firstTime reports whether what has not been asked about before in this
+// pool: for what is logged once.
+func (p *Pool) firstTime(what string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.said[what] {
+		return false
+	}
+	if p.said == nil {
+		p.said = map[string]bool{}
+	}
+	p.said[what] = true
+	return true
 }
 
 // DefaultMaxSessions stays below OpenSSH's default MaxSessions of 10, with

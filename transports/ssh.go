@@ -216,11 +216,11 @@ reap TERM; sleep 1; reap KILL
 // reap runs the reaper for tok in a new session on the same connection,
 // bounded by its own short deadline since ctx is already done.
 func (s *SSH) reap(ctx context.Context, tok string) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reapTimeout)
 	defer cancel()
 	sess, release, err := s.session(rctx)
 	if err != nil {
-		s.pool.logf.warn(nil, s, "reap %s: %v", tok, err)
+		s.reapFailed(rctx, tok, err)
 		return
 	}
 	defer release()
@@ -233,9 +233,28 @@ func (s *SSH) reap(ctx context.Context, tok string) {
 		err = rctx.Err()
 	}
 	if err != nil {
-		s.pool.logf.warn(nil, s, "reap %s: %v", tok, err)
+		s.reapFailed(rctx, tok, err)
 	}
 }
+
+// reapFailed logs a reap that did not finish. One cut off by its own
+// deadline is what every reap on a host whose login takes longer does, and
+// the target's own timeout still stops the command: it is said once per
+// host, at INFO. Anything else is a warning.
+func (s *SSH) reapFailed(rctx context.Context, tok string, err error) {
+	if rctx.Err() == nil {
+		s.pool.logf.warn(nil, s, "reap %s: %v", tok, err)
+		return
+	}
+	if s.pool.firstTime("slow reap " + chainKey(s.spec)) {
+		s.pool.logf.info(nil, s, "reap %s: not done within %s (a login on this host takes longer?); the command's own timeout on the target still stops it; said once", tok, reapTimeout)
+		return
+	}
+	s.pool.logf.debug(nil, s, "reap %s: %v", tok, err)
+}
+
+// reapTimeout bounds a reap: a session, the login and the reaper.
+const reapTimeout = 5 * time.Second
 
 // exitStatus maps Session.Wait's outcome to an exit code; a session that
 // ended without a status means the connection died.

@@ -121,16 +121,15 @@ func (e *Email) Notify(ctx context.Context, m Message) error {
 		}
 	}
 	msg := e.Compose(m)
-	tries, last, gaveUp := retry(ctx, e.retries, e.backoff, func() error { return e.once(ctx, msg, pass) })
+	last, gaveUp := retry(ctx, e.retries, e.backoff, func() error { return e.once(ctx, msg, pass) })
 	var err error
 	switch {
 	case last == nil:
 		return nil
 	case gaveUp != nil:
 		err = fmt.Errorf("smtp %s: %w (gave up waiting to retry after: %v)", e.server, gaveUp, last)
-	case tries > 1:
-		err = fmt.Errorf("smtp %s: %w (%d attempts)", e.server, last, tries)
 	default:
+		// How many attempts it took is the Delivery's to say (Attempts).
 		err = fmt.Errorf("smtp %s: %w", e.server, last)
 	}
 	return poster{secrets: []string{pass}}.scrub(err)

@@ -81,25 +81,24 @@ func (e errRetry) Unwrap() error { return e.err }
 // the retries are spent, or ctx ends. check judges a response with a 2xx
 // status (nil for "any 2xx is success").
 func (p poster) do(ctx context.Context, build func(context.Context) (*http.Request, error), check func([]byte) error) error {
-	tries, last, gaveUp := retry(ctx, p.retries, p.backoff, func() error { return p.once(ctx, build, check) })
+	last, gaveUp := retry(ctx, p.retries, p.backoff, func() error { return p.once(ctx, build, check) })
 	switch {
 	case last == nil:
 		return nil
 	case gaveUp != nil:
 		return p.scrub(fmt.Errorf("post %s: %w (gave up waiting to retry after: %v)", p.where, gaveUp, last))
-	case tries > 1:
-		return p.scrub(fmt.Errorf("post %s: %w (%d attempts)", p.where, last, tries))
 	}
+	// How many attempts it took is the Delivery's to say (Attempts).
 	return p.scrub(fmt.Errorf("post %s: %w", p.where, last))
 }
 
 // retry calls once until it returns nil or an error that is not an
 // errRetry, the retries are spent, or ctx ends while it waits to try again.
 // It waits backoff before the first retry, doubling each time, or longer
-// when an errRetry says (Retry-After, at most 30s). It returns how many
-// attempts it made, the last attempt's error (nil on success) and, when
-// ctx ended during a wait, ctx's error.
-func retry(ctx context.Context, retries int, backoff time.Duration, once func() error) (tries int, last, gaveUp error) {
+// when an errRetry says (Retry-After, at most 30s), and counts each
+// attempt for the Delivery (attempted). It returns the last attempt's
+// error (nil on success) and, when ctx ended during a wait, ctx's error.
+func retry(ctx context.Context, retries int, backoff time.Duration, once func() error) (last, gaveUp error) {
 	wait := backoff
 	for attempt := 0; attempt <= retries; attempt++ {
 		if attempt > 0 {
@@ -112,18 +111,18 @@ func retry(ctx context.Context, retries int, backoff time.Duration, once func() 
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				return tries, last, ctx.Err()
+				return last, ctx.Err()
 			case <-t.C:
 			}
 			wait *= 2
 		}
-		tries++
+		attempted(ctx)
 		last = once()
 		if last == nil || !errors.As(last, new(errRetry)) {
 			break
 		}
 	}
-	return tries, last, nil
+	return last, nil
 }
 
 func (p poster) once(ctx context.Context, build func(context.Context) (*http.Request, error), check func([]byte) error) error {

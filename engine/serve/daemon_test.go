@@ -995,3 +995,44 @@ func postAPI(t *testing.T, url, auth, body string) (int, map[string]any) {
 	_ = json.NewDecoder(resp.Body).Decode(&out)
 	return resp.StatusCode, out
 }
+
+// TestOneDurationGrammarEverywhere: the daemon's API reads durations as
+// contracts and the CLI do (`1d` opens a day-long window over HTTP too, a
+// wrong one says why), and explain writes a `1d` budget as `1d`.
+func TestOneDurationGrammarEverywhere(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeContract(t, dir, "manual", "1", "1h", false)
+	h := startDaemon(t, Config{Dir: dir, StateDir: t.TempDir(), TokenFile: writeToken(t),
+		Runner: &fakeRunner{run: func(ctx context.Context, c *contracts.Contract) (*engine.Report, error) { return report(c), nil }}})
+	const auth = "Bearer s3cret-token"
+	before := time.Now()
+	code, body := postAPI(t, h.base+"/contracts/manual/maintenance", auth, `{"agent":"ops","for":"1d","reason":"move"}`)
+	if code != http.StatusOK {
+		t.Fatalf(`POST maintenance {"for":"1d"} = %d %v, want 200`, code, body)
+	}
+	w, _ := body["maintenance"].(map[string]any)["ops"].(map[string]any)
+	until, err := time.Parse(time.RFC3339Nano, fmt.Sprint(w["until"]))
+	if err != nil || until.Before(before.Add(24*time.Hour)) || until.After(time.Now().Add(24*time.Hour)) {
+		t.Errorf("a 1d window ends at %v (%v); want a day from now", w["until"], err)
+	}
+	if code, body := postAPI(t, h.base+"/contracts/manual/maintenance", auth, `{"for":"90"}`); code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(body["error"]), `"90" has no unit`) {
+		t.Errorf(`POST maintenance {"for":"90"} = %d %v; want 400 saying it has no unit`, code, body)
+	}
+	c, ds := contracts.Parse("d.md", []byte("---\nname: d\nruntime_contract: 2\nguards: {budget: \"1 per 1d\", debounce: 36h, repeat: 1w}\n---\n\n## Execution\n\n### S {#s agent=a}\n\n```sh {id=p}\necho ok\n```\n\nExpected: `ok`\n"), contracts.Options{})
+	if c == nil || ds.HasErrors() {
+		t.Fatalf("contract: %s", ds)
+	}
+	var b strings.Builder
+	if err := contracts.WriteExplainText(&b, c); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"1 per 1d", "1d12h", "1w"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("explain lacks %q:\n%s", want, b.String())
+		}
+	}
+	if strings.Contains(b.String(), "24h") || strings.Contains(b.String(), "168h") {
+		t.Errorf("explain writes days as hours:\n%s", b.String())
+	}
+}

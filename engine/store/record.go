@@ -174,6 +174,15 @@ type RouteDelivery struct {
 	NextAttempt time.Time `json:"next_attempt,omitzero"` // queued: not before this
 }
 
+// AttemptsNote is " (N attempts)" when the route tried the message more
+// than once, from Attempts, else "".
+func (rd RouteDelivery) AttemptsNote() string {
+	if rd.Attempts > 1 {
+		return fmt.Sprintf(" (%d attempts)", rd.Attempts)
+	}
+	return ""
+}
+
 // FirstSent reports whether this run is the first to deliver the message
 // to anyone: a route delivered it, and it is not a retry another route had
 // already delivered.
@@ -206,7 +215,7 @@ func (a *Alert) Summary() string {
 			}
 			names = append(names, rd.Route)
 			if why == "" && rd.Error != "" {
-				why = rd.Error
+				why = rd.Error + rd.AttemptsNote()
 			}
 		}
 		if len(names) == 0 {
