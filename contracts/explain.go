@@ -1,6 +1,7 @@
 package contracts
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"math"
@@ -161,6 +162,7 @@ type PlanAction struct {
 	On        string        `json:"on"`
 	Target    string        `json:"target"`
 	Guards    PlanActGuards `json:"guards"`
+	Timeout   string        `json:"timeout,omitempty"` // how long the command may run before it is killed: the row's timeout=, else 30s; "" for a built-in
 	Tier      int           `json:"tier,omitempty"`
 	Template  string        `json:"template,omitempty"` // the Message column: the words of the messages the row causes
 	Executed  bool          `json:"executed"`           // false for report-only agents: logged, never run
@@ -521,9 +523,13 @@ func planAction(c *Contract, st *Stage, a *ActionRow) PlanAction {
 	if on == "" {
 		on = st.On
 	}
+	timeout := ""
+	if a.Builtin == "" {
+		timeout = fmtDuration(cmp.Or(a.Timeout, DefaultStepTimeout))
+	}
 	return PlanAction{
 		Condition: a.Condition, Expr: a.Expr, Action: a.Action, Builtin: a.Builtin, Message: a.Message,
-		On: on, Target: c.Chain(on), Guards: g, Tier: a.Tier, Template: templateText(a.Template),
+		On: on, Target: c.Chain(on), Guards: g, Timeout: timeout, Tier: a.Tier, Template: templateText(a.Template),
 		Executed: !c.IsReportOnly(st.Agent), Line: a.Pos.Line,
 		Sudo: a.Builtin == "" && c.TargetNamed(on).SudoCommands(),
 	}
@@ -649,9 +655,9 @@ func WriteExplainText(w io.Writer, c *Contract) error {
 			ew.printf("   actions:\n")
 		}
 		for _, a := range st.Actions {
-			what := "run `" + a.Action + "` on " + a.Target
+			what := "run `" + a.Action + "` on " + a.Target + " (timeout " + a.Timeout + ")"
 			if a.Sudo {
-				what = "run `sudo -n -- " + a.Action + "` on " + a.Target
+				what = "run `sudo -n -- " + a.Action + "` on " + a.Target + " (timeout " + a.Timeout + ")"
 			}
 			if a.Builtin != "" {
 				what = a.Builtin + ": " + a.Message

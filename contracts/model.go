@@ -394,8 +394,12 @@ type ActionRow struct {
 	// alert's incident); nil means the contract's, else the engine's text.
 	Template *template.Template
 	On       string // target the command runs on (defaults to the stage's)
-	Guard    ActionGuard
-	Tier     int // 0 = no tier; rows of one condition key ordered by occurrence
+	// Timeout bounds the command (`timeout=D` in the Guards column); 0
+	// means the engine's step timeout (DefaultStepTimeout, 30s). Built-in
+	// actions run nothing and have none.
+	Timeout time.Duration
+	Guard   ActionGuard
+	Tier    int // 0 = no tier; rows of one condition key ordered by occurrence
 	// CallsRestarts is set when the condition calls restarts(): the row
 	// watches for a crash loop itself, so the crash-loop guard's own alert
 	// would say the same thing twice.

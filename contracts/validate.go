@@ -805,3 +805,30 @@ func tunnelKinds() string {
 	}
 	return joinWords(out, "or")
 }
+
+// checkExampleAgents resolves each agent of the per-agent snapshot
+// example to an agent of the contract: an entry that names none describes
+// no snapshot (a misspelt agent's keys would fill nothing, and the agent
+// meant gets the union of every entry's). A warning: the snapshot's shape
+// is wrong, not what the run alerts or repairs; --strict refuses it.
+func (b *bodyParser) checkExampleAgents() {
+	if len(b.c.Maintains.Agents) == 0 {
+		return
+	}
+	agents := b.agentNames()
+	for _, a := range b.c.Maintains.Agents {
+		if contains(agents, a) {
+			continue
+		}
+		at, ok := b.examplePos[a]
+		if !ok {
+			continue
+		}
+		if len(agents) == 0 {
+			b.d.warnf(at, "per-agent snapshot example: %q names no agent: no stage of this contract has agent=", a)
+			continue
+		}
+		b.d.warnf(at, "per-agent snapshot example: %q names no agent of this contract%s; its keys describe nothing, and the agents are %s",
+			a, hint(a, agents, ""), joinWords(agents, "and"))
+	}
+}

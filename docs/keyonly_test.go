@@ -9,11 +9,13 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/contractd/contractd/fixtures/need"
 	"github.com/contractd/contractd/fixtures/sshd"
+	"github.com/contractd/contractd/fixtures/users"
 	"github.com/contractd/contractd/transports"
 )
 
@@ -22,6 +24,8 @@ import (
 // sshd's key) against a real sshd that reads ~/.ssh/authorized_keys: the
 // account useradd makes is refused while it is locked, and logs in with
 // its key once `usermod -p '*'` has run.
+var keyOnlyRuns atomic.Int32
+
 func TestKeyOnlyLoginUserAsDocumented(t *testing.T) {
 	if os.Geteuid() != 0 {
 		need.Missing(t, "root", errors.New("creating a login user needs root"))
@@ -36,11 +40,15 @@ func TestKeyOnlyLoginUserAsDocumented(t *testing.T) {
 	if block == nil {
 		t.Fatal("transports.md shows no commands that create a login user (a sh block starting with useradd)")
 	}
-	name := fmt.Sprintf("cdk%d", os.Getpid()%100000)
+	// One name per test, never reused: a user this process made before
+	// may not be gone yet.
+	name := fmt.Sprintf("cdk%d%d", os.Getpid()%100000, keyOnlyRuns.Add(1))
 	// Registered first, so it runs last: once sshd and the user's sessions
 	// are gone (userdel refuses a user with processes).
 	t.Cleanup(func() {
-		if out, err := exec.Command("userdel", "-r", name).CombinedOutput(); err != nil && !strings.Contains(string(out), "does not exist") {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if out, err := users.Run(ctx, "userdel", "-r", name); err != nil && !strings.Contains(string(out), "does not exist") {
 			t.Errorf("userdel %s: %v: %s", name, err, out)
 		}
 	})
@@ -55,7 +63,10 @@ func TestKeyOnlyLoginUserAsDocumented(t *testing.T) {
 	run := func(lines []string) {
 		t.Helper()
 		script := strings.NewReplacer("contractd", name, "id_ed25519.pub", pub).Replace(strings.Join(lines, "\n"))
-		if out, err := exec.CommandContext(ctx, "sh", "-ec", script).CombinedOutput(); err != nil {
+		// Whole again while another test holds the account files' lock:
+		// useradd is the script's first command, and a run it refused did
+		// nothing else.
+		if out, err := users.WhileLocked(ctx, func() ([]byte, error) { return exec.CommandContext(ctx, "sh", "-ec", script).CombinedOutput() }); err != nil {
 			t.Fatalf("%s\n%v: %s", script, err, out)
 		}
 	}

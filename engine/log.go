@@ -114,6 +114,12 @@ func (r *run) event(level slog.Level, msg string, args ...any) {
 	r.log.Log(r.ctx, level, r.clean(msg), clean...)
 }
 
+// clean is s as the run keeps any text: secrets redacted, control
+// characters escaped.
+func (r *run) clean(s string) string {
+	return transports.Printable(transports.Redact(s, r.redact))
+}
+
 // unitEvent is event about unit u: its agent (or stage, for an agentless
 // unit) is the field "agent".
 func (r *run) unitEvent(level slog.Level, u *unit, msg string, args ...any) {

@@ -445,7 +445,7 @@ func TestConfigErrors(t *testing.T) {
 		opts    map[string]string
 		wantErr string
 	}{
-		{name: "unknown kind", kind: "pager", wantErr: `unknown notifier kind "pager" (want one of alertmanager, command, log, webhook, zulip)`},
+		{name: "unknown kind", kind: "pager", wantErr: `unknown notifier kind "pager" (want one of alertmanager, command, email, log, webhook, zulip)`},
 		{name: "unknown option", kind: "webhook", opts: map[string]string{"url": "http://127.0.0.1/x", "retry": "3"}, wantErr: `unknown option "retry"`},
 		{name: "missing url", kind: "webhook", wantErr: "needs url"},
 		{name: "not http", kind: "webhook", opts: map[string]string{"url": "ftp://h/secret"}, wantErr: `url: expected an http or https URL, got "ftp://h/…"`},

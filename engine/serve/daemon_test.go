@@ -20,7 +20,6 @@ import (
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine"
 	"github.com/contractd/contractd/engine/clock"
-	"github.com/contractd/contractd/engine/notify"
 	"github.com/contractd/contractd/engine/store"
 	"github.com/contractd/contractd/fixtures/wait"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
@@ -470,7 +469,7 @@ func TestMetricsScrape(t *testing.T) {
 	writeContract(t, dir, "scraped", "1", "1h", true)
 	exit0, exit1 := 0, 1
 	var ran atomic.Bool
-	h := startDaemon(t, Config{Dir: dir, StateDir: t.TempDir(), Build: BuildInfo{Version: "1.2.3", Revision: "abc", GoVersion: "go1.x"},
+	h := startDaemon(t, Config{Dir: dir, StateDir: t.TempDir(), Build: BuildInfo{Version: "1.2.3", Revision: "abc", Date: "2026-12-01T10:00:00Z", GoVersion: "go1.x"},
 		Runner: &fakeRunner{run: func(ctx context.Context, c *contracts.Contract) (*engine.Report, error) {
 			r := report(c)
 			r.OverallSeverity = contracts.SeverityCritical
@@ -494,16 +493,16 @@ func TestMetricsScrape(t *testing.T) {
 			}
 			// What the metrics count is what the routes really did.
 			delivered := func(route string) engine.RouteDelivery {
-				return engine.RouteDelivery{Route: route, Outcome: notify.OutcomeDelivered, Tried: true, Attempts: 1}
+				return engine.RouteDelivery{Route: route, Outcome: store.OutcomeDelivered, Tried: true, Attempts: 1}
 			}
 			r.Alerts = []*engine.AlertReport{
 				{Key: "scraped/abiba/down", Kind: "open", Routes: []engine.RouteDelivery{
-					delivered("log"), {Route: "webhook", Outcome: notify.OutcomeQueued, Tried: true, Attempts: 1, Error: "connection refused"}}},
+					delivered("log"), {Route: "webhook", Outcome: store.OutcomeQueued, Tried: true, Attempts: 1, Error: "connection refused"}}},
 				{Key: "scraped/koby/down", Kind: "open", Retry: true, Sent: true, ReachedBefore: true, Routes: []engine.RouteDelivery{delivered("webhook")}},
 				{Key: "scraped/abiba/repair", Kind: "repair", Routes: []engine.RouteDelivery{
-					delivered("log"), {Route: "webhook", Outcome: notify.OutcomeQueued, Error: "not tried: webhook failed earlier in this run"}}},
+					delivered("log"), {Route: "webhook", Outcome: store.OutcomeQueued, Error: "not tried: webhook failed earlier in this run"}}},
 				{Key: "scraped/ace/down", Kind: "open", Retry: true, Routes: []engine.RouteDelivery{
-					{Route: "webhook", Outcome: notify.OutcomeDropped, Tried: true, Attempts: 40, Error: "connection refused"}}},
+					{Route: "webhook", Outcome: store.OutcomeDropped, Tried: true, Attempts: 40, Error: "connection refused"}}},
 			}
 			ran.Store(true)
 			return r, nil
@@ -531,7 +530,6 @@ func TestMetricsScrape(t *testing.T) {
 		`contractd_repair_verifications_total{contract="scraped",result="remediation_failed"}`: 1,
 		`contractd_probe_used_pct{agent="abiba",contract="scraped",stage="disk",step="df"}`:    91.5,
 		`contractd_probe_inodes_used{agent="abiba",contract="scraped",stage="disk",step="df"}`: 7,
-		`contractd_build_info{goversion="go1.x",revision="abc",version="1.2.3"}`:               1,
 		`contractd_alerts_sent_total{contract="scraped"}`:                                      2,
 		`contractd_notify_delivered_total{contract="scraped",notifier="log"}`:                  2,
 		`contractd_notify_delivered_total{contract="scraped",notifier="webhook"}`:              1,
@@ -552,6 +550,10 @@ func TestMetricsScrape(t *testing.T) {
 				t.Errorf("%s = %v, want %v", series, got, v)
 			}
 		})
+	}
+	// The build's version, revision and date, as the Makefile stamps them.
+	if v, ok := h.metric(`contractd_build_info{build_date="2026-12-01T10:00:00Z",goversion="go1.x",revision="abc",version="1.2.3"}`); !ok || v != 1 {
+		t.Errorf("contractd_build_info with the build's labels = %v (present %v), want 1", v, ok)
 	}
 	last, ok := h.metric(`contractd_last_run_timestamp_seconds{contract="scraped"}`)
 	if !ok || last < float64(before.Add(-time.Second).Unix()) || last > float64(time.Now().Unix()+1) {

@@ -201,7 +201,7 @@ func (d *Daemon) syncReset(e *entry) bool {
 	if d.cfg.HA != nil {
 		// A reset made on any host (`contractd reset --etcd`, another
 		// instance's API) is in the shared ledger.
-		if l, err := d.view.ReadLedger(e.name); err == nil && l.ReleasedAt.After(st.ResetAt) {
+		if l, err := engine.ReadLedger(d.view, e.name); err == nil && l.ReleasedAt.After(st.ResetAt) {
 			st.ResetAt = l.ReleasedAt
 		}
 	}
