@@ -243,8 +243,11 @@ func (r *alerting) mayResolve(in *intent) (bool, string) {
 		judged := !u.skipped && u.raw != contracts.SeverityUnknown
 		return judged, fmt.Sprintf("%s is judged again (now %s)", u.name(), u.final)
 	}
-	if !u.observed() || u.failing() {
-		return false, "" // unseen, or still failing: another row or guard speaks for it now
+	if !u.observed() || u.failing() || u.final == contracts.SeverityUnknown {
+		// Unseen, still failing (another row or guard speaks for it now),
+		// or not judged: nothing resolves on unknown, which the unknown
+		// incident speaks for once it lasts.
+		return false, ""
 	}
 	if in.source == guard.SourceRelay {
 		return true, fmt.Sprintf("%s is %s again (was %s)", u.name(), u.final, in.condition)
