@@ -491,13 +491,13 @@ func (b *bodyParser) defined(name string) bool {
 // varHint ends an "undefined var" error: the defined name nearest to name
 // when it is a likely typo (a var, a secret, or in a for_each stage an
 // item key), else how to define it.
-func (b *bodyParser) varHint(name string) string {
+func (b *bodyParser) varHint(name string) didYouMean {
 	return hint(name, b.varNames(), fmt.Sprintf(" (define it under vars, or pass --var %s=VALUE)", name))
 }
 
 // shellVarHint is varHint for a command, where the target's environment
 // is a name too: ${env.NAME}.
-func (b *bodyParser) shellVarHint(name string) string {
+func (b *bodyParser) shellVarHint(name string) didYouMean {
 	return hint(name, b.varNames(), fmt.Sprintf(" (define it under vars, pass --var %s=VALUE, or write ${env.%s} for the target's environment variable)", name, name))
 }
 

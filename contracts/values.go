@@ -191,15 +191,22 @@ func (v *stepValues) children(prefix string) []string {
 	return out
 }
 
-// valuesOf returns the values step st produces, built once per step.
-func (b *bodyParser) valuesOf(st *Step) *stepValues {
-	if v, ok := b.values[st]; ok {
-		return v
+// Values returns what the step produces, as lint checks what reads it:
+// its kind's values, its as= form's, then the JSON fields its author
+// declared (by dotted path, sorted, with no doc), each name once. A step
+// of no registered kind produces none.
+func (st *Step) Values() []Value {
+	var out []Value
+	seen := map[string]bool{}
+	add := func(x Value) {
+		if !seen[x.Name] {
+			seen[x.Name] = true
+			out = append(out, x)
+		}
 	}
-	v := &stepValues{step: st, types: map[string]Type{}}
 	if k := stepKind(st.Kind); k != nil {
 		for _, x := range k.Values {
-			v.types[x.Name] = x.Type
+			add(x)
 		}
 		form := st.As
 		if form == "" && st.readsJSON() {
@@ -207,19 +214,26 @@ func (b *bodyParser) valuesOf(st *Step) *stepValues {
 		}
 		if f := k.asForm(form); f != nil {
 			for _, x := range f.Values {
-				v.types[x.Name] = x.Type
+				add(x)
 			}
 		}
 	}
 	if st.readsJSON() {
-		if st.Fields == nil {
-			v.open = true
+		for _, p := range sortedKeys(st.Fields) {
+			add(Value{Name: p, Type: st.Fields[p]})
 		}
-		for p, t := range st.Fields {
-			if _, builtin := v.types[p]; !builtin {
-				v.types[p] = t
-			}
-		}
+	}
+	return out
+}
+
+// valuesOf returns the values step st produces, built once per step.
+func (b *bodyParser) valuesOf(st *Step) *stepValues {
+	if v, ok := b.values[st]; ok {
+		return v
+	}
+	v := &stepValues{step: st, types: map[string]Type{}, open: st.readsJSON() && st.Fields == nil}
+	for _, x := range st.Values() {
+		v.types[x.Name] = x.Type
 	}
 	if b.values == nil {
 		b.values = map[*Step]*stepValues{}
