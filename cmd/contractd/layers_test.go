@@ -24,6 +24,7 @@ var layers = map[string]int{
 	"engine/replay":          9,
 	"engine/serve":           9,
 	"engine/mcpserver":       10,
+	"schema":                 10,
 	"cmd/contractd":          11,
 }
 
