@@ -32,6 +32,10 @@ type stepMeta struct {
 // stepAttrs are the attributes a step block takes.
 var stepAttrs = []string{"id", "timeout", "as", "fields", "on", "via", "sudo"}
 
+// StepAttributes returns the attributes a step block takes, as lint
+// knows them (```bash {id=… timeout=…}).
+func StepAttributes() []string { return append([]string(nil), stepAttrs...) }
+
 // bodyParser walks goldmark's block tree once, in document order.
 type bodyParser struct {
 	s     *source
