@@ -63,7 +63,8 @@ type Key struct {
 }
 
 // Lookup returns the key at a dotted path below k ("guards.crash_loop.per";
-// a mapping of the author's names takes any name: "targets.web.ssh").
+// a mapping of the author's names takes any name: "targets.web.ssh"; a
+// list's items are passed through: "for_each.workers.port").
 func (k Key) Lookup(path string) (Key, bool) {
 	cur := k
 	for _, part := range strings.Split(path, ".") {
@@ -77,6 +78,11 @@ func (k Key) Lookup(path string) (Key, bool) {
 }
 
 func (k Key) child(name string) (Key, bool) {
+	if k.Type == KeyList && k.Each != nil {
+		// A list's items are not named: a path goes through them
+		// (for_each.workers.port is a key of every item).
+		return k.Each.child(name)
+	}
 	for _, c := range k.Keys {
 		if c.Name == name {
 			return c, true

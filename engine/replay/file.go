@@ -118,51 +118,74 @@ func Load(path string) (*File, error) {
 }
 
 // Parse checks a test file's text; path names it and places its contract.
-// Its errors are Load's.
+// Its errors are Load's: each is a *FileError.
 func Parse(path string, src []byte) (*File, error) {
+	bad := func(line, col int, format string, args ...any) error {
+		return &FileError{Pos: contracts.Pos{File: path, Line: line, Col: col}, Msg: fmt.Sprintf(format, args...)}
+	}
 	var f File
 	if err := yaml.UnmarshalWithOptions(src, &f, yaml.Strict()); err != nil {
 		var ye yaml.Error
 		if errors.As(err, &ye) {
 			if tok := ye.GetToken(); tok != nil && tok.Position != nil {
-				return nil, fmt.Errorf("%w: %s:%d:%d: %s", ErrFile, path, tok.Position.Line, tok.Position.Column, ye.GetMessage())
+				return nil, bad(tok.Position.Line, tok.Position.Column, "%s", ye.GetMessage())
 			}
-			return nil, fmt.Errorf("%w: %s: %s", ErrFile, path, ye.GetMessage())
+			return nil, bad(0, 0, "%s", ye.GetMessage())
 		}
-		return nil, fmt.Errorf("%w: %s: %v", ErrFile, path, err)
+		return nil, bad(0, 0, "%v", err)
 	}
 	f.path = path
 	if f.Contract == "" {
 		f.Contract = strings.TrimSuffix(filepath.Base(path), ".test.yaml") + ".md"
 	}
 	if len(f.Runs) == 0 {
-		return nil, fmt.Errorf("%w: %s: no runs", ErrFile, path)
+		return nil, bad(0, 0, "no runs")
 	}
 	if _, err := f.start(); err != nil {
-		return nil, fmt.Errorf("%w: %s: start: %v", ErrFile, path, err)
+		return nil, bad(0, 0, "start: %v", err)
 	}
 	for i, r := range f.Runs {
 		if r == nil {
-			return nil, fmt.Errorf("%w: %s: run %d is empty", ErrFile, path, i+1)
+			return nil, bad(0, 0, "run %d is empty", i+1)
 		}
 		if r.After != "" {
 			if d, err := contracts.ParseDuration(r.After); err != nil || d < 0 {
-				return nil, fmt.Errorf("%w: %s: run %d: after %q is not a duration such as 15m", ErrFile, path, i+1, r.After)
+				return nil, bad(0, 0, "run %d: after %q is not a duration such as 15m", i+1, r.After)
 			}
 		}
 		for _, m := range []map[string]*Output{r.Steps, r.AfterRepair} {
 			for k, o := range m {
 				if !strings.Contains(k, "/") {
-					return nil, fmt.Errorf("%w: %s: run %d: step %q: write it as stage/step", ErrFile, path, i+1, k)
+					return nil, bad(0, 0, "run %d: step %q: write it as stage/step", i+1, k)
 				}
 				if o == nil {
-					return nil, fmt.Errorf("%w: %s: run %d: step %q has no output", ErrFile, path, i+1, k)
+					return nil, bad(0, 0, "run %d: step %q has no output", i+1, k)
 				}
 			}
 		}
 	}
 	return &f, nil
 }
+
+// FileError is what is wrong with a test file, and where: Line and Col
+// are 0 when the YAML parser gave no position (the file as a whole). It
+// wraps ErrFile.
+type FileError struct {
+	Pos contracts.Pos
+	Msg string
+}
+
+// Error renders "bad test file: FILE:LINE:COL: MSG" (FILE: MSG without a
+// position).
+func (e *FileError) Error() string {
+	if e.Pos.Line == 0 {
+		return fmt.Sprintf("%v: %s: %s", ErrFile, e.Pos.File, e.Msg)
+	}
+	return fmt.Sprintf("%v: %s: %s", ErrFile, e.Pos, e.Msg)
+}
+
+// Unwrap returns ErrFile.
+func (e *FileError) Unwrap() error { return ErrFile }
 
 // ContractPath is the contract file the test runs.
 func (f *File) ContractPath() string {
