@@ -25,6 +25,7 @@ var layers = map[string]int{
 	"engine/serve":           9,
 	"engine/mcpserver":       10,
 	"schema":                 10,
+	"lsp":                    10,
 	"cmd/contractd":          11,
 }
 

@@ -1,0 +1,35 @@
+package lsp
+
+import (
+	"context"
+
+	"go.lsp.dev/protocol"
+)
+
+// Version is the server's version in its initialize answer; the command
+// sets it.
+var Version = "dev"
+
+// initialize says what the server does: full-text sync (the documents are
+// small, and a whole text keeps no state per keystroke), diagnostics,
+// hover, completion, definition and quick fixes.
+func initialize(ctx context.Context, s *Server, p *protocol.InitializeParams) (any, error) {
+	return &protocol.InitializeResult{
+		Capabilities: protocol.ServerCapabilities{
+			TextDocumentSync: &protocol.TextDocumentSyncOptions{
+				OpenClose: true,
+				Change:    protocol.TextDocumentSyncKindFull,
+			},
+			HoverProvider:      true,
+			DefinitionProvider: true,
+			CompletionProvider: &protocol.CompletionOptions{TriggerCharacters: []string{".", "=", "{", "$"}},
+			CodeActionProvider: &protocol.CodeActionOptions{CodeActionKinds: []protocol.CodeActionKind{protocol.QuickFix}},
+		},
+		ServerInfo: &protocol.ServerInfo{Name: "contractd", Version: Version},
+	}, nil
+}
+
+// initialized needs nothing: the server has said what it does.
+func initialized(ctx context.Context, s *Server, p *protocol.InitializedParams) (any, error) {
+	return nil, nil
+}
