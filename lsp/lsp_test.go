@@ -439,3 +439,38 @@ func TestPathologicalContractIsRefusedAsLintRefusesIt(t *testing.T) {
 		t.Fatalf("the server no longer answers: hover %q", h)
 	}
 }
+
+// The protocol's lifecycle: shutdown then exit ends Serve with nil; exit
+// alone ends it with ErrExitWithoutShutdown; after shutdown a request is
+// refused; a method the server does not know is an error the client sees,
+// and the server goes on.
+func TestLifecycle(t *testing.T) {
+	for _, orderly := range []bool{true, false} {
+		s := start(t)
+		ctx := context.Background()
+		if _, err := s.srv.Symbols(ctx, &protocol.WorkspaceSymbolParams{Query: "x"}); err == nil || !strings.Contains(err.Error(), "method not found") {
+			t.Fatalf("an unknown method: %v", err)
+		}
+		path, text := flagship(t)
+		s.open(path, text)
+		if orderly {
+			if err := s.srv.Shutdown(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := s.srv.Hover(ctx, &protocol.HoverParams{TextDocumentPositionParams: at(path, 20, 3)}); err == nil {
+				t.Fatal("hover answered after shutdown")
+			}
+		}
+		if err := s.srv.Exit(ctx); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case err := <-s.done:
+			if orderly && err != nil || !orderly && err != lsp.ErrExitWithoutShutdown {
+				t.Fatalf("orderly %v: Serve returned %v", orderly, err)
+			}
+		case <-time.After(time.Minute):
+			t.Fatal("Serve did not return within a minute of exit")
+		}
+	}
+}
