@@ -74,7 +74,7 @@ func complete(pl *place) []protocol.CompletionItem {
 		}
 	case pl.front:
 		k, ok := frontKey(pl.keys)
-		if !ok {
+		if !ok || len(pl.keys) == 0 {
 			return nil
 		}
 		for _, e := range k.Enum {

@@ -6,10 +6,6 @@ import (
 	"go.lsp.dev/protocol"
 )
 
-// Version is the server's version in its initialize answer; the command
-// sets it.
-var Version = "dev"
-
 // initialize says what the server does: full-text sync (the documents are
 // small, and a whole text keeps no state per keystroke), diagnostics,
 // hover, completion, definition and quick fixes.
@@ -25,7 +21,7 @@ func initialize(ctx context.Context, s *Server, p *protocol.InitializeParams) (a
 			CompletionProvider: &protocol.CompletionOptions{TriggerCharacters: []string{".", "=", "{", "$"}},
 			CodeActionProvider: &protocol.CodeActionOptions{CodeActionKinds: []protocol.CodeActionKind{protocol.QuickFix}},
 		},
-		ServerInfo: &protocol.ServerInfo{Name: "contractd", Version: Version},
+		ServerInfo: &protocol.ServerInfo{Name: "contractd", Version: s.version},
 	}, nil
 }
 

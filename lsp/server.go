@@ -28,8 +28,9 @@ import (
 // Server is one client's session: its open documents and the connection
 // it answers on.
 type Server struct {
-	conn jsonrpc2.Conn
-	opts contracts.Options
+	conn    jsonrpc2.Conn
+	opts    contracts.Options
+	version string
 
 	mu   sync.Mutex
 	docs map[protocol.DocumentURI]*document
@@ -46,6 +47,9 @@ type Options struct {
 	// server reads no inventory, so its diagnostics are lint's of the
 	// file alone.
 	Load contracts.Options
+	// Version is what the server calls itself in its initialize answer
+	// (contractd's version).
+	Version string
 }
 
 // ErrExitWithoutShutdown is returned by Serve when the client sent exit
@@ -59,7 +63,7 @@ var ErrExitWithoutShutdown = errors.New("lsp: exit without shutdown")
 // (io.EOF when the client closed it).
 func Serve(ctx context.Context, rw io.ReadWriteCloser, opts Options) error {
 	conn := jsonrpc2.NewConn(jsonrpc2.NewStream(rw))
-	s := &Server{conn: conn, opts: opts.Load, docs: map[protocol.DocumentURI]*document{}, exit: make(chan struct{})}
+	s := &Server{conn: conn, opts: opts.Load, version: opts.Version, docs: map[protocol.DocumentURI]*document{}, exit: make(chan struct{})}
 	conn.Go(ctx, s.handle)
 	select {
 	case <-ctx.Done():

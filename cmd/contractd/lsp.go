@@ -30,8 +30,7 @@ func (m *Main) cmdLSP(ctx context.Context, args []string) int {
 		m.errorf("%v", err)
 		return exitUsage
 	}
-	lsp.Version = version
-	err = lsp.Serve(ctx, stdio{os.Stdin, os.Stdout}, lsp.Options{Load: opts})
+	err = lsp.Serve(ctx, stdio{os.Stdin, os.Stdout}, lsp.Options{Load: opts, Version: version})
 	switch {
 	case err == nil, errors.Is(err, io.EOF), ctx.Err() != nil:
 		return exitOK

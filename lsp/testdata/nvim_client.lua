@@ -64,7 +64,9 @@ local ok, err = pcall(function()
   local actions = request("textDocument/codeAction", {
     textDocument = { uri = uri },
     range = { start = { line = d.lnum, character = d.col }, ["end"] = { line = d.lnum, character = d.end_col } },
-    context = { diagnostics = vim.lsp.diagnostic.get_line_diagnostics(buf, d.lnum) },
+    -- The server keeps each diagnostic's suggestion itself: the context
+    -- it is sent back in is not needed.
+    context = { diagnostics = {} },
   })
   assert(actions and #actions == 1, "code actions: " .. vim.inspect(actions))
   result.action = actions[1].title
