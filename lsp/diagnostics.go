@@ -40,14 +40,16 @@ func (d *document) diagnostics() []protocol.Diagnostic {
 	return out
 }
 
-// diagRange is where a diagnostic is: from its position over the word
-// there, or over the mistyped word its suggestion names.
+// diagRange is where a diagnostic is: from its position, lint's, over the
+// word there, or to the end of the mistyped word its suggestion names
+// (`${prot}`: from the $ lint points at to the end of prot).
 func (d *document) diagRange(diag contracts.Diagnostic) protocol.Range {
-	if r, ok := d.suggestionRange(diag); ok {
-		return r
-	}
 	line := diag.Pos.Line - 1
-	return d.rangeAt(line, byteOff(d.line(line), diag.Pos.Col))
+	r := d.rangeAt(line, byteOff(d.line(line), diag.Pos.Col))
+	if s, ok := d.suggestionRange(diag); ok && s.Start.Line == r.Start.Line && s.Start.Character >= r.Start.Character {
+		r.End = s.End
+	}
+	return r
 }
 
 // suggestionRange is where a diagnostic's mistyped word is: on its line,

@@ -245,6 +245,26 @@ func TestDiagnosticsAreLintsAndTheQuickFixAppliesItsSuggestion(t *testing.T) {
 		}
 	}
 
+	// A suggestion inside ${…}: the diagnostic starts where lint's does
+	// (the $), and the fix replaces the name alone.
+	refTypo := strings.Replace(text, "GET ${zulip_site}/api/v1/server_settings", "GET ${zulip_sit}/api/v1/server_settings", 1)
+	got = s.change(path, 3, refTypo)
+	sameDiags(t, "a typo in ${…}", served(got), lintSays(t, path, refTypo))
+	line, col = lineOf(t, refTypo, "${zulip_sit}")
+	actions, err = s.srv.CodeAction(context.Background(), &protocol.CodeActionParams{
+		TextDocument: protocol.TextDocumentIdentifier{URI: uri.File(path)},
+		Range:        protocol.Range{Start: protocol.Position{Line: uint32(line)}, End: protocol.Position{Line: uint32(line)}},
+	})
+	if err != nil || len(actions) != 1 {
+		t.Fatalf("code actions: %+v, %v", actions, err)
+	}
+	if e := actions[0].Edit.Changes[uri.File(path)][0]; e.Range.Start.Character != uint32(col+2) || e.NewText != "zulip_site" {
+		t.Errorf("the fix edits %+v", e)
+	}
+	if fixed := apply(t, refTypo, actions[0].Edit.Changes[uri.File(path)]); fixed != text {
+		t.Errorf("the fix did not restore the contract")
+	}
+
 	// Every shipped contract: the server says exactly what lint says.
 	mds, _ := filepath.Glob("../fixtures/contracts/*.md")
 	for _, md := range mds {
