@@ -496,3 +496,39 @@ func TestLifecycle(t *testing.T) {
 		}
 	}
 }
+
+// Hover, completion and definition answer at every line of the flagship,
+// at its start, middle and end, whole and with a line cut in half: none
+// is an error (a handler's panic would be one).
+func TestEveryPositionAnswers(t *testing.T) {
+	if testing.Short() {
+		t.Skip("thousands of requests")
+	}
+	s := start(t)
+	path, text := flagship(t)
+	lines := strings.Split(text, "\n")
+	cut := strings.Join(append(append([]string{}, lines[:len(lines)/2]...), lines[len(lines)/2][:len(lines[len(lines)/2])/2]), "\n")
+	ctx := context.Background()
+	for i, version := range []string{text, cut} {
+		if i == 0 {
+			s.open(path, version)
+		} else {
+			s.change(path, 2, version)
+		}
+		for n, l := range strings.Split(version, "\n") {
+			units := len(utf16.Encode([]rune(l)))
+			for _, c := range []int{0, units / 2, units} {
+				pos := at(path, n, c)
+				if _, err := s.srv.Hover(ctx, &protocol.HoverParams{TextDocumentPositionParams: pos}); err != nil {
+					t.Fatalf("hover at %d:%d: %v", n, c, err)
+				}
+				if _, err := s.srv.Completion(ctx, &protocol.CompletionParams{TextDocumentPositionParams: pos}); err != nil {
+					t.Fatalf("completion at %d:%d: %v", n, c, err)
+				}
+				if _, err := s.srv.Definition(ctx, &protocol.DefinitionParams{TextDocumentPositionParams: pos}); err != nil {
+					t.Fatalf("definition at %d:%d: %v", n, c, err)
+				}
+			}
+		}
+	}
+}
