@@ -24,8 +24,3 @@ func initialize(ctx context.Context, s *Server, p *protocol.InitializeParams) (a
 		ServerInfo: &protocol.ServerInfo{Name: "contractd", Version: s.version},
 	}, nil
 }
-
-// initialized needs nothing: the server has said what it does.
-func initialized(ctx context.Context, s *Server, p *protocol.InitializedParams) (any, error) {
-	return nil, nil
-}

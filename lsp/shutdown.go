@@ -14,9 +14,3 @@ func shutdown(ctx context.Context, s *Server, _ json.RawMessage) (any, error) {
 	s.docs = nil
 	return nil, nil
 }
-
-// exit ends Serve.
-func exit(ctx context.Context, s *Server, _ json.RawMessage) (any, error) {
-	s.exitOnce.Do(func() { close(s.exit) })
-	return nil, nil
-}
