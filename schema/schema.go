@@ -29,7 +29,8 @@ var Names = []string{"front-matter", "inventory", "test"}
 const draft = "https://json-schema.org/draft/2020-12/schema"
 
 // Generate returns the schema called name as indented JSON ending in a
-// newline. It fails only on a name that is not one of Names.
+// newline. It fails only on a name that is not one of Names, naming the
+// nearest.
 func Generate(name string) ([]byte, error) {
 	var s obj
 	switch name {
@@ -44,7 +45,7 @@ func Generate(name string) ([]byte, error) {
 		s["title"] = "contractd test file (NAME.test.yaml)"
 		s["description"] = "recorded step outputs and the verdicts each run must come to: contractd test runs the contract through the engine with a fake clock and no targets"
 	default:
-		return nil, fmt.Errorf("no schema %q (want %s)", name, strings.Join(Names, ", "))
+		return nil, fmt.Errorf("no schema %q (want %s)%s", name, strings.Join(Names, ", "), contracts.Suggest(name, Names))
 	}
 	s["$schema"] = draft
 	var b bytes.Buffer
