@@ -56,6 +56,9 @@ type bodyParser struct {
 	values    map[*Step]*stepValues   // what each step produces (valuesOf)
 	examples  []exampleBlock          // example outputs, bound to their steps once all are read
 	varTypes  map[string]reflect.Type // vars as the type checker sees them, by for_each list (varsType)
+	// examplePos are the agents of the per-agent snapshot example, where
+	// each is named.
+	examplePos map[string]Pos
 	stageMeta map[*Stage]*stageMeta
 	stepMeta  map[*Step]*stepMeta
 	schemaOK  bool

@@ -3,14 +3,17 @@ package contracts
 import (
 	"fmt"
 	"strings"
+
+	"github.com/contractd/contractd/transports"
 )
 
 // The front matter's and the inventory's keys as data: what each takes
 // and what it does, for the JSON Schema (`contractd schema`) and the
 // language server's completion and hover. The names come from the lists
 // the decoders read (topKeys, guardKeys, targetKeys, scheduleKeys, …,
-// messageKinds and the notifier registry); keySpecs gives each its type
-// and doc by path, and a test checks that every key has one and every
+// messageKinds, the notifier registry and the transport kinds); keySpecs
+// gives each its type and doc by path (a transport kind's key has its
+// own, transports.Kind), and a test checks that every key has one and every
 // spec a key.
 
 // KeyType is the kind of value a key takes.
@@ -153,10 +156,6 @@ var keySpecs = map[string]keySpec{
 	"guards.slow_retry.factor":        {typ: KeyInt, min: 2, doc: "repair every factor × schedule.every once slowed"},
 	"targets":                         {typ: KeyMapping, doc: "the links of the transport chains stages and steps run on, by name (on=NAME); each sets exactly one of ssh, pct, docker or local"},
 	"targets.*":                       {typ: KeyMapping, pattern: reName.String(), doc: "one target: exactly one of ssh, pct, docker or local, and via for the target it is reached through"},
-	"targets.*.ssh":                   {typ: KeyString, doc: "user@host or user@host:port, reached over SSH"},
-	"targets.*.pct":                   {typ: KeyInt, min: 1, doc: "a Proxmox container's VMID, run through `pct exec` on the via target (needs via)"},
-	"targets.*.docker":                {typ: KeyString, doc: "a container name, run through `docker exec` (on the via target, else this host)"},
-	"targets.*.local":                 {typ: KeyBool, enum: []string{"true"}, doc: "true: the engine's own host (cannot have via)"},
 	"targets.*.via":                   {typ: KeyString, doc: "the target this one is reached through"},
 	"targets.*.known_hosts":           {typ: KeyString, doc: "ssh: the known_hosts file (default ~/.ssh/known_hosts)"},
 	"targets.*.host_key":              {typ: KeyString, enum: []string{"strict", "accept-new"}, doc: "ssh: strict checks the host key against known_hosts; accept-new adds a host seen for the first time", def: "strict"},
@@ -264,10 +263,30 @@ func InventoryKeys() Key {
 	return root
 }
 
+// targetKey is a target: a key per transport kind, its type and doc the
+// kind's own (transports.Kind), exactly one of them set; then via, sudo
+// and the kinds' options, from keySpecs.
 func targetKey() *Key {
 	t := specKey("targets.*", "")
-	t.Keys = subKeys("targets.*", targetKeys)
-	t.OneOf = []string{"ssh", "pct", "docker", "local"}
+	for _, name := range targetKeys() {
+		k, isKind := transports.KindOf(name)
+		if !isKind {
+			t.Keys = append(t.Keys, specKey("targets.*."+name, name))
+			continue
+		}
+		key := Key{Name: name, Type: KeyString, Doc: k.Doc}
+		switch k.Value {
+		case transports.ValueInt:
+			key.Type, key.Min = KeyInt, 1
+		case transports.ValueTrue:
+			key.Type, key.Enum = KeyBool, []string{"true"}
+		}
+		if k.Example != "" {
+			key.Doc += " (e.g. " + k.Example + ")"
+		}
+		t.Keys = append(t.Keys, key)
+		t.OneOf = append(t.OneOf, name)
+	}
 	return &t
 }
 

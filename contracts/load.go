@@ -258,6 +258,7 @@ func (l *loader) parse(md parser.Parser, path string, src []byte, owned bool) (*
 	b.parse(md, body)
 	b.validate()
 	b.checkReportOnly(reportOnlyPos)
+	b.checkExampleAgents()
 	c.Defs.Vars = varPos
 	sortDiagnostics(d.list)
 	return c, d.list

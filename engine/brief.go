@@ -236,7 +236,7 @@ func WriteBrief(w io.Writer, b *Briefing) error {
 	}
 	for _, inc := range b.Incidents {
 		who := inc.Agent
-		if who == store.AllAgents || who == "" {
+		if who == AllAgents || who == "" {
 			who = "the contract"
 		}
 		p("- open since %s: %s: %s (%s)", inc.OpenedAt.UTC().Format(time.RFC3339), who, inc.Condition, nonEmptyOr(inc.Severity, "unknown"))
@@ -252,7 +252,7 @@ func WriteBrief(w io.Writer, b *Briefing) error {
 		p("Recent messages (newest last):\n\n")
 		for _, m := range b.Messages {
 			who := m.Agent
-			if who == "" || who == store.AllAgents {
+			if who == "" || who == AllAgents {
 				who = "contract"
 			}
 			p("- %s %s %s: %s: %s\n", m.At.UTC().Format(time.RFC3339), m.Kind, who, m.Condition, oneLine(m.Text))
@@ -271,7 +271,7 @@ func WriteBrief(w io.Writer, b *Briefing) error {
 	sort.Strings(keys)
 	for _, k := range keys {
 		who := "agent " + k
-		if k == store.AllAgents {
+		if k == AllAgents {
 			who = "the whole contract"
 		}
 		p("- %s: %s\n", who, b.Maintenance[k].String())

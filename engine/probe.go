@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -96,7 +95,7 @@ func (r *run) probe(ctx context.Context, stages []*stageRun) probed {
 // target travel as one batch; once a target is unreachable, later steps on
 // it are unreachable too without another attempt.
 func (r *run) probeStage(ctx context.Context, sr *stageRun) {
-	sr.report.Target = describeTarget(r.c, sr.target)
+	sr.report.Target = r.c.Chain(sr.target)
 	if r.e.opts.Recordings != nil {
 		r.replayStage(ctx, sr)
 		return
@@ -292,8 +291,8 @@ func (sr *stageRun) record(r *run, step *contracts.Step, o *steps.Observation) {
 		rep.Error = o.Err.Error()
 	}
 	rep.Note = o.Result.Note
-	rep.Stdout = truncate(o.Result.Stdout, 2048)
-	rep.Stderr = truncate(o.Result.Stderr, 2048)
+	rep.Stdout = transports.Shorten(o.Result.Stdout, 2048)
+	rep.Stderr = transports.Shorten(o.Result.Stderr, 2048)
 	sr.report.Steps = append(sr.report.Steps, rep)
 	if r.e.opts.Progress != nil {
 		r.e.opts.Progress(Event{Stage: sr.id, Step: step.ID, Severity: o.Severity, Duration: o.Duration})
@@ -384,13 +383,6 @@ func exportedValues(step *contracts.Step, o *steps.Observation) map[string]float
 	return m
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + fmt.Sprintf("… [%d bytes]", len(s))
-}
-
 // releaser returns what to call when a stage is done: with ReleaseTargets
 // and an opener that can, it closes each target's connection after the
 // last stage that uses it. The stages end concurrently: each target's
@@ -420,38 +412,6 @@ func (r *run) releaser(stages []*stageRun) func(*stageRun) {
 			}
 		}
 	}
-}
-
-// describeTarget renders a target's chain, e.g. "ssh root@h → pct 112".
-func describeTarget(c *contracts.Contract, name string) string {
-	var parts []string
-	seen := map[string]bool{}
-	for name != "" && name != "local" && !seen[name] {
-		seen[name] = true
-		t, ok := c.Targets[name]
-		if !ok {
-			parts = append(parts, name+"?")
-			break
-		}
-		switch t.Kind() {
-		case "ssh":
-			parts = append(parts, "ssh "+t.SSH)
-		case "pct":
-			parts = append(parts, fmt.Sprintf("pct %d", t.PCT))
-		case "docker":
-			parts = append(parts, "docker "+t.Docker)
-		default:
-			parts = append(parts, "local")
-		}
-		name = t.Via
-	}
-	if len(parts) == 0 {
-		return "local"
-	}
-	for i, j := 0, len(parts)-1; i < j; i, j = i+1, j-1 {
-		parts[i], parts[j] = parts[j], parts[i]
-	}
-	return strings.Join(parts, " → ")
 }
 
 // redactObservation replaces secret values in everything a step kept:

@@ -9,6 +9,7 @@ import (
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/steps"
+	"github.com/contractd/contractd/transports"
 )
 
 // completion offers what may be written where the cursor is, from the
@@ -39,16 +40,18 @@ func complete(pl *place) []protocol.CompletionItem {
 		}
 		out = append(out, it)
 	}
-	targets := func(sshOnly bool) {
+	// targets offers the contract's targets; tunnels only the kinds an
+	// http or tcp step may dial through (via=).
+	targets := func(tunnels bool) {
 		if c == nil {
 			return
 		}
-		if !sshOnly {
+		if !tunnels {
 			add("local", "target", "the engine's own host", protocol.CompletionItemKindReference)
 		}
 		for _, name := range sortedKeys(c.Targets) {
-			t := c.Targets[name]
-			if sshOnly && t.Kind() != "ssh" || name == "local" && !sshOnly {
+			k, _ := transports.KindOf(c.Targets[name].Kind)
+			if tunnels && !k.Tunnel || name == "local" && !tunnels {
 				continue
 			}
 			add(name, "target", c.Chain(name), protocol.CompletionItemKindReference)
