@@ -32,6 +32,10 @@ type stepMeta struct {
 // stepAttrs are the attributes a step block takes.
 var stepAttrs = []string{"id", "timeout", "as", "fields", "on", "via", "sudo"}
 
+// StepAttributes returns the attributes a step block takes, as lint
+// knows them (```bash {id=… timeout=…}).
+func StepAttributes() []string { return append([]string(nil), stepAttrs...) }
+
 // bodyParser walks goldmark's block tree once, in document order.
 type bodyParser struct {
 	s     *source
@@ -39,25 +43,25 @@ type bodyParser struct {
 	c     *Contract
 	cache *exprCache
 
-	section   string // current H2, lower-cased
-	h3        string // current H3 title, lower-cased
-	stage     *Stage
-	lastStep  *Step
-	stepIDs   map[string]Pos
-	stageIDs  map[string]Pos
-	uses      []exprUse
-	exprs     exprBudget              // what the contract's expressions cost so far
-	keysOf    map[string]*itemKeys    // by for_each list (itemKeys)
-	secrets   map[string]bool         // the contract's secrets, once a reference asks
-	values    map[*Step]*stepValues   // what each step produces (valuesOf)
-	examples  []exampleBlock          // example outputs, bound to their steps once all are read
-	varTypes  map[string]reflect.Type // vars as the type checker sees them, by for_each list (varsType)
+	section  string // current H2, lower-cased
+	h3       string // current H3 title, lower-cased
+	stage    *Stage
+	lastStep *Step
+	stepIDs  map[string]Pos
+	stageIDs map[string]Pos
+	uses     []exprUse
+	exprs    exprBudget              // what the contract's expressions cost so far
+	keysOf   map[string]*itemKeys    // by for_each list (itemKeys)
+	secrets  map[string]bool         // the contract's secrets, once a reference asks
+	values   map[*Step]*stepValues   // what each step produces (valuesOf)
+	examples []exampleBlock          // example outputs, bound to their steps once all are read
+	varTypes map[string]reflect.Type // vars as the type checker sees them, by for_each list (varsType)
 	// examplePos are the agents of the per-agent snapshot example, where
 	// each is named.
 	examplePos map[string]Pos
-	stageMeta map[*Stage]*stageMeta
-	stepMeta  map[*Step]*stepMeta
-	schemaOK  bool
+	stageMeta  map[*Stage]*stageMeta
+	stepMeta   map[*Step]*stepMeta
+	schemaOK   bool
 	// snapshotRows are the `Key | Value` rows, bound once the whole body
 	// is read (bindSnapshotValues).
 	snapshotRows []snapshotBinding
@@ -494,13 +498,13 @@ func (b *bodyParser) defined(name string) bool {
 // varHint ends an "undefined var" error: the defined name nearest to name
 // when it is a likely typo (a var, a secret, or in a for_each stage an
 // item key), else how to define it.
-func (b *bodyParser) varHint(name string) string {
+func (b *bodyParser) varHint(name string) didYouMean {
 	return hint(name, b.varNames(), fmt.Sprintf(" (define it under vars, or pass --var %s=VALUE)", name))
 }
 
 // shellVarHint is varHint for a command, where the target's environment
 // is a name too: ${env.NAME}.
-func (b *bodyParser) shellVarHint(name string) string {
+func (b *bodyParser) shellVarHint(name string) didYouMean {
 	return hint(name, b.varNames(), fmt.Sprintf(" (define it under vars, pass --var %s=VALUE, or write ${env.%s} for the target's environment variable)", name, name))
 }
 

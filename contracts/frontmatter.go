@@ -199,11 +199,7 @@ func (y *yamlDec) mapping(n ast.Node, what string) ([]entry, bool) {
 }
 
 func (y *yamlDec) unknownKey(e entry, what string, known []string) {
-	msg := fmt.Sprintf("unknown key %q in %s", e.key, what)
-	if s := closest(e.key, known); s != "" {
-		msg += fmt.Sprintf(" (did you mean %q?)", s)
-	}
-	y.d.errorf(y.pos(e.keyN), "%s", msg)
+	y.d.errorf(y.pos(e.keyN), "unknown key %q in %s%s", e.key, what, hint(e.key, known, ""))
 }
 
 // str accepts a string scalar.
@@ -449,7 +445,7 @@ func (y *yamlDec) decodeFrontMatter(root ast.Node, c *Contract) frontMatter {
 				}
 			}
 		case "for_each":
-			y.decodeForEach(e.value, c.ForEach)
+			y.decodeForEach(e.value, c.ForEach, &c.Defs)
 		case "alert_on":
 			if s, ok := y.str(e.value, e.key); ok {
 				switch s {
@@ -512,10 +508,20 @@ func (y *yamlDec) decodeSchedule(n ast.Node, s *Schedule) {
 				s.StartDelay = d
 			}
 		default:
-			y.unknownKey(e, "schedule", []string{"every", "on_start", "start_delay"})
+			y.unknownKey(e, "schedule", scheduleKeys)
 		}
 	}
 }
+
+// The keys of the front matter's mappings, as the decoders below read
+// them; FrontMatterKeys (keys.go) gives each its type and doc.
+var (
+	scheduleKeys    = []string{"every", "on_start", "start_delay"}
+	crashLoopKeys   = []string{"max_restarts", "per", "then"}
+	slowRetryKeys   = []string{"after", "factor"}
+	blastRadiusKeys = []string{"max_repairs", "trip", "min_units"}
+	inventoryKeys   = []string{"vars", "targets"}
+)
 
 var guardKeys = []string{"debounce", "crash_loop", "unreachable_after", "unknown_after", "recover_after", "after",
 	"budget", "grace", "escalate_after", "repeat", "blast_radius", "slow_retry"}
@@ -570,7 +576,7 @@ func (y *yamlDec) decodeGuards(n ast.Node, g *Guards) {
 						g.CrashLoop.Then = v
 					}
 				default:
-					y.unknownKey(s, what, []string{"max_restarts", "per", "then"})
+					y.unknownKey(s, what, crashLoopKeys)
 				}
 			}
 			if g.CrashLoop.MaxRestarts == 0 || g.CrashLoop.Per == 0 {
@@ -604,7 +610,7 @@ func (y *yamlDec) decodeSlowRetry(e entry, what string) *SlowRetry {
 				s.Factor = f
 			}
 		default:
-			y.unknownKey(kv, what, []string{"after", "factor"})
+			y.unknownKey(kv, what, slowRetryKeys)
 		}
 	}
 	if s.After == 0 || s.Factor == 0 {
@@ -660,7 +666,7 @@ func (y *yamlDec) decodeBlastRadius(n ast.Node, what string) *BlastRadius {
 			}
 			b.Trip = f
 		default:
-			y.unknownKey(s, what, []string{"max_repairs", "trip", "min_units"})
+			y.unknownKey(s, what, blastRadiusKeys)
 		}
 	}
 	return b
@@ -834,10 +840,14 @@ func (y *yamlDec) decodeVars(n ast.Node, into map[string]varValue) {
 	}
 }
 
-func (y *yamlDec) decodeForEach(n ast.Node, into map[string][]map[string]any) {
+func (y *yamlDec) decodeForEach(n ast.Node, into map[string][]map[string]any, defs *Defs) {
 	entries, _ := y.mapping(n, "for_each")
+	defs.Lists, defs.Items = map[string]Pos{}, map[string]map[string]Pos{}
 	for _, e := range entries {
 		what := "for_each." + e.key
+		defs.Lists[e.key] = y.pos(e.keyN)
+		keyPos := map[string]Pos{}
+		defs.Items[e.key] = keyPos
 		seq, ok := e.value.(*ast.SequenceNode)
 		if !ok {
 			y.d.errorf(y.pos(e.value), "%s: expected a list of mappings, got %s", what, kindName(e.value))
@@ -855,6 +865,9 @@ func (y *yamlDec) decodeForEach(n ast.Node, into map[string][]map[string]any) {
 				if why := CheckVarName(f.key); why != "" {
 					y.d.errorf(y.pos(f.keyN), "%s: key %q is %s", w, f.key, why)
 					continue
+				}
+				if _, seen := keyPos[f.key]; !seen {
+					keyPos[f.key] = y.pos(f.keyN)
 				}
 				switch x := f.value.(type) {
 				case *ast.IntegerNode:
@@ -912,7 +925,8 @@ func (inv *inventory) nearMisses(c *Contract, d *diags) {
 			continue
 		}
 		if s := closest(k, unset); s != "" {
-			d.warnf(inv.vars[k].pos, "vars: %s declares no var %q (did you mean %q? as written, %s keeps its default)", c.Name, k, s, s)
+			d.warnf(inv.vars[k].pos, "vars: %s declares no var %q%s", c.Name, k,
+				suggest(k, s, fmt.Sprintf(" (did you mean %q? as written, %s keeps its default)", s, s)))
 		}
 	}
 }
@@ -936,7 +950,7 @@ func parseInventory(path string, src []byte) *inventory {
 			case "targets":
 				y.decodeTargets(e.value, inv.targets)
 			default:
-				y.unknownKey(e, "inventory", []string{"vars", "targets"})
+				y.unknownKey(e, "inventory", inventoryKeys)
 			}
 		}
 	}

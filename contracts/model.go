@@ -107,9 +107,23 @@ type Contract struct {
 	// Messages shape the contract's messages by kind (open, reminder,
 	// resolved, repair); a kind without a template gets the engine's text.
 	Messages map[string]*template.Template
+	// Defs are where the names the contract declares are written.
+	Defs Defs
 
 	declared map[string]bool // the var names the contract reads (DeclaresVar)
 	own      []string        // the keys of its own vars, sorted
+}
+
+// Defs say where a contract's declared names are written, for an
+// editor's go to definition; a target's and a step's own Pos say theirs.
+type Defs struct {
+	// Vars are the vars by name: the front matter's key, or the
+	// inventory's that declares a var the contract does not.
+	Vars map[string]Pos
+	// Lists are the for_each lists by name, and Items each list's item
+	// keys where an item first has them.
+	Lists map[string]Pos
+	Items map[string]map[string]Pos
 }
 
 // IsReportOnly reports whether agent is listed in report_only_agents.

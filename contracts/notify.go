@@ -632,13 +632,8 @@ func (y *yamlDec) decodeNotify(n ast.Node) []NotifyRoute {
 		for _, o := range opts {
 			opt, known := k.option(o.key)
 			if !known {
-				msg := fmt.Sprintf("unknown option %q in %s", o.key, what)
-				if s := closest(o.key, k.optionNames()); s != "" {
-					msg += fmt.Sprintf(" (did you mean %q?)", s)
-				} else {
-					msg += " (options: " + strings.Join(k.optionNames(), ", ") + ")"
-				}
-				y.d.errorf(y.pos(o.keyN), "%s", msg)
+				y.d.errorf(y.pos(o.keyN), "unknown option %q in %s%s", o.key, what,
+					hint(o.key, k.optionNames(), " (options: "+strings.Join(k.optionNames(), ", ")+")"))
 				continue
 			}
 			if opt.Compound() {

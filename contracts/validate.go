@@ -618,12 +618,9 @@ func (b *bodyParser) itemKeys(list string) *itemKeys {
 }
 
 // hint is " (did you mean "x"?)" for the known name nearest to s when it
-// is a likely typo, or otherwise.
-func hint(s string, known []string, otherwise string) string {
-	if k := closest(s, known); k != "" {
-		return fmt.Sprintf(" (did you mean %q?)", k)
-	}
-	return otherwise
+// is a likely typo, or otherwise; a diagnostic it ends suggests x.
+func hint(s string, known []string, otherwise string) didYouMean {
+	return didYouMean{wrong: s, right: closest(s, known), otherwise: otherwise}
 }
 
 // checkFilled fills a step whose kind fills values into its text (http,

@@ -191,27 +191,22 @@ func (v *stepValues) children(prefix string) []string {
 	return out
 }
 
-// valuesOf returns the values step st produces, built once per step.
-func (b *bodyParser) valuesOf(st *Step) *stepValues {
-	if v, ok := b.values[st]; ok {
-		return v
+// Values returns what the step produces, as lint checks what reads it:
+// its kind's values, its as= form's, then the JSON fields its author
+// declared (by dotted path, sorted, with no doc), each name once. A step
+// of no registered kind produces none.
+func (st *Step) Values() []Value {
+	var out []Value
+	seen := map[string]bool{}
+	add := func(x Value) {
+		if !seen[x.Name] {
+			seen[x.Name] = true
+			out = append(out, x)
+		}
 	}
-	v := &stepValues{step: st, types: st.valueTypes(), open: st.readsJSON() && st.Fields == nil}
-	if b.values == nil {
-		b.values = map[*Step]*stepValues{}
-	}
-	b.values[st] = v
-	return v
-}
-
-// valueTypes are the values st produces by name, with their types: its
-// kind's, its as= form's, and its declared JSON fields (by dotted path
-// too) when it reads JSON.
-func (st *Step) valueTypes() map[string]Type {
-	types := map[string]Type{}
 	if k := stepKind(st.Kind); k != nil {
 		for _, x := range k.Values {
-			types[x.Name] = x.Type
+			add(x)
 		}
 		form := st.As
 		if form == "" && st.readsJSON() {
@@ -219,26 +214,44 @@ func (st *Step) valueTypes() map[string]Type {
 		}
 		if f := k.asForm(form); f != nil {
 			for _, x := range f.Values {
-				types[x.Name] = x.Type
+				add(x)
 			}
 		}
 	}
 	if st.readsJSON() {
-		for p, t := range st.Fields {
-			if _, builtin := types[p]; !builtin {
-				types[p] = t
-			}
+		for _, p := range sortedKeys(st.Fields) {
+			add(Value{Name: p, Type: st.Fields[p]})
 		}
 	}
-	return types
+	return out
 }
 
 // ValueType returns the type of the value name (a dotted path for a
 // declared JSON field) that st produces, as lint knows it, and false
 // when st does not declare it.
 func (st *Step) ValueType(name string) (Type, bool) {
-	t, ok := st.valueTypes()[name]
-	return t, ok
+	for _, v := range st.Values() {
+		if v.Name == name {
+			return v.Type, true
+		}
+	}
+	return "", false
+}
+
+// valuesOf returns the values step st produces, built once per step.
+func (b *bodyParser) valuesOf(st *Step) *stepValues {
+	if v, ok := b.values[st]; ok {
+		return v
+	}
+	v := &stepValues{step: st, types: map[string]Type{}, open: st.readsJSON() && st.Fields == nil}
+	for _, x := range st.Values() {
+		v.types[x.Name] = x.Type
+	}
+	if b.values == nil {
+		b.values = map[*Step]*stepValues{}
+	}
+	b.values[st] = v
+	return v
 }
 
 // parseFields reads a fields= attribute: `name:type` items separated by

@@ -69,6 +69,8 @@ func init() {
 		"brief":       {"[--stage ID] [--json] [--state-dir DIR | --etcd URL[,URL…]] CONTRACT", "print the briefing an agent needs to watch a contract: steps, tables, allowed repairs, what was already alerted, the report to write", (*Main).cmdBrief},
 		"mcp":         {"[--allow-actions] [--dir DIR] [--state-dir DIR | --etcd URL[,URL…]]", "serve the MCP tools over stdio, for an agent that starts contractd", (*Main).cmdMCP},
 		"sudoers":     {"[--user NAME] [--host TARGET] DIR|FILE...", "print the sudoers lines that allow exactly the commands contracts run through sudo", (*Main).cmdSudoers},
+		"lsp":         {"[--inventory FILE] [--var KEY=VALUE]... [--max-file-size SIZE]", "serve the language server over stdio, for an editor: lint's diagnostics as you type, hover, completion, definitions, quick fixes", (*Main).cmdLSP},
+		"schema":      {schemaNames, "print the JSON Schema of a contract's front matter, an inventory or a test file, for editors", (*Main).cmdSchema},
 		"version":     {"", "print the version", (*Main).cmdVersion},
 		"help":        {"[COMMAND]", "show this help, or a command's", (*Main).cmdHelp},
 		"man":         {"", "print contractd's manual page (roff), made from every command's --help", (*Main).cmdMan},

@@ -12,6 +12,8 @@ import (
 // support and the demo's, outside the rooms.
 var rooms = map[string]string{
 	"cmd/contractd":          "cli",
+	"lsp":                    "editor",
+	"schema":                 "editor",
 	"engine/serve":           "daemon",
 	"engine/mcpserver":       "daemon",
 	"engine":                 "run",
@@ -30,13 +32,16 @@ var rooms = map[string]string{
 
 // arrows are the rooms each room may import; a room may always import
 // itself. Every other import between rooms is one that never should exist:
-// the daemon drives runs, a run drives everything below it, the guards and
+// the editor's help (the language server, the schemas) reads the format,
+// the step kinds and the test files' runner and drives nothing; the daemon
+// drives runs, a run drives everything below it, the guards and
 // routes decide and deliver but keep no state of their own, state is bytes
 // and files (it knows nothing of what a ledger holds), the format knows
 // the transports only by their table of kinds, and the transports and the
 // clock import nothing of the project.
 var arrows = map[string][]string{
-	"cli":        {"daemon", "run", "guards", "routes", "state", "kinds", "format", "transports", "clock"},
+	"cli":        {"editor", "daemon", "run", "guards", "routes", "state", "kinds", "format", "transports", "clock"},
+	"editor":     {"run", "kinds", "format", "transports"},
 	"daemon":     {"run", "guards", "routes", "state", "kinds", "format", "transports", "clock"},
 	"run":        {"guards", "routes", "state", "kinds", "format", "transports", "clock"},
 	"guards":     {"format", "clock"},
