@@ -188,8 +188,8 @@ func (b *bodyParser) healthTable(header []cell, rows [][]cell) {
 			b.d.errorf(row[0].pos, "health row needs a field name")
 			continue
 		}
-		if !reIdent.MatchString(field) {
-			b.d.errorf(row[0].pos, "field %q is not a field name (letters, digits, _ and dots)", field)
+		if !reFieldPath.MatchString(field) {
+			b.d.errorf(row[0].pos, "field %q is not a field name (letters, digits, _ and dots, a key that is not a name in brackets: perf[\"/\"].value)", field)
 			continue
 		}
 		hr := &HealthRow{Field: field, Pos: row[0].pos, Export: export}

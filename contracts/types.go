@@ -50,7 +50,8 @@ var anyType = reflect.TypeFor[any]()
 // structOf builds a struct type whose fields are named (expr:"name") and
 // typed as given; a field declared with fields below it (`result.status`)
 // is a struct of those. An open value set (undeclared JSON) is a map,
-// which expr does not check.
+// which expr does not check; a map declared with Any below it is a map
+// of its entries' type.
 func structOf(types map[string]Type, prefix string, open bool) reflect.Type {
 	if open {
 		return reflect.TypeFor[map[string]any]()
@@ -63,20 +64,31 @@ func structOf(types map[string]Type, prefix string, open bool) reflect.Type {
 		}
 	}
 	sort.Strings(names)
+	if len(names) == 1 && names[0] == Any {
+		return reflect.MapOf(reflect.TypeFor[string](), typeAt(types, prefix+Any))
+	}
 	fields := make([]reflect.StructField, 0, len(names))
 	for i, n := range names {
-		t := goType(types[prefix+n])
-		if hasChildren(types, prefix+n+".") {
-			t = structOf(types, prefix+n+".", false)
-		}
-		if t == nil {
-			t = anyType
-		}
+		t := typeAt(types, prefix+n)
 		fields = append(fields, reflect.StructField{
 			Name: "F" + strconv.Itoa(i), Type: t, Tag: reflect.StructTag(`expr:"` + n + `"`),
 		})
 	}
 	return reflect.StructOf(fields)
+}
+
+// typeAt is the checker's type of the declared name n: a struct (or a
+// map) of what is declared below it, else its own type; any when that
+// is TypeAny.
+func typeAt(types map[string]Type, n string) reflect.Type {
+	t := goType(types[n])
+	if hasChildren(types, n+".") {
+		t = structOf(types, n+".", false)
+	}
+	if t == nil {
+		t = anyType
+	}
+	return t
 }
 
 func hasChildren(types map[string]Type, prefix string) bool {
@@ -88,18 +100,27 @@ func hasChildren(types map[string]Type, prefix string) bool {
 	return false
 }
 
-// typeOf returns the Go type of step sv's value (or path) name for the
-// checker: a struct when fields are declared below it; nil when lint does
-// not know it.
-func (sv *stepValues) typeOf(name string) reflect.Type {
-	t, ok := sv.types[name]
+// typeOf returns the Go type of step sv's value (or the path of parts
+// below it) for the checker: a struct when fields are declared below it;
+// nil when lint does not know it.
+func (sv *stepValues) typeOf(parts ...string) reflect.Type {
+	name, ok := sv.declaredPath(parts)
 	if !ok {
 		return nil
 	}
 	if hasChildren(sv.types, name+".") {
 		return structOf(sv.types, name+".", false)
 	}
-	return goType(t)
+	return goType(sv.types[name])
+}
+
+// typeName is the declared type of the path of parts, TypeAny when lint
+// does not know it.
+func (sv *stepValues) typeName(parts []string) Type {
+	if name, ok := sv.declaredPath(parts); ok {
+		return sv.types[name]
+	}
+	return TypeAny
 }
 
 // stepType is the type of a step read by its id: a struct of its values.
@@ -288,17 +309,16 @@ func firstLine(s string) string {
 // fieldType is the type of a health row's field in v (its own step's
 // value, a path below it, or a value of a step seen by id), for `it`.
 func (v *view) fieldType(field string) (reflect.Type, Type) {
-	parts := strings.Split(field, ".")
+	parts := SplitPath(field)
 	if sv, ok := v.ids[parts[0]]; ok && len(parts) > 1 {
-		p := strings.Join(parts[1:], ".")
-		if t := sv.typeOf(p); t != nil {
-			return t, sv.types[p]
+		if t := sv.typeOf(parts[1:]...); t != nil {
+			return t, sv.typeName(parts[1:])
 		}
 		return nil, TypeAny
 	}
 	for _, sv := range v.top {
-		if t := sv.typeOf(field); t != nil {
-			return t, sv.types[field]
+		if t := sv.typeOf(parts...); t != nil {
+			return t, sv.typeName(parts)
 		}
 	}
 	return nil, TypeAny

@@ -41,15 +41,15 @@ func Worst(a, b contracts.Severity) contracts.Severity {
 	return a
 }
 
-// Lookup resolves a field name, possibly dotted (`health.connected`), in env.
-// The second result is false when any part is missing.
+// Lookup resolves a field name, possibly a path (`health.connected`,
+// `perf["/"].value`: contracts.SplitPath), in env. The second result is
+// false when any part is missing.
 func Lookup(env map[string]any, field string) (any, bool) {
 	if v, ok := env[field]; ok {
 		return v, true
 	}
-	parts := strings.Split(field, ".")
 	var cur any = env
-	for _, p := range parts {
+	for _, p := range contracts.SplitPath(field) {
 		m, ok := cur.(map[string]any)
 		if !ok {
 			return nil, false
