@@ -51,6 +51,12 @@ type StepKind struct {
 	// plugin whose exit status is its verdict): lint does not ask for a
 	// table below its steps.
 	Verdict bool
+	// VerdictDoc says, for explain, how a Verdict kind judges its steps.
+	VerdictDoc string
+	// Reported are values every step of the kind keeps in its report
+	// beside those its table reads (a plugin's status line and perfdata),
+	// so a step judged without a table still shows what it saw.
+	Reported []string
 }
 
 // Exec reports whether the kind's step is a script run by a shell

@@ -78,6 +78,10 @@ func Evaluate(step *contracts.Step, o *Observation, env map[string]any) {
 		o.Findings = append(o.Findings, msg)
 		return
 	}
+	if judge := Kinds[step.Kind].Judge; judge != nil {
+		judged(step, o, env, judge)
+		return
+	}
 	if len(step.Health) == 0 {
 		o.Severity = contracts.SeverityHealthy
 		if to, _ := o.Values["timed_out"].(bool); to {
@@ -98,6 +102,25 @@ func Evaluate(step *contracts.Step, o *Observation, env map[string]any) {
 		}
 	}
 	o.Severity = sev
+}
+
+// judged is Evaluate for a kind that judges its own steps: the worst of
+// its verdict and its table's rows, the rows' findings first, then the
+// verdict's, which are kept only when the step is not healthy (a healthy
+// plugin's status line is no finding).
+func judged(step *contracts.Step, o *Observation, env map[string]any, judge JudgeFn) {
+	sev, said := judge(step, o)
+	for _, row := range step.Health {
+		rs, finding := EvaluateRow(row, env)
+		sev = Worst(sev, rs)
+		if finding != "" {
+			o.Findings = append(o.Findings, finding)
+		}
+	}
+	o.Severity = sev
+	if sev != contracts.SeverityHealthy {
+		o.Findings = append(o.Findings, said...)
+	}
 }
 
 // EvaluateRow judges one row; the finding is empty when the row is healthy.
@@ -180,6 +203,13 @@ func FormatValue(v any) string {
 	case map[string]any, []any:
 		b, _ := json.Marshal(x)
 		return string(b)
+	case float64:
+		// 19172163584, not 1.9172163584e+10: a plugin's bytes as printed
+		// (and, as JSON writes them, an exponent from 1e21 on).
+		if x > -1e21 && x < 1e21 {
+			return strconv.FormatFloat(x, 'f', -1, 64)
+		}
+		return fmt.Sprint(x)
 	default:
 		return fmt.Sprint(x)
 	}
