@@ -18,6 +18,7 @@ import (
 	"github.com/contractd/contractd/engine/replay"
 	"github.com/contractd/contractd/fixtures/need"
 	"github.com/contractd/contractd/fixtures/owner"
+	"github.com/contractd/contractd/fixtures/sshd"
 	"github.com/contractd/contractd/steps"
 	"github.com/contractd/contractd/transports"
 )
@@ -521,5 +522,49 @@ func TestNagiosExplain(t *testing.T) {
 	}
 	if p := contracts.Explain(c).Stages[0].Steps[0]; p.Command != "check_disk -w 20% -c 10% -p ${mount}" || p.Verdict == "" {
 		t.Errorf("explain --json: command %q verdict %q", p.Command, p.Verdict)
+	}
+}
+
+// TestPluginOverSSH: a nagios step runs on its target through the
+// target's transport, like a bash step: here a real loopback sshd, the
+// plugin's step batched with a bash step of the same stage in one session,
+// and a local stage's nagios step sent there with on=. check_procs counts
+// the process this test started, so its OK is what the plugin saw.
+func TestPluginOverSSH(t *testing.T) {
+	need.SSHD(t)
+	need.Plugin(t, "check_procs")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv, err := sshd.Start(ctx, sshd.Options{Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	marker := fmt.Sprintf("contractd-ssh-%d", time.Now().UnixNano())
+	sleep := owner.Command("sleep", "300")
+	sleep.Args[0] = marker
+	if err := sleep.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sleep.Process.Kill(); sleep.Wait() })
+	src := fmt.Sprintf("---\nname: over-ssh\nruntime_contract: 2\ntargets:\n  box: {ssh: %s@%s, known_hosts: %s, identity: [%s]}\nvars:\n  marker: %s\n---\n\n## Execution\n\n",
+		srv.User, srv.Addr, srv.KnownHostsFile, srv.IdentityFile, marker) +
+		"### Box {#box agent=box on=box}\n\n```bash {id=up}\necho up\n```\n\nExpected: `up`\n\n" +
+		"```nagios {id=procs}\ncheck_procs -a \"$marker\" \\\n  -c 1:1\n```\n\n" +
+		"### Here {#here agent=here}\n\n```nagios {id=remote on=box}\ncheck_procs -a \"$marker\" -w 2:2 -c 1:\n```\n"
+	rep := runContract(t, src)
+	for _, st := range rep.Stages {
+		if !strings.HasPrefix(st.Target, "ssh ") && st.ID == "box" {
+			t.Errorf("stage box ran on %s, want its ssh target", st.Target)
+		}
+	}
+	box, here := rep.Stages[0], rep.Stages[1]
+	if len(box.Steps) != 2 || box.Steps[1].Severity != contracts.SeverityHealthy || box.Steps[1].Values["plugin_status"] != "OK" ||
+		!strings.HasPrefix(box.Steps[1].Values["output"].(string), "PROCS OK: 1 process with args '"+marker+"'") {
+		t.Errorf("check_procs over ssh: %+v", box.Steps)
+	}
+	if s := here.Steps[0]; s.Severity != contracts.SeverityDegraded || s.Values["plugin_status"] != "WARNING" ||
+		!strings.HasPrefix(s.Findings[0], "PROCS WARNING: 1 process with args '"+marker+"'") {
+		t.Errorf("on=box: %s %v %q, want degraded: PROCS WARNING", s.Severity, s.Values, s.Findings)
 	}
 }
