@@ -13,6 +13,7 @@ import (
 	"github.com/expr-lang/expr/checker"
 	"github.com/expr-lang/expr/conf"
 	"github.com/expr-lang/expr/file"
+	"github.com/expr-lang/expr/parser"
 	"github.com/expr-lang/expr/parser/lexer"
 )
 
@@ -291,6 +292,7 @@ func (b *bodyParser) lintTypes(u exprUse, v *view) {
 		b.d.errorf(b.exprPos(u, u.c.text, col), "expression %s: %s", quoteExpr(u.c.text), msg)
 	}
 	b.lintSeverities(u)
+	b.lintWords(u, v)
 }
 
 // isOrdering reports whether a checker error is about <, <=, > or >=.
@@ -396,6 +398,119 @@ func (v *severityVisitor) Visit(n *ast.Node) {
 			for _, e := range arr.Nodes {
 				if s, ok := e.(*ast.StringNode); ok {
 					v.words = append(v.words, s.Value)
+				}
+			}
+		}
+	}
+}
+
+// lintWords reports a comparison (==, !=, in) of a value whose kind lists
+// the words it is ever (StepKind.Words) with another word: the condition
+// or cell could never hold (`plugin_status == "CRITCAL"`). The value is
+// read by name, through its step's id, or as a cell's `it`.
+func (b *bodyParser) lintWords(u exprUse, v *view) {
+	if u.c.prog == nil || v == nil {
+		return
+	}
+	// The expression as written: the compiled program's optimizer turns
+	// `x in ["a", "b"]` into a lookup in a constant set.
+	tree, err := parser.Parse(u.c.text)
+	if err != nil {
+		return
+	}
+	w := &wordVisitor{}
+	ast.Walk(&tree.Node, w)
+	for _, cmp := range w.found {
+		name, words := b.wordsOf(u, v, cmp.subject)
+		if words == nil || contains(words, cmp.word) {
+			continue
+		}
+		at := u.pos
+		if i := strings.Index(u.src, `"`+cmp.word+`"`); i >= 0 && u.src != "" {
+			at = offsetPos(u.pos, u.src, i)
+		} else if i := strings.Index(u.src, cmp.word); i >= 0 && u.src != "" {
+			at = offsetPos(u.pos, u.src, i)
+		}
+		b.d.errorf(at, "%s compared with %q, which it never is%s: %s is %s, so this never holds",
+			name, cmp.word, wordHint(cmp.word, words), name, joinWords(words, "or"))
+	}
+}
+
+// wordHint suggests the word w was meant to be: one that differs only in
+// case ("unknown" for UNKNOWN), else the nearest.
+func wordHint(w string, words []string) string {
+	for _, x := range words {
+		if strings.EqualFold(w, x) {
+			return fmt.Sprintf(" (did you mean %q?)", x)
+		}
+	}
+	return hint(w, words, "")
+}
+
+// wordsOf is the value subject reads and the words its kind lists for it;
+// nil words when it lists none.
+func (b *bodyParser) wordsOf(u exprUse, v *view, subject ast.Node) (string, []string) {
+	words := func(sv *stepValues, name string) []string {
+		if k := stepKind(sv.step.Kind); k != nil {
+			return k.Words[name]
+		}
+		return nil
+	}
+	p, ok := memberPath(subject)
+	if !ok {
+		return "", nil
+	}
+	parts := SplitPath(p)
+	if parts[0] == "it" && len(parts) == 1 && u.scope == scopeCell && u.row != nil {
+		parts = SplitPath(u.row.Field)
+	}
+	switch len(parts) {
+	case 1:
+		for _, sv := range v.top {
+			if sv.has(parts[0]) {
+				return parts[0], words(sv, parts[0])
+			}
+		}
+	case 2:
+		if sv, ok := v.ids[parts[0]]; ok {
+			return p, words(sv, parts[1])
+		}
+	}
+	return "", nil
+}
+
+// wordVisitor gathers the string literals a value is compared with: ==,
+// != and in (["a", "b"]), the value on either side of ==.
+type wordVisitor struct {
+	found []struct {
+		subject ast.Node
+		word    string
+	}
+}
+
+func (w *wordVisitor) Visit(n *ast.Node) {
+	bn, ok := (*n).(*ast.BinaryNode)
+	if !ok {
+		return
+	}
+	add := func(subject ast.Node, word string) {
+		w.found = append(w.found, struct {
+			subject ast.Node
+			word    string
+		}{subject, word})
+	}
+	switch bn.Operator {
+	case "==", "!=":
+		for _, pair := range [][2]ast.Node{{bn.Left, bn.Right}, {bn.Right, bn.Left}} {
+			if s, ok := pair[1].(*ast.StringNode); ok {
+				add(pair[0], s.Value)
+			}
+		}
+	case "in", "not in":
+		if arr, ok := bn.Right.(*ast.ArrayNode); ok {
+			for _, e := range arr.Nodes {
+				if s, ok := e.(*ast.StringNode); ok {
+					add(bn.Left, s.Value)
 				}
 			}
 		}

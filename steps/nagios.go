@@ -32,6 +32,7 @@ var nagiosKind = Kind{
 		VerdictDoc: "the plugin's exit status (0 healthy, 1 degraded, 2 critical, 3 unknown), " +
 			"the worst of it and the rows below; a row on exit_code or plugin_status judges the status instead",
 		Reported: []string{"plugin_status", "output", "perf"},
+		Words:    map[string][]string{"plugin_status": {"OK", "WARNING", "CRITICAL", "UNKNOWN"}},
 	},
 	Replay:  replayExec,
 	Observe: observeNagios,
