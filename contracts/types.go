@@ -357,9 +357,14 @@ func (b *bodyParser) lintSeverities(u exprUse) {
 	if u.scope != scopeAction && u.scope != scopeAgentSnapshot || u.c.prog == nil {
 		return
 	}
-	node := u.c.prog.Node()
+	// The expression as written, not the compiled program, whose
+	// optimizer turns `severity in ["a", "b"]` into a constant set.
+	tree, err := parser.Parse(u.c.text)
+	if err != nil {
+		return
+	}
 	v := &severityVisitor{}
-	ast.Walk(&node, v)
+	ast.Walk(&tree.Node, v)
 	for _, w := range v.words {
 		if contains(severityWords, w) {
 			continue
