@@ -1,6 +1,9 @@
 package main
 
 import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -8,8 +11,12 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine"
 	"github.com/contractd/contractd/fixtures/need"
+	"github.com/contractd/contractd/fixtures/sshd"
 )
 
 // scratchContract watches a filesystem with Debian's check_disk: a nagios
@@ -119,5 +126,112 @@ func TestCheckDiskOnATmpfs(t *testing.T) {
 	}
 	if !(used[0] < used[1] && used[1] < used[2]) {
 		t.Errorf("the used bytes read %v, want them growing as the tmpfs fills", used)
+	}
+}
+
+// privateContract checks a file only root may see, with check_file_age
+// run as the login (the plugin cannot see it) and through sudo.
+const privateContract = `---
+name: private-file
+runtime_contract: 2
+targets:
+  box: {ssh: %s, sudo: true, known_hosts: %s, identity: [%s]}
+vars:
+  file: %s
+---
+
+## Execution
+
+### Box {#box agent=box on=box}
+
+` + "```nagios {id=asroot sudo=true}\n/usr/lib/nagios/plugins/check_file_age -f ${file} -w 3600 -c 7200\n```" + `
+
+` + "```nagios {id=aslogin}\ncheck_file_age -f ${file} -w 3600 -c 7200\n```" + `
+
+| Field | Healthy | Critical |
+|---|---|---|
+| ` + "`plugin_status`" + ` | ` + "`CRITICAL`" + ` | ` + "`OK`" + ` |
+`
+
+// TestPluginThroughSudoOverSSH logs in to a real sshd as a real
+// unprivileged user, whose check_file_age cannot see a file in a
+// directory only root may read (CRITICAL: not found), and runs the same
+// plugin through Debian's sudo with the line `contractd sudoers` printed:
+// OK, with its perfdata. Without the line, sudo's refusal is the finding
+// (degraded: sudo exits 1, as a plugin's WARNING does).
+func TestPluginThroughSudoOverSSH(t *testing.T) {
+	need.Root(t, "creating a user and writing /etc/sudoers.d")
+	useradd := need.Command(t, "useradd", "passwd")
+	need.Command(t, "sudo", "sudo")
+	need.SSHD(t)
+	need.Plugin(t, "check_file_age")
+
+	var rnd [4]byte
+	rand.Read(rnd[:])
+	login := "ctd" + hex.EncodeToString(rnd[:])
+	base, err := os.MkdirTemp("", "contractd-plugin-sudo-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(base) })
+	os.Chmod(base, 0o755)
+	for _, args := range [][]string{{useradd, "-m", "-d", filepath.Join(base, "home"), "-s", "/bin/sh", login}, {"usermod", "-p", "*", login}} {
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	t.Cleanup(func() { exec.Command("userdel", login).Run() })
+	private := filepath.Join(base, "private")
+	os.Mkdir(private, 0o700)
+	file := filepath.Join(private, "backup.tar")
+	os.WriteFile(file, []byte("x"), 0o600)
+
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	srv, err := sshd.Start(ctx, sshd.Options{User: login, QuietLogin: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Stop() })
+	dir := t.TempDir()
+	contract := filepath.Join(dir, "private-file.md")
+	if err := os.WriteFile(contract, []byte(fmt.Sprintf(privateContract, login+"@"+srv.Addr, srv.KnownHostsFile, srv.IdentityFile, file)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, lines, errs := runMain(t, "contractd", "sudoers", contract)
+	want := login + " ALL=(root) NOPASSWD: /usr/lib/nagios/plugins/check_file_age -f " + file + " -w 3600 -c 7200\n"
+	if code != 0 || !strings.Contains(lines, want) {
+		t.Fatalf("contractd sudoers: exit %d, want %q:\n%s%s", code, want, lines, errs)
+	}
+	installed := "/etc/sudoers.d/contractd-test-" + login
+	if err := os.WriteFile(installed, []byte(lines), 0o440); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(installed) })
+
+	run := func() (asroot, aslogin *engine.StepReport) {
+		t.Helper()
+		code, out, errs := runMain(t, "contractd", "run", "--json", "--quiet", "--state-dir", filepath.Join(dir, "state"), contract)
+		var rep engine.Report
+		if err := json.Unmarshal([]byte(out), &rep); code != 0 || err != nil || len(rep.Stages) != 1 || len(rep.Stages[0].Steps) != 2 {
+			t.Fatalf("run: exit %d %v\n%s%s", code, err, out, errs)
+		}
+		return rep.Stages[0].Steps[0], rep.Stages[0].Steps[1]
+	}
+	asroot, aslogin := run()
+	if asroot.Severity != contracts.SeverityHealthy || asroot.Values["plugin_status"] != "OK" || !strings.HasPrefix(asroot.Values["output"].(string), "FILE_AGE OK: "+file) {
+		t.Errorf("through sudo: %s %v %q, want healthy: FILE_AGE OK", asroot.Severity, asroot.Values, asroot.Findings)
+	}
+	if size, _ := asroot.Values["perf"].(map[string]any)["size"].(map[string]any); size == nil || size["value"] != 1.0 || size["uom"] != "B" {
+		t.Errorf("through sudo: perf %v, want the file's size 1 B", asroot.Values["perf"])
+	}
+	if aslogin.Severity != contracts.SeverityHealthy || aslogin.Values["plugin_status"] != "CRITICAL" || !strings.Contains(aslogin.Values["output"].(string), "File not found") {
+		t.Errorf("as the login: %s %v, want CRITICAL: File not found (judged healthy by its table)", aslogin.Severity, aslogin.Values)
+	}
+
+	os.Remove(installed)
+	asroot, _ = run()
+	if asroot.Severity != contracts.SeverityDegraded || len(asroot.Findings) == 0 || asroot.Findings[0] != "sudo: a password is required (exit 1 WARNING → degraded)" {
+		t.Errorf("without the sudoers line: %s %q, want degraded, sudo's refusal as the finding", asroot.Severity, asroot.Findings)
 	}
 }
