@@ -425,14 +425,20 @@ func TestNagiosContractTest(t *testing.T) {
 	}
 }
 
-// runContract runs src through the engine against the local machine.
+// runContract runs src through the engine, with one-shot sessions.
 func runContract(t *testing.T, src string) *engine.Report {
+	t.Helper()
+	return runContractWith(t, src, transports.PoolOptions{})
+}
+
+// runContractWith runs src through the engine with a pool of opts.
+func runContractWith(t *testing.T, src string, opts transports.PoolOptions) *engine.Report {
 	t.Helper()
 	c, ds := contracts.Parse("plugins.md", []byte(src), contracts.Options{})
 	if ds.HasErrors() {
 		t.Fatalf("contract does not load:\n%v", ds.Err())
 	}
-	pool := transports.NewPool(transports.PoolOptions{})
+	pool := transports.NewPool(opts)
 	defer pool.Close()
 	e, err := engine.New(engine.Options{StateDir: t.TempDir(), Opener: engine.PoolOpener{Pool: pool}})
 	if err != nil {
@@ -443,6 +449,9 @@ func runContract(t *testing.T, src string) *engine.Report {
 	rep, err := e.Run(ctx, c)
 	if err != nil {
 		t.Fatal(err)
+	}
+	if opts.Resident != nil && len(pool.ResidentSessions()) == 0 {
+		t.Fatal("the run started no resident session")
 	}
 	return rep
 }
@@ -536,8 +545,9 @@ func TestNagiosExplain(t *testing.T) {
 // TestPluginOverSSH: a nagios step runs on its target through the
 // target's transport, like a bash step: here a real loopback sshd, the
 // plugin's step batched with a bash step of the same stage in one session,
-// and a local stage's nagios step sent there with on=. check_procs counts
-// the process this test started, so its OK is what the plugin saw.
+// and a local stage's nagios step sent there with on=, through one-shot
+// sessions and a resident one. check_procs counts the process this test
+// started, so its OK is what the plugin saw.
 func TestPluginOverSSH(t *testing.T) {
 	need.SSHD(t)
 	need.Plugin(t, "check_procs")
@@ -560,19 +570,24 @@ func TestPluginOverSSH(t *testing.T) {
 		"### Box {#box agent=box on=box}\n\n```bash {id=up}\necho up\n```\n\nExpected: `up`\n\n" +
 		"```nagios {id=procs}\ncheck_procs -a \"$marker\" \\\n  -c 1:1\n```\n\n" +
 		"### Here {#here agent=here}\n\n```nagios {id=remote on=box}\ncheck_procs -a \"$marker\" -w 2:2 -c 1:\n```\n"
-	rep := runContract(t, src)
-	for _, st := range rep.Stages {
-		if !strings.HasPrefix(st.Target, "ssh ") && st.ID == "box" {
-			t.Errorf("stage box ran on %s, want its ssh target", st.Target)
-		}
-	}
-	box, here := rep.Stages[0], rep.Stages[1]
-	if len(box.Steps) != 2 || box.Steps[1].Severity != contracts.SeverityHealthy || box.Steps[1].Values["plugin_status"] != "OK" ||
-		!strings.HasPrefix(box.Steps[1].Values["output"].(string), "PROCS OK: 1 process with args '"+marker+"'") {
-		t.Errorf("check_procs over ssh: %+v", box.Steps)
-	}
-	if s := here.Steps[0]; s.Severity != contracts.SeverityDegraded || s.Values["plugin_status"] != "WARNING" ||
-		!strings.HasPrefix(s.Findings[0], "PROCS WARNING: 1 process with args '"+marker+"'") {
-		t.Errorf("on=box: %s %v %q, want degraded: PROCS WARNING", s.Severity, s.Values, s.Findings)
+	for name, opts := range map[string]transports.PoolOptions{
+		"one-shot sessions":                 {},
+		"a resident session, as serve runs": {Resident: &transports.ResidentOptions{}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			rep := runContractWith(t, src, opts)
+			box, here := rep.Stages[0], rep.Stages[1]
+			if !strings.HasPrefix(box.Target, "ssh ") {
+				t.Errorf("stage box ran on %s, want its ssh target", box.Target)
+			}
+			if len(box.Steps) != 2 || box.Steps[1].Severity != contracts.SeverityHealthy || box.Steps[1].Values["plugin_status"] != "OK" ||
+				!strings.HasPrefix(box.Steps[1].Values["output"].(string), "PROCS OK: 1 process with args '"+marker+"'") {
+				t.Errorf("check_procs over ssh: %+v", box.Steps)
+			}
+			if s := here.Steps[0]; s.Severity != contracts.SeverityDegraded || s.Values["plugin_status"] != "WARNING" ||
+				!strings.HasPrefix(s.Findings[0], "PROCS WARNING: 1 process with args '"+marker+"'") {
+				t.Errorf("on=box: %s %v %q, want degraded: PROCS WARNING", s.Severity, s.Values, s.Findings)
+			}
+		})
 	}
 }
