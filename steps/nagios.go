@@ -17,8 +17,8 @@ import (
 // variables. The plugin's exit status is its verdict (0 OK healthy, 1
 // WARNING degraded, 2 CRITICAL critical, 3 UNKNOWN unknown); its status
 // line and long output are its findings; its perfdata are values a table
-// reads (perf["/"].value). docs/contract-format.md, "nagios steps", says
-// how a table combines with the plugin's verdict.
+// reads (perf["/"].value). docs/contract-format.md, "Nagios plugins",
+// says how a table combines with the plugin's verdict.
 var nagiosKind = Kind{
 	StepKind: contracts.StepKind{
 		Name:     "nagios",
@@ -32,7 +32,7 @@ var nagiosKind = Kind{
 		VerdictDoc: "the plugin's exit status (0 healthy, 1 degraded, 2 critical, 3 unknown), " +
 			"the worst of it and the rows below; a row on exit_code or plugin_status judges the status instead",
 		Reported: []string{"plugin_status", "output", "perf"},
-		Words:    map[string][]string{"plugin_status": {"OK", "WARNING", "CRITICAL", "UNKNOWN"}},
+		Words:    map[string][]string{"plugin_status": pluginStatuses()},
 	},
 	Replay:  replayExec,
 	Observe: observeNagios,
@@ -140,6 +140,15 @@ var pluginStates = []struct {
 	{"WARNING", contracts.SeverityDegraded},
 	{"CRITICAL", contracts.SeverityCritical},
 	{"UNKNOWN", contracts.SeverityUnknown},
+}
+
+// pluginStatuses are the words plugin_status may be, in exit code order.
+func pluginStatuses() []string {
+	out := make([]string, len(pluginStates))
+	for i, st := range pluginStates {
+		out[i] = st.name
+	}
+	return out
 }
 
 // pluginStatus is the status of a plugin that exited with code: UNKNOWN
