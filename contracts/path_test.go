@@ -61,3 +61,17 @@ func TestRowFieldWithABracketedKey(t *testing.T) {
 		t.Errorf("a malformed bracketed key: %v", err)
 	}
 }
+
+// FuzzPaths: any text splits (never panics), and its parts written back
+// as a path split to the same parts.
+func FuzzPaths(f *testing.F) {
+	for _, s := range []string{`perf["/"].value`, `a["b"]["c"].d`, `perf["/`, `a..b`, `["x"]`, `a["\""].b`, `a[""]`} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		parts := SplitPath(s)
+		if again := SplitPath(JoinPath(parts)); !reflect.DeepEqual(again, parts) {
+			t.Fatalf("%q splits to %q; written back as %s it splits to %q", s, parts, JoinPath(parts), again)
+		}
+	})
+}
