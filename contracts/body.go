@@ -52,6 +52,9 @@ type bodyParser struct {
 	values    map[*Step]*stepValues   // what each step produces (valuesOf)
 	examples  []exampleBlock          // example outputs, bound to their steps once all are read
 	varTypes  map[string]reflect.Type // vars as the type checker sees them, by for_each list (varsType)
+	// examplePos are the agents of the per-agent snapshot example, where
+	// each is named.
+	examplePos map[string]Pos
 	stageMeta map[*Stage]*stageMeta
 	stepMeta  map[*Step]*stepMeta
 	schemaOK  bool
@@ -354,9 +357,9 @@ func (b *bodyParser) fenced(f *ast.FencedCodeBlock) {
 			switch {
 			case k == nil:
 			case len(k.As) == 0:
-				b.d.errorf(p, "as: a %s step has no as= forms (its values are fixed)", kind)
+				b.d.errorf(p, "as: %s %s step has no as= forms (its values are fixed)", article(kind), kind)
 			case k.asForm(a.Value) == nil:
-				b.d.errorf(p, "as: a %s step's output is read as %s, got %q%s", kind, k.asNames(), a.Value, hint(a.Value, asFormNames(k), ""))
+				b.d.errorf(p, "as: %s %s step's output is read as %s, got %q%s", article(kind), kind, k.asNames(), a.Value, hint(a.Value, asFormNames(k), ""))
 			default:
 				st.As = a.Value
 			}
@@ -373,12 +376,12 @@ func (b *bodyParser) fenced(f *ast.FencedCodeBlock) {
 			if isProbeKind(kind) {
 				// The run probes http and tcp from the engine's host or
 				// through via=; an on= would be shown and never used.
-				b.d.errorf(p, "on applies only to %s steps (an %s step probes from the engine's host, or from an ssh target with via=)", stepKindList(true, "and"), stepKindList(false, "or"))
+				b.d.errorf(p, "on applies only to %s steps (an %s step runs from the engine's host; %s steps probe from an ssh target with via=)", stepKindList(true, "and"), stepKindList(false, "or"), dialingKinds("and"))
 			}
 		case "via":
 			st.Via, meta.viaPos = a.Value, p
-			if !isProbeKind(kind) {
-				b.d.errorf(p, "via applies only to %s steps (use on= to run a script elsewhere)", stepKindList(false, "and"))
+			if k != nil && !k.Dials {
+				b.d.errorf(p, "via applies only to %s steps (use on= to run a script elsewhere)", dialingKinds("and"))
 			}
 		case "sudo":
 			meta.sudoPos = p
@@ -461,7 +464,7 @@ func (b *bodyParser) refsAt(s string, shell bool, posOf func(off int) Pos) strin
 		if e := reShellExpansion.FindStringSubmatch(name); e != nil {
 			switch {
 			case !shell:
-				b.d.errorf(posOf(m[0]), "${%s}: an %s step fills only ${name}, not shell expansions; give %s its default under vars", name, stepKindList(false, "or"), e[1])
+				b.d.errorf(posOf(m[0]), "${%s}: an %s step fills only ${name}, not shell expansions; give %s its default under vars", name, kindList(func(k *StepKind) bool { return k.Filled != nil }, "or"), e[1])
 			case !b.defined(e[1]):
 				b.d.errorf(posOf(m[0]), "undefined var %q in ${%s}%s", e[1], name, b.shellVarHint(e[1]))
 			}

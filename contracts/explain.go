@@ -1,8 +1,10 @@
 package contracts
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"reflect"
 	"sort"
@@ -161,6 +163,7 @@ type PlanAction struct {
 	On        string        `json:"on"`
 	Target    string        `json:"target"`
 	Guards    PlanActGuards `json:"guards"`
+	Timeout   string        `json:"timeout,omitempty"` // how long the command may run before it is killed: the row's timeout=, else 30s; "" for a built-in
 	Tier      int           `json:"tier,omitempty"`
 	Template  string        `json:"template,omitempty"` // the Message column: the words of the messages the row causes
 	Executed  bool          `json:"executed"`           // false for report-only agents: logged, never run
@@ -202,14 +205,31 @@ type PlanKey struct {
 	Agents   []string `json:"agents,omitempty"` // per-agent keys: the agents whose example has it
 }
 
-// fmtDuration prints 300s as 5m and 3600s as 1h.
-// FormatDuration renders d as a contract writes it: 10m, 1h, 1h30m, 90s
-// rather than Go's 10m0s.
+// FormatDuration renders d as a contract writes it, in ParseDuration's
+// grammar: 10m, 1h, 1h30m, 90s rather than Go's 10m0s, and whole days and
+// weeks as such (1d, 1w, 1d12h, 10d rather than 24h, 168h, 36h, 240h).
 func FormatDuration(d time.Duration) string { return fmtDuration(d) }
 
 func fmtDuration(d time.Duration) string {
 	if d == 0 {
 		return "0s"
+	}
+	sign := ""
+	if d < 0 && d != math.MinInt64 {
+		sign, d = "-", -d
+	}
+	var b strings.Builder
+	b.WriteString(sign)
+	if d%Week == 0 {
+		fmt.Fprintf(&b, "%dw", d/Week)
+		return b.String()
+	}
+	if n := d / Day; n > 0 {
+		fmt.Fprintf(&b, "%dd", n)
+		d -= n * Day
+	}
+	if d == 0 {
+		return b.String()
 	}
 	s := d.String()
 	if strings.HasSuffix(s, "m0s") {
@@ -218,7 +238,7 @@ func fmtDuration(d time.Duration) string {
 	if strings.HasSuffix(s, "h0m") {
 		s = strings.TrimSuffix(s, "0m")
 	}
-	return s
+	return b.String() + s
 }
 
 func (c *Contract) crashLoop() string {
@@ -303,7 +323,7 @@ func Explain(c *Contract) *Plan {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		p.Targets = append(p.Targets, PlanTarget{Name: n, Kind: c.Targets[n].Kind(), Chain: c.Chain(n), Sudo: c.Targets[n].Sudo})
+		p.Targets = append(p.Targets, PlanTarget{Name: n, Kind: c.Targets[n].Kind, Chain: c.Chain(n), Sudo: c.Targets[n].Sudo})
 	}
 	vars := make([]string, 0, len(c.Vars))
 	for n := range c.Vars {
@@ -507,9 +527,13 @@ func planAction(c *Contract, st *Stage, a *ActionRow) PlanAction {
 	if on == "" {
 		on = st.On
 	}
+	timeout := ""
+	if a.Builtin == "" {
+		timeout = fmtDuration(cmp.Or(a.Timeout, DefaultStepTimeout))
+	}
 	return PlanAction{
 		Condition: a.Condition, Expr: a.Expr, Action: a.Action, Builtin: a.Builtin, Message: a.Message,
-		On: on, Target: c.Chain(on), Guards: g, Tier: a.Tier, Template: templateText(a.Template),
+		On: on, Target: c.Chain(on), Guards: g, Timeout: timeout, Tier: a.Tier, Template: templateText(a.Template),
 		Executed: !c.IsReportOnly(st.Agent), Line: a.Pos.Line,
 		Sudo: a.Builtin == "" && c.TargetNamed(on).SudoCommands(),
 	}
@@ -638,9 +662,9 @@ func WriteExplainText(w io.Writer, c *Contract) error {
 			ew.printf("   actions:\n")
 		}
 		for _, a := range st.Actions {
-			what := "run `" + a.Action + "` on " + a.Target
+			what := "run `" + a.Action + "` on " + a.Target + " (timeout " + a.Timeout + ")"
 			if a.Sudo {
-				what = "run `sudo -n -- " + a.Action + "` on " + a.Target
+				what = "run `sudo -n -- " + a.Action + "` on " + a.Target + " (timeout " + a.Timeout + ")"
 			}
 			if a.Builtin != "" {
 				what = a.Builtin + ": " + a.Message

@@ -15,7 +15,7 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 
-	"github.com/contractd/contractd/transports/addr"
+	"github.com/contractd/contractd/transports"
 )
 
 // Defaults applied before the front matter is decoded.
@@ -489,6 +489,9 @@ func (y *yamlDec) decodeMessages(n ast.Node) map[string]*template.Template {
 			y.d.errorf(y.pos(e.value), "messages.%s: %v", e.key, err)
 			continue
 		}
+		if e.key == "repair" && !readsOutcome(t) {
+			y.d.notef(y.pos(e.value), "messages.repair: %s", outcomeNote)
+		}
 		out[e.key] = t
 	}
 	return out
@@ -663,10 +666,39 @@ func (y *yamlDec) decodeBlastRadius(n ast.Node, what string) *BlastRadius {
 	return b
 }
 
-var targetKeys = []string{"ssh", "pct", "docker", "local", "via", "known_hosts", "host_key", "identity", "connect_timeout", "sudo"}
+// targetKeys are the keys a target takes: one transport kind's name (its
+// address), the kinds' own options, and via and sudo.
+func targetKeys() []string {
+	keys := []string{}
+	for _, k := range transports.Kinds() {
+		keys = append(keys, k.Name)
+	}
+	keys = append(keys, "via", "sudo")
+	for _, k := range transports.Kinds() {
+		for _, o := range k.Options {
+			if !contains(keys, o) {
+				keys = append(keys, o)
+			}
+		}
+	}
+	return keys
+}
+
+// optionKinds are the kinds that take option o (ssh: known_hosts, …).
+func optionKinds(o string) []string {
+	var out []string
+	for _, k := range transports.Kinds() {
+		if contains(k.Options, o) {
+			out = append(out, k.Name)
+		}
+	}
+	return out
+}
 
 // decodeTargets adds or replaces targets by name (an inventory replaces a
-// contract's target wholesale).
+// contract's target wholesale). A target has exactly one transport kind's
+// key, whose value that kind checks (transports.Kind.Address); the kinds'
+// table says which options and which via each takes.
 func (y *yamlDec) decodeTargets(n ast.Node, into map[string]*Target) {
 	entries, _ := y.mapping(n, "targets")
 	for _, e := range entries {
@@ -682,40 +714,20 @@ func (y *yamlDec) decodeTargets(n ast.Node, into map[string]*Target) {
 			continue
 		}
 		kinds := 0
+		var options []ast.Node
 		for _, s := range sub {
 			w := what + "." + s.key
+			if k, ok := transports.KindOf(s.key); ok {
+				kinds++
+				if v, ok := y.targetAddress(s.value, w, k); ok {
+					t.Kind, t.Address = k.Name, v
+				}
+				continue
+			}
+			if len(optionKinds(s.key)) > 0 {
+				options = append(options, s.keyN)
+			}
 			switch s.key {
-			case "ssh":
-				kinds++
-				if v, ok := y.str(s.value, w); ok {
-					if _, _, _, err := addr.SSH(v); err != nil {
-						y.d.errorf(y.pos(s.value), "%s: expected user@host or user@host:port, got %q: %s", w, v, addrWhy(err))
-					}
-					t.SSH = v
-				}
-			case "pct":
-				kinds++
-				if v, ok := y.positive(s.value, w); ok {
-					t.PCT = v
-				}
-			case "docker":
-				kinds++
-				if v, ok := y.str(s.value, w); ok {
-					if v == "" {
-						y.d.errorf(y.pos(s.value), "%s: needs a container name", w)
-					} else if err := addr.Container(v); err != nil {
-						y.d.errorf(y.pos(s.value), "%s: %v", w, err)
-					}
-					t.Docker = v
-				}
-			case "local":
-				kinds++
-				if v, ok := y.boolean(s.value, w); ok {
-					if !v {
-						y.d.errorf(y.pos(s.value), "%s: only local: true is meaningful", w)
-					}
-					t.Local = v
-				}
 			case "via":
 				t.Via, _ = y.str(s.value, w)
 			case "known_hosts":
@@ -723,7 +735,7 @@ func (y *yamlDec) decodeTargets(n ast.Node, into map[string]*Target) {
 			case "host_key":
 				if v, ok := y.str(s.value, w); ok {
 					if v != "strict" && v != "accept-new" {
-						y.d.errorf(y.pos(s.value), "%s: must be strict or accept-new, got %q", w, v)
+						y.d.errorf(y.pos(s.value), "%s: must be strict or accept-new, got %q%s", w, v, hint(v, []string{"strict", "accept-new"}, ""))
 					}
 					t.HostKey = v
 				}
@@ -739,38 +751,74 @@ func (y *yamlDec) decodeTargets(n ast.Node, into map[string]*Target) {
 			case "sudo":
 				t.Sudo, _ = y.boolean(s.value, w)
 			default:
-				y.unknownKey(s, what, targetKeys)
+				y.unknownKey(s, what, targetKeys())
 			}
 		}
+		k, _ := transports.KindOf(t.Kind)
 		switch {
 		case kinds == 0:
-			y.d.errorf(y.pos(e.keyN), "%s: needs exactly one of ssh, pct, docker or local", what)
+			y.d.errorf(y.pos(e.keyN), "%s: needs exactly one of %s", what, transports.KindNames("or"))
+			continue
 		case kinds > 1:
-			y.d.errorf(y.pos(e.keyN), "%s: sets more than one of ssh, pct, docker and local", what)
-		case t.PCT != 0 && t.Via == "":
-			y.d.errorf(y.pos(e.keyN), "%s: pct needs via (the Proxmox host it runs on)", what)
-		case t.Local && t.Via != "":
-			y.d.errorf(y.pos(e.keyN), "%s: local cannot have via", what)
-		case e.key == "local" && !t.Local:
+			y.d.errorf(y.pos(e.keyN), "%s: sets more than one of %s", what, transports.KindNames("and"))
+		case k.Via == transports.ViaRequired && t.Via == "":
+			y.d.errorf(y.pos(e.keyN), "%s: %s needs via (the host it runs on)", what, k.Name)
+		case k.Via == transports.ViaNone && t.Via != "":
+			y.d.errorf(y.pos(e.keyN), "%s: %s cannot have via", what, k.Name)
+		case e.key == "local" && t.Kind != "local":
 			y.d.errorf(y.pos(e.keyN), "targets: \"local\" is the engine's own host: it can only be {local: true} (with its options, such as sudo)")
 		}
-		if t.SSH == "" && (t.KnownHosts != "" || t.HostKey != "" || len(t.Identity) > 0) {
-			y.d.errorf(y.pos(e.keyN), "%s: known_hosts, host_key and identity apply only to ssh targets", what)
+		for _, o := range options {
+			name := o.(*ast.StringNode).Value
+			if kinds == 1 && t.Kind != "" && !contains(k.Options, name) {
+				y.d.errorf(y.pos(o), "%s: %s applies only to %s targets", what, name, joinWords(optionKinds(name), "and"))
+			}
 		}
-		if t.SSH != "" && t.HostKey == "" {
+		if t.Kind == "ssh" && t.HostKey == "" {
 			t.HostKey = "strict"
 		}
 		into[e.key] = t
 	}
 }
 
-// addrWhy is the reason an address was refused, without the address.
-func addrWhy(err error) string {
-	var ae *addr.Error
-	if errors.As(err, &ae) {
-		return ae.Why
+// targetAddress reads a kind's key's value as the kind writes it (a
+// string, a positive int, or true) and checks it with the kind's own
+// Address, the run's; it returns the address as written ("" for local).
+func (y *yamlDec) targetAddress(n ast.Node, what string, k transports.Kind) (string, bool) {
+	var v string
+	switch k.Value {
+	case transports.ValueInt:
+		i, ok := y.positive(n, what)
+		if !ok {
+			return "", false
+		}
+		v = strconv.Itoa(i)
+	case transports.ValueTrue:
+		b, ok := y.boolean(n, what)
+		if !ok {
+			return "", false
+		}
+		if !b {
+			y.d.errorf(y.pos(n), "%s: only %s: true is meaningful", what, k.Name)
+			return "", false
+		}
+		return "", true
+	default:
+		s, ok := y.str(n, what)
+		if !ok {
+			return "", false
+		}
+		if s == "" {
+			y.d.errorf(y.pos(n), "%s: needs a value, like %s: %s", what, k.Name, k.Example)
+			return "", false
+		}
+		v = s
 	}
-	return err.Error()
+	if err := k.Address(v, &transports.Spec{}); err != nil {
+		y.d.errorf(y.pos(n), "%s: %v", what, err)
+		return v, false
+	}
+	return v, true
 }
 
 func (y *yamlDec) decodeVars(n ast.Node, into map[string]varValue) {

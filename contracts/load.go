@@ -238,6 +238,7 @@ func (l *loader) parse(md parser.Parser, path string, src []byte, owned bool) (*
 	b.parse(md, body)
 	b.validate()
 	b.checkReportOnly(reportOnlyPos)
+	b.checkExampleAgents()
 	sortDiagnostics(d.list)
 	if d.list.HasErrors() {
 		return nil, d.list

@@ -383,6 +383,8 @@ func (b *bodyParser) actionTable(header []cell, rows [][]cell) {
 				if err != nil {
 					b.d.errorf(row[msgCol].pos, "%v", err)
 					ok = false
+				} else if ar.Builtin == "" && !readsOutcome(t) {
+					b.d.notef(row[msgCol].pos, "%s", outcomeNote)
 				}
 				ar.Template = t
 			}
@@ -547,6 +549,16 @@ func (b *bodyParser) actionGuards(ar *ActionRow, c cell, st *Stage) {
 				continue
 			}
 			ar.Guard.Grace = d
+		case "timeout":
+			d, err := ParseDuration(a.Value)
+			switch {
+			case err != nil || d <= 0:
+				b.d.errorf(p, "guards: timeout must be a duration like 60s, got %q", a.Value)
+			case ar.Builtin != "":
+				b.d.errorf(p, "guards: timeout bounds a command; the built-in action %s runs none", ar.Builtin)
+			default:
+				ar.Timeout = d
+			}
 		case "slow_retry":
 			sr, err := parseSlowRetry(a.Value)
 			if err != nil {
@@ -562,8 +574,8 @@ func (b *bodyParser) actionGuards(ar *ActionRow, c cell, st *Stage) {
 				b.uses = append(b.uses, exprUse{c: comp, pos: p, scope: scopeAction, stage: st})
 			}
 		default:
-			b.d.errorf(p, "guards: unknown guard %q (want after, budget, grace, escalate_after, slow_retry or restart_count)%s", a.Key,
-				hint(a.Key, []string{"after", "budget", "grace", "escalate_after", "slow_retry", "restart_count"}, ""))
+			b.d.errorf(p, "guards: unknown guard %q (want after, budget, grace, timeout, escalate_after, slow_retry or restart_count)%s", a.Key,
+				hint(a.Key, []string{"after", "budget", "grace", "timeout", "escalate_after", "slow_retry", "restart_count"}, ""))
 		}
 	}
 }

@@ -237,10 +237,22 @@ func (b *bodyParser) valuesOf(st *Step) *stepValues {
 	if v, ok := b.values[st]; ok {
 		return v
 	}
-	v := &stepValues{step: st, types: map[string]Type{}}
+	v := &stepValues{step: st, types: st.valueTypes(), open: st.readsJSON() && st.Fields == nil}
+	if b.values == nil {
+		b.values = map[*Step]*stepValues{}
+	}
+	b.values[st] = v
+	return v
+}
+
+// valueTypes are the values st produces by name, with their types: its
+// kind's, its as= form's, and its declared JSON fields (by dotted path
+// too) when it reads JSON.
+func (st *Step) valueTypes() map[string]Type {
+	types := map[string]Type{}
 	if k := stepKind(st.Kind); k != nil {
 		for _, x := range k.Values {
-			declareField(v.types, x.Name, x.Type)
+			declareField(types, x.Name, x.Type)
 		}
 		form := st.As
 		if form == "" && st.readsJSON() {
@@ -248,25 +260,26 @@ func (b *bodyParser) valuesOf(st *Step) *stepValues {
 		}
 		if f := k.asForm(form); f != nil {
 			for _, x := range f.Values {
-				v.types[x.Name] = x.Type
+				types[x.Name] = x.Type
 			}
 		}
 	}
 	if st.readsJSON() {
-		if st.Fields == nil {
-			v.open = true
-		}
 		for p, t := range st.Fields {
-			if _, builtin := v.types[p]; !builtin {
-				v.types[p] = t
+			if _, builtin := types[p]; !builtin {
+				types[p] = t
 			}
 		}
 	}
-	if b.values == nil {
-		b.values = map[*Step]*stepValues{}
-	}
-	b.values[st] = v
-	return v
+	return types
+}
+
+// ValueType returns the type of the value name (a dotted path for a
+// declared JSON field) that st produces, as lint knows it, and false
+// when st does not declare it.
+func (st *Step) ValueType(name string) (Type, bool) {
+	t, ok := st.valueTypes()[name]
+	return t, ok
 }
 
 // parseFields reads a fields= attribute: `name:type` items separated by
@@ -386,6 +399,20 @@ func (b *bodyParser) exampleBlock(f *ast.FencedCodeBlock, inner string, off int)
 		ex.step, ex.idPos = a.Value, b.s.pos(a.Off)
 	}
 	b.examples = append(b.examples, ex)
+}
+
+// requireFields refuses a step of a kind whose output must be declared
+// (StepKind.FieldsRequired) and is not: its output is checked against
+// the declaration at run time, so without one nothing could pass.
+func (b *bodyParser) requireFields() {
+	for _, st := range b.c.Stages {
+		for _, s := range st.Steps {
+			if k := stepKind(s.Kind); k != nil && k.FieldsRequired && s.Fields == nil {
+				b.d.errorf(s.Pos, "step %s: %s %s step's output must be declared, each field with its type: its report is checked against the declaration, and the briefing lists it; "+
+					"add fields=\"NAME:TYPE …\" to the step or an example report (a ```json {example=%s} block)", s.ID, article(s.Kind), s.Kind, s.ID)
+			}
+		}
+	}
 }
 
 // bindExamples declares each example's fields on its step: the step must

@@ -87,7 +87,7 @@ func shownName(name string) string {
 // kindOrder puts the built-in kinds first, in the order the docs
 // introduce them, and any other after them by name.
 func kindOrder(name string) string {
-	if i := slices.Index([]string{"bash", "sh", "http", "tcp", "nagios"}, name); i >= 0 {
+	if i := slices.Index([]string{"bash", "sh", "http", "tcp", "agent", "nagios"}, name); i >= 0 {
 		return fmt.Sprint(i)
 	}
 	return "9" + name

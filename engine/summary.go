@@ -79,7 +79,7 @@ func Summarize(s store.Backend, name string, now time.Time) (*Summary, error) {
 			}
 		}
 	}
-	l, err := s.ReadLedger(name)
+	l, err := ReadLedger(s, name)
 	if errors.Is(err, store.ErrUnavailable) {
 		return nil, err
 	}

@@ -40,14 +40,15 @@ type JudgeFn func(step *contracts.Step, o *Observation) (contracts.Severity, []s
 
 // builtin lists the step kinds. The probes are http.go and tcp.go, beside
 // their contract halves in contracts (execstep.go, httpstep.go,
-// tcpstep.go); the exec kinds share ExecCommand and FromResult. A new kind
-// is one file holding its Kind (contract half and probe) and a row here:
-// nagios.go is one.
+// tcpstep.go); the exec kinds share ExecCommand and FromResult; agent.go
+// and nagios.go hold their kinds whole. A new kind is one file holding its
+// Kind (contract half and probe) and a row here.
 var builtin = []Kind{
 	{StepKind: contracts.BashStep, Replay: replayExec},
 	{StepKind: contracts.ShStep, Replay: replayExec},
 	{StepKind: contracts.HTTPStep, Probe: probeHTTP, Replay: replayHTTP},
 	{StepKind: contracts.TCPStep, Probe: probeTCP, Replay: replayTCP},
+	agentKind,
 	nagiosKind,
 }
 

@@ -351,7 +351,7 @@ func TestNagiosLint(t *testing.T) {
 		{"as=json", "```nagios {id=df}", "```nagios {id=df as=json}",
 			`plugin.md:12:18: error: as: a nagios step's output is read as text, got "json"`},
 		{"via=", "```nagios {id=df}", "```nagios {id=df via=hop}",
-			"plugin.md:12:18: error: via applies only to http, tcp"},
+			"plugin.md:12:18: error: via applies only to http and tcp steps (use on= to run a script elsewhere)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := strings.Replace(nagiosContract, "TABLE", "", 1)

@@ -28,6 +28,10 @@ type Recording struct {
 	Refused bool `yaml:"refused"`
 	// HTTP is an http step's answer.
 	HTTP *RecordedHTTP `yaml:"http"`
+	// Report is the report an agent step's harness wrote: a map is the
+	// JSON object it encodes to, a string the file's text as written;
+	// none means no report was written.
+	Report any `yaml:"report"`
 }
 
 // RecordedHTTP is a recorded HTTP answer; a Body that is not a string is
