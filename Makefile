@@ -42,6 +42,7 @@ test:
 
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=2000000x ./contracts
+	$(GO) test -run='^$$' -fuzz=FuzzPerfdata -fuzztime=2000000x ./steps
 
 # The chaos soak of `contractd serve` (fixtures/chaos, docs/operations.md
 # "Chaos soak"): SOAK_MINUTES of random faults against resident sessions to

@@ -288,8 +288,7 @@ func splitTopLevel(s, sep string) []string {
 }
 
 func fieldRoot(field string) string {
-	root, _, _ := strings.Cut(field, ".")
-	return root
+	return SplitPath(field)[0]
 }
 
 // namesField reports whether an expression mentions `it` or the row's field

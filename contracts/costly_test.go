@@ -507,8 +507,8 @@ func TestReadPaths(t *testing.T) {
 	for expr, want := range map[string]string{
 		`probe.stdout == "x" and probe`:             "probe.stdout",
 		`a.b[x] > 0 and a.b.c`:                      "a.b.c x",
-		`a["b.c"] and a.b`:                          "a.b.c",
-		`a["x y"] and a.x`:                          "a.x a.x y",
+		`a["b.c"] and a.b`:                          `a.b a["b.c"]`,
+		`a["x y"] and a.x`:                          `a.x a["x y"]`,
 		`restarts("a", "1h") > 2`:                   "",
 		`all(it, {.a.b > 0}) and it.a`:              "it.a",
 		`a.b.c.d and a.b.c.e and a.b and a`:         "a.b.c.d a.b.c.e",

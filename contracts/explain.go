@@ -135,8 +135,9 @@ type PlanStep struct {
 	Via     string       `json:"via,omitempty"`
 	Timeout string       `json:"timeout"`
 	As      string       `json:"as,omitempty"`
-	Command string       `json:"command"`        // the script, "METHOD URL", or host:port
-	Sudo    bool         `json:"sudo,omitempty"` // runs as sudo -n -- COMMAND (sudo=true)
+	Command string       `json:"command"`           // the script, "METHOD URL", or host:port
+	Sudo    bool         `json:"sudo,omitempty"`    // runs as sudo -n -- COMMAND (sudo=true)
+	Verdict string       `json:"verdict,omitempty"` // how a kind that judges its own steps judges it (nagios)
 	Health  []PlanHealth `json:"health"`
 	Line    int          `json:"line"`
 }
@@ -367,6 +368,9 @@ func Explain(c *Contract) *Plan {
 				ID: s.ID, Kind: s.Kind, On: on, Target: target, Via: s.Via,
 				Timeout: fmtDuration(s.Timeout), As: s.As, Command: stepCommand(s), Sudo: s.Sudo,
 				Health: []PlanHealth{}, Line: s.Pos.Line,
+			}
+			if k := stepKind(s.Kind); k != nil && k.Verdict {
+				ps2.Verdict = k.VerdictDoc
 			}
 			for _, r := range s.Health {
 				for _, cell := range r.Cells {
@@ -740,6 +744,9 @@ func (ew *errWriter) step(s PlanStep) {
 	ew.printf("   step %s (%s, timeout %s%s) on %s:\n", s.ID, s.Kind, s.Timeout, as, s.Target)
 	for _, l := range strings.Split(s.Command, "\n") {
 		ew.printf("       %s\n", l)
+	}
+	if s.Verdict != "" {
+		ew.printf("     judged by %s\n", s.Verdict)
 	}
 	for _, h := range s.Health {
 		ew.health(h)

@@ -314,8 +314,9 @@ func (v *identCollector) add(name string, member, call bool) {
 }
 
 // memberPath renders an identifier or a chain of field accesses on one
-// (`probe.stdout`, `health.queue.depth`) as a dotted path. It walks the
-// chain in a loop and joins once: a chain is as long as its expression.
+// (`probe.stdout`, `health.queue.depth`, `perf["/"].value`) as a path
+// (JoinPath). It walks the chain in a loop and joins once: a chain is as
+// long as its expression.
 func memberPath(n ast.Node) (string, bool) {
 	var props []string // innermost last
 	for {
@@ -326,7 +327,7 @@ func memberPath(n ast.Node) (string, bool) {
 			for i := len(props) - 1; i >= 0; i-- {
 				parts = append(parts, props[i])
 			}
-			return strings.Join(parts, "."), true
+			return JoinPath(parts), true
 		case *ast.MemberNode:
 			p, ok := x.Property.(*ast.StringNode)
 			if !ok {
@@ -368,7 +369,7 @@ func (v *pathCollector) Visit(n *ast.Node) {
 	}
 }
 
-// readPaths lists the values an expression reads, as dotted paths, longest
+// readPaths lists the values an expression reads, as paths, longest
 // chains only (`probe.stdout`, not also `probe`), functions left out,
 // sorted: what a report shows as "what was seen". Its cost is about the
 // expression's length: only whole chains are rendered, and "a longer
@@ -394,13 +395,20 @@ func readPaths(n ast.Node) []string {
 		if v.calls[p] {
 			continue
 		}
-		// Paths extending p+"." sort together, from the first not below it.
-		if i := sort.SearchStrings(all, p+"."); i < len(all) && strings.HasPrefix(all[i], p+".") {
+		// Paths extending p+"." (or p+"[") sort together, from the first
+		// not below it.
+		if extended(all, p+".") || extended(all, p+"[") {
 			continue
 		}
 		out = append(out, p)
 	}
 	return out
+}
+
+// extended reports whether a path of sorted starts with prefix.
+func extended(sorted []string, prefix string) bool {
+	i := sort.SearchStrings(sorted, prefix)
+	return i < len(sorted) && strings.HasPrefix(sorted[i], prefix)
 }
 
 // collectIdents lists the free names an expression reads, sorted.

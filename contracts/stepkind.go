@@ -51,6 +51,16 @@ type StepKind struct {
 	// plugin whose exit status is its verdict): lint does not ask for a
 	// table below its steps.
 	Verdict bool
+	// VerdictDoc says, for explain, how a Verdict kind judges its steps.
+	VerdictDoc string
+	// Words are, by value name, the only words a string value of the
+	// kind is ever (a plugin's status: OK, WARNING, CRITICAL, UNKNOWN):
+	// lint refuses a comparison with another word, which never holds.
+	Words map[string][]string
+	// Reported are values every step of the kind keeps in its report
+	// beside those its table reads (a plugin's status line and perfdata),
+	// so a step judged without a table still shows what it saw.
+	Reported []string
 	// Dials marks a kind the engine probes over the network (http, tcp):
 	// via= tunnels its probe through an ssh target. Any other kind
 	// refuses via=.

@@ -195,8 +195,8 @@ func (b *bodyParser) healthTable(header []cell, rows [][]cell) {
 			b.d.errorf(row[0].pos, "health row needs a field name")
 			continue
 		}
-		if !reIdent.MatchString(field) {
-			b.d.errorf(row[0].pos, "field %q is not a field name (letters, digits, _ and dots)", field)
+		if !reFieldPath.MatchString(field) {
+			b.d.errorf(row[0].pos, "field %q is not a field name (letters, digits, _ and dots, a key that is not a name in brackets: perf[\"/\"].value)", field)
 			continue
 		}
 		hr := &HealthRow{Field: field, Pos: row[0].pos, Export: export}
@@ -258,6 +258,7 @@ func (b *bodyParser) paragraph(p ast.Node) {
 	off := m[1]
 	var values []string
 	var valuePos Pos
+	var valueAt []Pos // each value's
 	for {
 		vm := reExpectedValue.FindStringSubmatchIndex(rest)
 		if vm == nil {
@@ -267,6 +268,7 @@ func (b *bodyParser) paragraph(p ast.Node) {
 			valuePos = b.s.pos(seg.Start + off)
 		}
 		values = append(values, rest[vm[2]:vm[3]])
+		valueAt = append(valueAt, b.s.pos(seg.Start+off+vm[2]))
 		off += vm[1]
 		rest = rest[vm[1]:]
 		sm := reExpectedSep.FindStringIndex(rest)
@@ -289,6 +291,13 @@ func (b *bodyParser) paragraph(p ast.Node) {
 	field := "stdout"
 	if k := stepKind(step.Kind); k != nil && k.Expected != "" {
 		field = k.Expected
+		if words := k.Words[field]; words != nil {
+			for i, v := range values {
+				if !contains(words, v) {
+					b.d.errorf(valueAt[i], "Expected: `%s`: %s is %s, never %q%s, so this never holds", v, field, joinWords(words, "or"), v, wordHint(v, words))
+				}
+			}
+		}
 	}
 	quoted := make([]string, len(values))
 	for i, v := range values {

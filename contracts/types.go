@@ -13,6 +13,7 @@ import (
 	"github.com/expr-lang/expr/checker"
 	"github.com/expr-lang/expr/conf"
 	"github.com/expr-lang/expr/file"
+	"github.com/expr-lang/expr/parser"
 	"github.com/expr-lang/expr/parser/lexer"
 )
 
@@ -50,7 +51,8 @@ var anyType = reflect.TypeFor[any]()
 // structOf builds a struct type whose fields are named (expr:"name") and
 // typed as given; a field declared with fields below it (`result.status`)
 // is a struct of those. An open value set (undeclared JSON) is a map,
-// which expr does not check.
+// which expr does not check; a map declared with Any below it is a map
+// of its entries' type.
 func structOf(types map[string]Type, prefix string, open bool) reflect.Type {
 	if open {
 		return reflect.TypeFor[map[string]any]()
@@ -63,20 +65,31 @@ func structOf(types map[string]Type, prefix string, open bool) reflect.Type {
 		}
 	}
 	sort.Strings(names)
+	if len(names) == 1 && names[0] == Any {
+		return reflect.MapOf(reflect.TypeFor[string](), typeAt(types, prefix+Any))
+	}
 	fields := make([]reflect.StructField, 0, len(names))
 	for i, n := range names {
-		t := goType(types[prefix+n])
-		if hasChildren(types, prefix+n+".") {
-			t = structOf(types, prefix+n+".", false)
-		}
-		if t == nil {
-			t = anyType
-		}
+		t := typeAt(types, prefix+n)
 		fields = append(fields, reflect.StructField{
 			Name: "F" + strconv.Itoa(i), Type: t, Tag: reflect.StructTag(`expr:"` + n + `"`),
 		})
 	}
 	return reflect.StructOf(fields)
+}
+
+// typeAt is the checker's type of the declared name n: a struct (or a
+// map) of what is declared below it, else its own type; any when that
+// is TypeAny.
+func typeAt(types map[string]Type, n string) reflect.Type {
+	t := goType(types[n])
+	if hasChildren(types, n+".") {
+		t = structOf(types, n+".", false)
+	}
+	if t == nil {
+		t = anyType
+	}
+	return t
 }
 
 func hasChildren(types map[string]Type, prefix string) bool {
@@ -88,18 +101,27 @@ func hasChildren(types map[string]Type, prefix string) bool {
 	return false
 }
 
-// typeOf returns the Go type of step sv's value (or path) name for the
-// checker: a struct when fields are declared below it; nil when lint does
-// not know it.
-func (sv *stepValues) typeOf(name string) reflect.Type {
-	t, ok := sv.types[name]
+// typeOf returns the Go type of step sv's value (or the path of parts
+// below it) for the checker: a struct when fields are declared below it;
+// nil when lint does not know it.
+func (sv *stepValues) typeOf(parts ...string) reflect.Type {
+	name, ok := sv.declaredPath(parts)
 	if !ok {
 		return nil
 	}
 	if hasChildren(sv.types, name+".") {
 		return structOf(sv.types, name+".", false)
 	}
-	return goType(t)
+	return goType(sv.types[name])
+}
+
+// typeName is the declared type of the path of parts, TypeAny when lint
+// does not know it.
+func (sv *stepValues) typeName(parts []string) Type {
+	if name, ok := sv.declaredPath(parts); ok {
+		return sv.types[name]
+	}
+	return TypeAny
 }
 
 // stepType is the type of a step read by its id: a struct of its values.
@@ -270,6 +292,7 @@ func (b *bodyParser) lintTypes(u exprUse, v *view) {
 		b.d.errorf(b.exprPos(u, u.c.text, col), "expression %s: %s", quoteExpr(u.c.text), msg)
 	}
 	b.lintSeverities(u)
+	b.lintWords(u, v)
 }
 
 // isOrdering reports whether a checker error is about <, <=, > or >=.
@@ -288,17 +311,16 @@ func firstLine(s string) string {
 // fieldType is the type of a health row's field in v (its own step's
 // value, a path below it, or a value of a step seen by id), for `it`.
 func (v *view) fieldType(field string) (reflect.Type, Type) {
-	parts := strings.Split(field, ".")
+	parts := SplitPath(field)
 	if sv, ok := v.ids[parts[0]]; ok && len(parts) > 1 {
-		p := strings.Join(parts[1:], ".")
-		if t := sv.typeOf(p); t != nil {
-			return t, sv.types[p]
+		if t := sv.typeOf(parts[1:]...); t != nil {
+			return t, sv.typeName(parts[1:])
 		}
 		return nil, TypeAny
 	}
 	for _, sv := range v.top {
-		if t := sv.typeOf(field); t != nil {
-			return t, sv.types[field]
+		if t := sv.typeOf(parts...); t != nil {
+			return t, sv.typeName(parts)
 		}
 	}
 	return nil, TypeAny
@@ -335,9 +357,14 @@ func (b *bodyParser) lintSeverities(u exprUse) {
 	if u.scope != scopeAction && u.scope != scopeAgentSnapshot || u.c.prog == nil {
 		return
 	}
-	node := u.c.prog.Node()
+	// The expression as written, not the compiled program, whose
+	// optimizer turns `severity in ["a", "b"]` into a constant set.
+	tree, err := parser.Parse(u.c.text)
+	if err != nil {
+		return
+	}
 	v := &severityVisitor{}
-	ast.Walk(&node, v)
+	ast.Walk(&tree.Node, v)
 	for _, w := range v.words {
 		if contains(severityWords, w) {
 			continue
@@ -376,6 +403,119 @@ func (v *severityVisitor) Visit(n *ast.Node) {
 			for _, e := range arr.Nodes {
 				if s, ok := e.(*ast.StringNode); ok {
 					v.words = append(v.words, s.Value)
+				}
+			}
+		}
+	}
+}
+
+// lintWords reports a comparison (==, !=, in) of a value whose kind lists
+// the words it is ever (StepKind.Words) with another word: the condition
+// or cell could never hold (`plugin_status == "CRITCAL"`). The value is
+// read by name, through its step's id, or as a cell's `it`.
+func (b *bodyParser) lintWords(u exprUse, v *view) {
+	if u.c.prog == nil || v == nil {
+		return
+	}
+	// The expression as written: the compiled program's optimizer turns
+	// `x in ["a", "b"]` into a lookup in a constant set.
+	tree, err := parser.Parse(u.c.text)
+	if err != nil {
+		return
+	}
+	w := &wordVisitor{}
+	ast.Walk(&tree.Node, w)
+	for _, cmp := range w.found {
+		name, words := b.wordsOf(u, v, cmp.subject)
+		if words == nil || contains(words, cmp.word) {
+			continue
+		}
+		at := u.pos
+		if i := strings.Index(u.src, `"`+cmp.word+`"`); i >= 0 && u.src != "" {
+			at = offsetPos(u.pos, u.src, i)
+		} else if i := strings.Index(u.src, cmp.word); i >= 0 && u.src != "" {
+			at = offsetPos(u.pos, u.src, i)
+		}
+		b.d.errorf(at, "%s compared with %q, which it never is%s: %s is %s, so this never holds",
+			name, cmp.word, wordHint(cmp.word, words), name, joinWords(words, "or"))
+	}
+}
+
+// wordHint suggests the word w was meant to be: one that differs only in
+// case ("unknown" for UNKNOWN), else the nearest.
+func wordHint(w string, words []string) didYouMean {
+	for _, x := range words {
+		if strings.EqualFold(w, x) {
+			return didYouMean{wrong: w, right: x}
+		}
+	}
+	return hint(w, words, "")
+}
+
+// wordsOf is the value subject reads and the words its kind lists for it;
+// nil words when it lists none.
+func (b *bodyParser) wordsOf(u exprUse, v *view, subject ast.Node) (string, []string) {
+	words := func(sv *stepValues, name string) []string {
+		if k := stepKind(sv.step.Kind); k != nil {
+			return k.Words[name]
+		}
+		return nil
+	}
+	p, ok := memberPath(subject)
+	if !ok {
+		return "", nil
+	}
+	parts := SplitPath(p)
+	if parts[0] == "it" && len(parts) == 1 && u.scope == scopeCell && u.row != nil {
+		parts = SplitPath(u.row.Field)
+	}
+	switch len(parts) {
+	case 1:
+		for _, sv := range v.top {
+			if sv.has(parts[0]) {
+				return parts[0], words(sv, parts[0])
+			}
+		}
+	case 2:
+		if sv, ok := v.ids[parts[0]]; ok {
+			return p, words(sv, parts[1])
+		}
+	}
+	return "", nil
+}
+
+// wordVisitor gathers the string literals a value is compared with: ==,
+// != and in (["a", "b"]), the value on either side of ==.
+type wordVisitor struct {
+	found []struct {
+		subject ast.Node
+		word    string
+	}
+}
+
+func (w *wordVisitor) Visit(n *ast.Node) {
+	bn, ok := (*n).(*ast.BinaryNode)
+	if !ok {
+		return
+	}
+	add := func(subject ast.Node, word string) {
+		w.found = append(w.found, struct {
+			subject ast.Node
+			word    string
+		}{subject, word})
+	}
+	switch bn.Operator {
+	case "==", "!=":
+		for _, pair := range [][2]ast.Node{{bn.Left, bn.Right}, {bn.Right, bn.Left}} {
+			if s, ok := pair[1].(*ast.StringNode); ok {
+				add(pair[0], s.Value)
+			}
+		}
+	case "in", "not in":
+		if arr, ok := bn.Right.(*ast.ArrayNode); ok {
+			for _, e := range arr.Nodes {
+				if s, ok := e.(*ast.StringNode); ok {
+					add(bn.Left, s.Value)
 				}
 			}
 		}

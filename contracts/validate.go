@@ -205,7 +205,7 @@ func (b *bodyParser) lintIdents() {
 			}
 		}
 		for _, path := range u.c.reads {
-			parts := strings.Split(path, ".")
+			parts := SplitPath(path)
 			if len(parts) > 1 && (parts[0] == "vars" || parts[0] == "item") {
 				b.lintRead(u, parts[0], parts[1])
 				continue
@@ -414,11 +414,11 @@ func (v *view) sameStage(st *Stage) bool {
 	return false
 }
 
-// lintPath checks a dotted path an expression reads below a step id or a
-// declared JSON field (`health.connected`, `result.status`).
+// lintPath checks a path an expression reads below a step id or a
+// declared value (`health.connected`, `result.status`, `perf["/"].value`).
 func (b *bodyParser) lintPath(u exprUse, v *view, parts []string, unchecked map[*Step][]string) {
 	at := u.pos
-	if i := strings.Index(u.src, strings.Join(parts, ".")); i >= 0 {
+	if i := strings.Index(u.src, JoinPath(parts)); i >= 0 {
 		at = offsetPos(u.pos, u.src, i)
 	}
 	if sv, ok := v.ids[parts[0]]; ok {
@@ -436,9 +436,9 @@ func (b *bodyParser) lintPath(u exprUse, v *view, parts []string, unchecked map[
 // lintBelow checks parts against step sv's values; id is the step's id when
 // the path names it ("" when parts start at its top level).
 func (b *bodyParser) lintBelow(at Pos, sv *stepValues, id string, parts []string, unchecked map[*Step][]string) {
-	whole := strings.Join(parts, ".")
+	whole := JoinPath(parts)
 	if id != "" {
-		whole = id + "." + whole
+		whole = JoinPath(append([]string{id}, parts...))
 	}
 	if !sv.has(parts[0]) {
 		if sv.open {
@@ -449,14 +449,17 @@ func (b *bodyParser) lintBelow(at Pos, sv *stepValues, id string, parts []string
 			hint(parts[0], sv.names(), " (its values are "+strings.Join(sv.names(), ", ")+")"))
 		return
 	}
-	if missing, near := sv.path(parts); missing != "" {
-		if near == nil {
-			b.d.errorf(at, "%s: %s of step %s is a %s, which has no fields", whole, missing[:strings.LastIndexByte(missing, '.')], sv.step.ID, sv.types[missing[:strings.LastIndexByte(missing, '.')]])
-			return
-		}
-		last := missing[strings.LastIndexByte(missing, '.')+1:]
-		b.d.errorf(at, "%s: step %s declares no field %s%s", whole, sv.step.ID, missing,
-			hint(last, near, " (its example or fields= declares "+strings.Join(near, ", ")+" there)"))
+	m := sv.path(parts)
+	switch {
+	case m == nil:
+	case m.near == nil:
+		b.d.errorf(at, "%s: %s of step %s is a %s, which has no fields", whole, m.parent, sv.step.ID, m.typ)
+	case m.entry:
+		b.d.errorf(at, "%s: %s of step %s (%s) has the fields %s, not %s%s", whole, m.parent, sv.step.ID, sv.step.Kind,
+			strings.Join(m.near, ", "), m.last, hint(m.last, m.near, ""))
+	default:
+		b.d.errorf(at, "%s: step %s declares no field %s%s", whole, sv.step.ID, m.missing,
+			hint(m.last, m.near, " (its example or fields= declares "+strings.Join(m.near, ", ")+" there)"))
 	}
 }
 
@@ -473,7 +476,7 @@ func (b *bodyParser) lintRowFields(unchecked map[*Step][]string) {
 				if v == nil {
 					v = b.stepView(st, s)
 				}
-				parts := strings.Split(row.Field, ".")
+				parts := SplitPath(row.Field)
 				at := row.Pos
 				if i := strings.Index(b.s.lineText(at.Line)[min(at.Col-1, len(b.s.lineText(at.Line))):], row.Field); i >= 0 {
 					at.Col += i

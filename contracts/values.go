@@ -42,11 +42,20 @@ const typeNameList = "string, int, float, number, bool, list, map or any"
 // as= what it adds; lint checks every field, cell and condition against
 // them, explain and the docs' tables list them, and the run produces
 // exactly these.
+//
+// A name may be a dotted path below a map the kind produces, and a part
+// of it "*" (Any): `perf.*.value` is the field value of every entry of
+// the map perf, whose keys are the run's (a plugin's perfdata labels).
+// Lint checks the fields below such a map, never its keys.
 type Value struct {
 	Name string
 	Type Type
 	Doc  string
 }
+
+// Any is the part of a declared value's path that stands for every key of
+// a map (Value).
+const Any = "*"
 
 // AsForm is one way a step may read its output (`as=json`): the values it
 // adds to the kind's, and what it does.
@@ -150,33 +159,65 @@ func (v *stepValues) names() []string {
 	return out
 }
 
-// path checks a dotted path below a declared value: "" when the values
-// have it (or lint cannot know: an undeclared JSON step, a map or a value
-// of type any with no declared fields below it), otherwise the part that
-// is missing and the names beside it.
-func (v *stepValues) path(parts []string) (missing string, near []string) {
+// pathMiss is the part of a path below a declared value that the values
+// do not have (stepValues.path).
+type pathMiss struct {
+	missing string   // the path up to the missing part, as written
+	last    string   // the missing part
+	parent  string   // the path above it, as written
+	typ     Type     // the parent's type
+	near    []string // the fields declared beside it; nil when the parent has none
+	entry   bool     // the parent is an entry of a map whose keys are the run's
+}
+
+// path checks a path below a declared value: nil when the values have it
+// (or lint cannot know: an undeclared JSON step, a map or a value of type
+// any with no declared fields below it), otherwise the part that is
+// missing. Every key of a map declared with Any fields below it has
+// those fields.
+func (v *stepValues) path(parts []string) *pathMiss {
 	prefix := parts[0]
-	for _, p := range parts[1:] {
+	for i, p := range parts[1:] {
 		t, ok := v.types[prefix]
 		if !ok {
-			return "", nil // the root is checked by the caller
+			return nil // the root is checked by the caller
 		}
+		miss := &pathMiss{missing: JoinPath(parts[:i+2]), last: p, parent: JoinPath(parts[:i+1]), typ: t, entry: strings.HasSuffix(prefix, "."+Any)}
 		children := v.children(prefix)
 		if len(children) == 0 {
 			// Nothing declared below: a map or an any is open; a string,
 			// a number or a bool has no fields.
 			if t == TypeMap || t == TypeAny || t == TypeList {
-				return "", nil
+				return nil
 			}
-			return prefix + "." + p, nil
+			return miss
+		}
+		if len(children) == 1 && children[0] == Any {
+			prefix += "." + Any
+			continue
 		}
 		next := prefix + "." + p
 		if _, ok := v.types[next]; !ok {
-			return next, children
+			miss.near = children
+			return miss
 		}
 		prefix = next
 	}
-	return "", nil
+	return nil
+}
+
+// declaredPath is the declared name of a path of parts (`perf.*.value`
+// for perf, /, value), and whether the values have it.
+func (v *stepValues) declaredPath(parts []string) (string, bool) {
+	prefix := parts[0]
+	for _, p := range parts[1:] {
+		if c := v.children(prefix); len(c) == 1 && c[0] == Any {
+			p = Any
+		}
+		prefix += "." + p
+	}
+	_, ok := v.types[prefix]
+	return prefix, ok
 }
 
 // children are the names declared directly below prefix.
@@ -245,7 +286,8 @@ func (b *bodyParser) valuesOf(st *Step) *stepValues {
 	}
 	v := &stepValues{step: st, types: map[string]Type{}, open: st.readsJSON() && st.Fields == nil}
 	for _, x := range st.Values() {
-		v.types[x.Name] = x.Type
+		// A value below a map (perf.*.value) declares its parents too.
+		declareField(v.types, x.Name, x.Type)
 	}
 	if b.values == nil {
 		b.values = map[*Step]*stepValues{}

@@ -43,7 +43,7 @@ func valuesTables() string {
 	var b strings.Builder
 	b.WriteString("| kind | value | type | what it holds |\n| --- | --- | --- | --- |\n")
 	for _, r := range rows {
-		fmt.Fprintf(&b, "| %s | `%s` | %s | %s |\n", strings.Join(r.kinds, ", "), r.v.Name, r.v.Type, r.v.Doc)
+		fmt.Fprintf(&b, "| %s | `%s` | %s | %s |\n", strings.Join(r.kinds, ", "), shownName(r.v.Name), r.v.Type, r.v.Doc)
 	}
 	b.WriteString("\n| `as=` | kinds | adds | what it does |\n| --- | --- | --- | --- |\n")
 	type form struct {
@@ -77,10 +77,17 @@ func valuesTables() string {
 	return b.String()
 }
 
+// shownName is a value's name as a contract reads it: a path below a map
+// whose keys are the run's (perf.*.value) with a key in brackets,
+// perf["…"].value.
+func shownName(name string) string {
+	return strings.ReplaceAll(name, "."+contracts.Any+".", `["…"].`)
+}
+
 // kindOrder puts the built-in kinds first, in the order the docs
 // introduce them, and any other after them by name.
 func kindOrder(name string) string {
-	if i := slices.Index([]string{"bash", "sh", "http", "tcp"}, name); i >= 0 {
+	if i := slices.Index([]string{"bash", "sh", "http", "tcp", "agent", "nagios"}, name); i >= 0 {
 		return fmt.Sprint(i)
 	}
 	return "9" + name

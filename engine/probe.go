@@ -354,15 +354,22 @@ func (sr *stageRun) skip(reason string) {
 	sr.env = map[string]any{"severity": "skipped"}
 }
 
-// tableValues keeps the values the step's table read, for the report and `why`.
+// tableValues keeps the values the step's table read, and those its kind
+// always reports (StepKind.Reported), for the report and `why`.
 func tableValues(step *contracts.Step, o *steps.Observation) map[string]any {
-	if len(step.Health) == 0 {
+	reported := steps.Kinds[step.Kind].Reported
+	if len(step.Health) == 0 && len(reported) == 0 {
 		return nil
 	}
 	m := map[string]any{}
 	for _, row := range step.Health {
 		if v, ok := steps.Lookup(o.Values, row.Field); ok {
 			m[row.Field] = v
+		}
+	}
+	for _, name := range reported {
+		if v, ok := o.Values[name]; ok {
+			m[name] = v
 		}
 	}
 	return m

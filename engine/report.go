@@ -98,7 +98,7 @@ type StepReport struct {
 	Error      string             `json:"error,omitempty"` // transport error (unreachable)
 	Note       string             `json:"note,omitempty"`  // how the transport ran it when not as usual (a broken resident session, a fresh one instead)
 	Findings   []string           `json:"findings"`
-	Values     map[string]any     `json:"values,omitempty"` // the fields the tables read
+	Values     map[string]any     `json:"values,omitempty"` // the fields the tables read, and those the kind reports (a nagios step's perf)
 	// Metrics are the numeric values of the fields the contract exports
 	// (`{export=true}` on a health row), for /metrics and Nagios perfdata.
 	Metrics map[string]float64 `json:"metrics,omitempty"`

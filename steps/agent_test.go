@@ -311,7 +311,7 @@ func TestAgentLint(t *testing.T) {
 		{"no declaration", ` fields="status:string restarts:int"`, "",
 			"w.md:12:4: error: step watch: an agent step's output must be declared, each field with its type"},
 		{"on=", "timeout=2m", "timeout=2m on=box",
-			"w.md:12:31: error: on applies only to bash and sh steps (an http, tcp, agent or echo step runs from the engine's host"},
+			"w.md:12:31: error: on applies only to bash, sh and nagios steps (an http, tcp, agent or echo step runs from the engine's host"},
 		{"via=", "timeout=2m", "timeout=2m via=box", "w.md:12:31: error: via applies only to http and tcp steps"},
 		{"as=text", "timeout=2m", "timeout=2m as=text", `w.md:12:31: error: as: an agent step's output is read as json, got "text"`},
 		{"a field not declared", "| `restarts` |", "| `restart` |", `w.md:19:4: error: field restart: step watch (agent) produces no value restart (did you mean "restarts"?)`},

@@ -15,12 +15,14 @@ import (
 	"github.com/contractd/contractd/transports"
 )
 
-// declared returns the names a step of kind k produces: the kind's values
-// and its as= form's.
+// declared returns the names a step of kind k produces at its top level:
+// the kind's values and its as= form's.
 func declared(k steps.Kind, as string) []string {
 	var out []string
 	for _, v := range k.Values {
-		out = append(out, v.Name)
+		if !strings.Contains(v.Name, ".") {
+			out = append(out, v.Name)
+		}
 	}
 	for _, f := range k.As {
 		if f.Name == as {
@@ -31,6 +33,40 @@ func declared(k steps.Kind, as string) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// entries checks the maps kind k declares with fields below every key
+// (`perf.*.value`): each entry o holds there has exactly those fields.
+func entries(t *testing.T, k steps.Kind, o *steps.Observation) {
+	t.Helper()
+	fields := map[string][]string{}
+	for _, v := range k.Values {
+		if m, f, ok := strings.Cut(v.Name, "."+contracts.Any+"."); ok {
+			fields[m] = append(fields[m], f)
+		}
+	}
+	for m, want := range fields {
+		sort.Strings(want)
+		got, ok := o.Values[m].(map[string]any)
+		if _, present := o.Values[m]; present && !ok {
+			t.Errorf("%s is a %T, want a map of entries", m, o.Values[m])
+		}
+		for key, e := range got {
+			entry, ok := e.(map[string]any)
+			if !ok {
+				t.Errorf("%s[%q] is a %T, want an entry with %v", m, key, e, want)
+				continue
+			}
+			var have []string
+			for f := range entry {
+				have = append(have, f)
+			}
+			sort.Strings(have)
+			if strings.Join(have, " ") != strings.Join(want, " ") {
+				t.Errorf("%s[%q] has %v, declares %v", m, key, have, want)
+			}
+		}
+	}
 }
 
 func produced(o *steps.Observation) []string {
@@ -54,6 +90,7 @@ func TestEveryKindProducesWhatItDeclares(t *testing.T) {
 		"a timeout":   {Timeout: true},
 		"refused":     {Refused: true},
 		"unreachable": {Unreachable: true},
+		"perfdata":    {Stdout: "DISK OK | /=812MB;900;950;0;1000 'a b'=U;@1:2;~:3"},
 	}
 	for name, k := range steps.Kinds {
 		for what, rec := range recordings {
@@ -68,6 +105,7 @@ func TestEveryKindProducesWhatItDeclares(t *testing.T) {
 				if got := produced(o); strings.Join(got, " ") != strings.Join(want, " ") {
 					t.Fatalf("replayed %s produces %v, want %v", what, got, want)
 				}
+				entries(t, k, o)
 				if rec.Unreachable != (o.Err != nil) || rec.Unreachable && o.Values["unreachable"] != true {
 					t.Errorf("unreachable recorded %v, observation error %v, unreachable %v", rec.Unreachable, o.Err, o.Values["unreachable"])
 				}

@@ -41,15 +41,15 @@ func Worst(a, b contracts.Severity) contracts.Severity {
 	return a
 }
 
-// Lookup resolves a field name, possibly dotted (`health.connected`), in env.
-// The second result is false when any part is missing.
+// Lookup resolves a field name, possibly a path (`health.connected`,
+// `perf["/"].value`: contracts.SplitPath), in env. The second result is
+// false when any part is missing.
 func Lookup(env map[string]any, field string) (any, bool) {
 	if v, ok := env[field]; ok {
 		return v, true
 	}
-	parts := strings.Split(field, ".")
 	var cur any = env
-	for _, p := range parts {
+	for _, p := range contracts.SplitPath(field) {
 		m, ok := cur.(map[string]any)
 		if !ok {
 			return nil, false
@@ -84,6 +84,10 @@ func Evaluate(step *contracts.Step, o *Observation, env map[string]any) {
 		o.Findings = append(o.Findings, o.Invalid+" → unknown")
 		return
 	}
+	if judge := Kinds[step.Kind].Judge; judge != nil {
+		judged(step, o, env, judge)
+		return
+	}
 	if len(step.Health) == 0 {
 		o.Severity = contracts.SeverityHealthy
 		if to, _ := o.Values["timed_out"].(bool); to {
@@ -104,6 +108,25 @@ func Evaluate(step *contracts.Step, o *Observation, env map[string]any) {
 		}
 	}
 	o.Severity = sev
+}
+
+// judged is Evaluate for a kind that judges its own steps: the worst of
+// its verdict and its table's rows, the rows' findings first, then the
+// verdict's, which are kept only when the step is not healthy (a healthy
+// plugin's status line is no finding).
+func judged(step *contracts.Step, o *Observation, env map[string]any, judge JudgeFn) {
+	sev, said := judge(step, o)
+	for _, row := range step.Health {
+		rs, finding := EvaluateRow(row, env)
+		sev = Worst(sev, rs)
+		if finding != "" {
+			o.Findings = append(o.Findings, finding)
+		}
+	}
+	o.Severity = sev
+	if sev != contracts.SeverityHealthy {
+		o.Findings = append(o.Findings, said...)
+	}
 }
 
 // EvaluateRow judges one row; the finding is empty when the row is healthy.
@@ -186,6 +209,13 @@ func FormatValue(v any) string {
 	case map[string]any, []any:
 		b, _ := json.Marshal(x)
 		return string(b)
+	case float64:
+		// 19172163584, not 1.9172163584e+10: a plugin's bytes as printed
+		// (and, as JSON writes them, an exponent from 1e21 on).
+		if x > -1e21 && x < 1e21 {
+			return strconv.FormatFloat(x, 'f', -1, 64)
+		}
+		return fmt.Sprint(x)
 	default:
 		return fmt.Sprint(x)
 	}

@@ -20,19 +20,36 @@ type Kind struct {
 	// `contractd test` runs a contract: a recorded result is never run
 	// against a target. Every kind has one.
 	Replay ReplayFn
+	// Observe adds an exec kind's own values to the observation of a step
+	// that ran (FromResult calls it, for a run and a replay alike): a
+	// plugin's status, output and perfdata. Nil for a kind whose values
+	// are the exec values.
+	Observe func(step *contracts.Step, o *Observation)
+	// Judge is the verdict of a kind that judges its own steps
+	// (StepKind.Verdict), and only of one: Evaluate makes the step the
+	// worst of it and its table's rows (see JudgeFn).
+	Judge JudgeFn
 }
+
+// JudgeFn judges a step of a kind whose output is its verdict: the
+// severity before the step's table is read, and the findings that say
+// why, which Evaluate keeps after the rows' own when the step is not
+// healthy. It may step aside for a table that judges the same thing
+// itself (a row on the exit code), answering healthy.
+type JudgeFn func(step *contracts.Step, o *Observation) (contracts.Severity, []string)
 
 // builtin lists the step kinds. The probes are http.go and tcp.go, beside
 // their contract halves in contracts (execstep.go, httpstep.go,
 // tcpstep.go); the exec kinds share ExecCommand and FromResult; agent.go
-// holds its kind whole. A new kind is one file holding its Kind (contract
-// half and probe) and a row here.
+// and nagios.go hold their kinds whole. A new kind is one file holding its
+// Kind (contract half and probe) and a row here.
 var builtin = []Kind{
-	{contracts.BashStep, nil, replayExec},
-	{contracts.ShStep, nil, replayExec},
-	{contracts.HTTPStep, probeHTTP, replayHTTP},
-	{contracts.TCPStep, probeTCP, replayTCP},
+	{StepKind: contracts.BashStep, Replay: replayExec},
+	{StepKind: contracts.ShStep, Replay: replayExec},
+	{StepKind: contracts.HTTPStep, Probe: probeHTTP, Replay: replayHTTP},
+	{StepKind: contracts.TCPStep, Probe: probeTCP, Replay: replayTCP},
 	agentKind,
+	nagiosKind,
 }
 
 // Kinds is every step kind by name: the rows of builtin, registered when
@@ -49,8 +66,9 @@ func init() {
 // Register adds a step kind to Kinds and its contract half to the contract
 // parser (contracts.RegisterStepKind). Call it from an init function,
 // before any contract is read. It panics on a duplicate or empty name, and
-// on a kind that is neither an exec kind nor has a probe, or is both, and
-// on one that declares no Values or has no Replay.
+// on a kind that is neither an exec kind nor has a probe, or is both, on
+// one that declares no Values or has no Replay, and on one whose Verdict
+// and Judge disagree.
 func Register(k Kind) {
 	if k.Exec() == (k.Probe != nil) {
 		panic(fmt.Sprintf("steps: step kind %q needs either a Shell (an exec kind) or a Probe", k.Name))
@@ -60,6 +78,12 @@ func Register(k Kind) {
 	}
 	if k.Replay == nil {
 		panic(fmt.Sprintf("steps: step kind %q has no Replay: contractd test could not run its steps from a recording", k.Name))
+	}
+	if k.Verdict != (k.Judge != nil) {
+		panic(fmt.Sprintf("steps: step kind %q: a kind that judges its own steps (Verdict) has a Judge, and only such a kind", k.Name))
+	}
+	if k.Observe != nil && !k.Exec() {
+		panic(fmt.Sprintf("steps: step kind %q: Observe is an exec kind's; a probe makes its values itself", k.Name))
 	}
 	contracts.RegisterStepKind(k.StepKind)
 	Kinds[k.Name] = k

@@ -95,6 +95,9 @@ func FromResult(step *contracts.Step, res transports.Result, err error) *Observa
 		return o
 	}
 	o.Values["unreachable"] = false
+	if observe := Kinds[step.Kind].Observe; observe != nil {
+		observe(step, o)
+	}
 	switch step.As {
 	case contracts.AsJSON.Name:
 		mergeJSON(o, []byte(res.Stdout))

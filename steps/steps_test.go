@@ -39,6 +39,10 @@ func TestEvaluateRow(t *testing.T) {
 		cell(t, contracts.SeverityHealthy, "true", "it == true"),
 		cell(t, contracts.SeverityCritical, "false", "it == false"),
 	}}
+	label := &contracts.HealthRow{Field: `labels["app.kubernetes.io/name"]`, Cells: []*contracts.Cell{
+		cell(t, contracts.SeverityHealthy, "web", `it == "web"`),
+		cell(t, contracts.SeverityCritical, "!= web", `it != "web"`),
+	}}
 	tests := []struct {
 		name    string
 		row     *contracts.HealthRow
@@ -51,6 +55,7 @@ func TestEvaluateRow(t *testing.T) {
 		{"missing field is unknown, never healthy", idle, map[string]any{}, contracts.SeverityUnknown, "idle_seconds (missing): no column matched → unknown"},
 		{"pending without blocked pipeline matches no column", pending, map[string]any{"pending_count": 2, "response_pipeline": "healthy"}, contracts.SeverityUnknown, "pending_count (2): no column matched → unknown"},
 		{"pending with blocked pipeline is critical", pending, map[string]any{"pending_count": 2, "response_pipeline": "blocked"}, contracts.SeverityCritical, "pending_count (2) > 0 with `response_pipeline: blocked` → critical"},
+		{"a bracketed key is one key, dots and all", label, map[string]any{"labels": map[string]any{"app.kubernetes.io/name": "db", "app": map[string]any{"kubernetes": "web"}}}, contracts.SeverityCritical, `labels["app.kubernetes.io/name"] (db) != web → critical`},
 		{"dotted field reads an earlier step", nested, map[string]any{"health": map[string]any{"connected": false}}, contracts.SeverityCritical, "health.connected (false) false → critical"},
 	}
 	for _, tc := range tests {

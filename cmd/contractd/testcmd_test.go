@@ -151,12 +151,17 @@ Expected: ` + "`200`" + `
 | Field | Healthy | Critical |
 |-------|---------|----------|
 | ` + "`open`" + ` | true | false |
+
+### Nagios {#nagios agent=n on=far}
+
+` + "```nagios {id=n}\ncheck_procs -C web -c 1:\n```" + `
 `
 
 // TestContractTestReplaysEveryKindWithNoTargetReached: a recording with
 // `exit: 1` for every step kind comes to the verdict its table gives that
 // answer (an exit code of 1, an http probe that got no answer, a tcp port
-// not open: each agent critical), healthy answers to healthy, and no step
+// not open: each agent critical; a plugin's WARNING: degraded), healthy
+// answers to healthy, and no step
 // is run or dialled: the
 // exec steps' ssh target is a closed port and the http and tcp steps'
 // listener counts no connection.
@@ -186,18 +191,20 @@ func TestContractTestReplaysEveryKindWithNoTargetReached(t *testing.T) {
       sh/s: {exit: 1}
       http/h: {exit: 1}
       tcp/t: {exit: 1}
+      nagios/n: {exit: 1, stdout: "PROCS WARNING: 2 processes with command name 'web' | procs=2;1;1:;0;"}
     expect:
       overall: critical
-      agents: {b: critical, s: critical, h: critical, t: critical}
+      agents: {b: critical, s: critical, h: critical, t: critical, n: degraded}
   - name: every step answers
     steps:
       bash/b: {stdout: active}
       sh/s: {exit: 0}
       http/h: {http: {status: 200}}
       tcp/t: {exit: 0}
+      nagios/n: {stdout: "PROCS OK: 1 process with command name 'web' | procs=1;;1:;0;"}
     expect:
       overall: healthy
-      agents: {b: healthy, s: healthy, h: healthy, t: healthy}
+      agents: {b: healthy, s: healthy, h: healthy, t: healthy, n: healthy}
 `
 	for name, text := range map[string]string{"every-kind.md": contract, "every-kind.test.yaml": test} {
 		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
