@@ -121,13 +121,13 @@ func debianInputs(t *testing.T) []string {
 // listedNotes are the constructs the import lists as not translated (or
 // only in part); a note of any other kind on Debian's files is a gap.
 var listedNotes = []string{
-	"not translated: contractd runs each contract on its own",         // depends on
-	"is translated as",                                               // N times within M cycles
-	"is checked as a TCP connection only",                            // protocols without a greeting
-	"unix socket tests are not translated",                           // unixsocket
-	"UDP tests are not translated",                                   // type udp
-	"alerted after",                                                  // for N cycles on alerted tests of differing N
-	"file content tests are not translated",                          // content, ignore content
+	"not translated: contractd runs each contract on its own", // depends on
+	"is translated as",                      // N times within M cycles
+	"is checked as a TCP connection only",   // protocols without a greeting
+	"unix socket tests are not translated",  // unixsocket
+	"UDP tests are not translated",          // type udp
+	"alerted after",                         // for N cycles on alerted tests of differing N
+	"file content tests are not translated", // content, ignore content
 }
 
 // TestDebianFilesImportWithOnlyListedNotes imports /etc/monit/monitrc with
