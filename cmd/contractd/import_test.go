@@ -246,3 +246,49 @@ func starts(t *testing.T, dir string) int {
 	}
 	return strings.Count(string(b), "start\n")
 }
+
+// TestImportPrintsNotesAndNeverOverwrites: the command prints each note
+// with its FILE:LINE, writes contracts that lint --strict, and refuses to
+// overwrite a contract (nothing is written then) unless --force.
+func TestImportPrintsNotesAndNeverOverwrites(t *testing.T) {
+	dir := t.TempDir()
+	rc := filepath.Join(dir, "monitrc")
+	src := "set daemon 60\ncheck process db with pidfile /run/db.pid\n  start program = \"/usr/bin/systemctl start db\"\n" +
+		"  depends on disk\ncheck filesystem disk with path /\n  if space usage > 90% then alert\n"
+	if err := os.WriteFile(rc, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	code, stdout, stderr := runMain(t, "contractd", "import", "monitrc", "--out", out, rc)
+	if code != 0 {
+		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
+	}
+	for _, want := range []string{"wrote " + filepath.Join(out, "db.md"), "wrote " + filepath.Join(out, "disk.md"),
+		rc + ":4: note: depends on disk: not translated", "2 contracts written to " + out + "; 1 note says"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("the output lacks %q:\n%s", want, stdout)
+		}
+	}
+	if code, stdout, _ := runMain(t, "contractd", "lint", "--strict", filepath.Join(out, "db.md"), filepath.Join(out, "disk.md")); code != 0 {
+		t.Fatalf("lint --strict: exit %d\n%s", code, stdout)
+	}
+	if err := os.WriteFile(filepath.Join(out, "disk.md"), []byte("mine\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(out, "db.md")); err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr = runMain(t, "contractd", "import", "monitrc", "--out", out, rc)
+	if code == 0 || !strings.Contains(stderr, filepath.Join(out, "disk.md")+" exists; nothing was written") {
+		t.Fatalf("a second import over an edited contract: exit %d, %s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(out, "db.md")); err == nil {
+		t.Fatal("a refused import wrote db.md")
+	}
+	if code, _, stderr := runMain(t, "contractd", "import", "monitrc", "--force", "--out", out, rc); code != 0 {
+		t.Fatalf("--force: exit %d %s", code, stderr)
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, "disk.md")); strings.HasPrefix(string(b), "mine") {
+		t.Fatal("--force did not overwrite disk.md")
+	}
+}
