@@ -252,9 +252,20 @@ func (b *builder) processResource(t *test, w []token) (check, bool) {
 }
 
 func (b *builder) unknownTest(t *test) (check, bool) {
-	b.note(t.at, t.text, "a test the import does not translate; write a step and a row for it by hand")
+	hint := ""
+	if len(t.words) > 0 {
+		hint = contracts.Suggest(t.words[0].text, testWords)
+	}
+	if hint != "" {
+		hint = strings.TrimPrefix(hint, "; ") + " (monit -t refuses what Monit does not read); "
+	}
+	b.note(t.at, t.text, hint+"a test the import does not translate; write a step and a row for it by hand")
 	return check{}, false
 }
+
+// testWords are the words a Monit test starts with, for a suggestion.
+var testWords = []string{"failed", "succeeded", "changed", "exist", "does", "cpu", "total", "memory", "swap", "loadavg",
+	"threads", "children", "uptime", "filedescriptors", "timestamp", "size", "content", "space", "inode", "status", "link"}
 
 // systemResource translates loadavg, cpu, memory, swap, uptime and file
 // descriptor tests of check system.

@@ -20,8 +20,12 @@ func pidLines(s *service) string {
 	}
 	return "pid=\nread -r pid < " + contracts.ShellQuote(s.pidfile) + " 2>/dev/null\n" +
 		"case $pid in ''|*[!0-9]*) pid= ;; esac\n" +
-		"[ -n \"$pid\" ] && [ -d \"/proc/$pid\" ] || pid=\n"
+		"[ -n \"$pid\" ] && [ -d \"/proc/$pid\" ] || pid=\n" + zombie
 }
+
+// zombie clears $pid when the process is a zombie: it has exited, its
+// parent has not reaped it, and Monit does not count it as running.
+const zombie = "[ -n \"$pid\" ] && [ \"$(awk '{sub(/.*\\) /, \"\"); print $1}' \"/proc/$pid/stat\" 2>/dev/null)\" = Z ] && pid=\n"
 
 func processScript(s *service) string {
 	return pidLines(s) + `if [ -n "$pid" ]; then
