@@ -34,6 +34,20 @@ func CheckVarName(name string) string {
 	return ""
 }
 
+// ShellQuote quotes s for POSIX sh as one word: as it is when it holds
+// only letters, digits and -_./:=@,+%, else in single quotes (a quote
+// inside is closed, escaped with a backslash and opened again).
+func ShellQuote(s string) string {
+	if s != "" && !strings.ContainsFunc(s, func(r rune) bool { return !plainRune(r) }) {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+func plainRune(r rune) bool {
+	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=@,+%", r)
+}
+
 // singleQuotedRefs returns the offsets of the ${ that open references
 // inside single quotes in a command line. The shell leaves those as
 // written, so an author who meant the var's value gets the literal text.

@@ -15,19 +15,10 @@ import (
 // command text, so nothing a value contains can change which command runs.
 // References in http and tcp steps are filled by package fill.
 
-// ShellQuote quotes s for POSIX sh as one word. It is the only function
-// that writes a value into shell text, and it only ever writes the right
-// side of an assignment (see Script).
-func ShellQuote(s string) string {
-	if s != "" && !strings.ContainsFunc(s, func(r rune) bool { return !plainRune(r) }) {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-func plainRune(r rune) bool {
-	return r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=@,+%", r)
-}
+// ShellQuote quotes s for POSIX sh as one word (contracts.ShellQuote). It
+// is the only function that writes a value into shell text, and it only
+// ever writes the right side of an assignment (see Script).
+func ShellQuote(s string) string { return contracts.ShellQuote(s) }
 
 var shellName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 

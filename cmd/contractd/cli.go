@@ -66,6 +66,7 @@ func init() {
 		"serve":       {"[--dir DIR] [--state-dir DIR] [--listen ADDR] [--token-file FILE] [--mcp [--mcp-allow-actions]]", "run every contract in a directory on its schedule; a status page, an API and /metrics", (*Main).cmdServe},
 		"demo":        {"[--dir DIR]", "start a fixture mesh on loopback and show detection and repair", (*Main).cmdDemo},
 		"new":         {"[-o FILE] NAME", "write a new contract from a template, its repairs not yet armed", (*Main).cmdNew},
+		"import":      {"monitrc [--out DIR] [--force] FILE...", "translate Monit control files into contracts, one per check entry, with notes for what is left to do", (*Main).cmdImport},
 		"brief":       {"[--stage ID] [--json] [--state-dir DIR | --etcd URL[,URL…]] CONTRACT", "print the briefing an agent needs to watch a contract: steps, tables, allowed repairs, what was already alerted, the report to write", (*Main).cmdBrief},
 		"mcp":         {"[--allow-actions] [--dir DIR] [--state-dir DIR | --etcd URL[,URL…]]", "serve the MCP tools over stdio, for an agent that starts contractd", (*Main).cmdMCP},
 		"sudoers":     {"[--user NAME] [--host TARGET] DIR|FILE...", "print the sudoers lines that allow exactly the commands contracts run through sudo", (*Main).cmdSudoers},

@@ -25,6 +25,7 @@ var rooms = map[string]string{
 	"steps":                  "kinds",
 	"contracts":              "format",
 	"contracts/fill":         "format",
+	"contracts/monitrc":      "format",
 	"transports":             "transports",
 	"transports/addr":        "transports",
 	"engine/clock":           "clock",

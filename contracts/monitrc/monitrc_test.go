@@ -1,0 +1,452 @@
+package monitrc
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/fixtures/lintrun"
+	"github.com/contractd/contractd/fixtures/need"
+	"github.com/contractd/contractd/fixtures/owner"
+)
+
+var update = flag.Bool("update", false, "rewrite testdata/*.golden from the import")
+
+// strictClean fails t for every error or warning lint --strict would
+// refuse c for.
+func strictClean(t *testing.T, c Contract) {
+	t.Helper()
+	for _, d := range Lint(c) {
+		if d.Severity == contracts.DiagError || d.Severity == contracts.DiagWarning {
+			t.Errorf("%s does not lint clean under --strict: %s\n%s", c.Name, d, numbered(c.Text))
+		}
+	}
+}
+
+func numbered(s string) string {
+	var b strings.Builder
+	for i, l := range strings.Split(s, "\n") {
+		fmt.Fprintf(&b, "%4d  %s\n", i+1, l)
+	}
+	return b.String()
+}
+
+// render is an import as the golden file holds it: every contract, then
+// every note.
+func render(res *Result) string {
+	var b strings.Builder
+	for _, c := range res.Contracts {
+		fmt.Fprintf(&b, "===== %s.md (check %s at %s)\n%s\n", c.Name, c.Service, c.Pos, c.Text)
+	}
+	b.WriteString("===== notes\n")
+	for _, n := range res.Notes {
+		b.WriteString(n.String() + "\n")
+	}
+	for _, d := range res.Dropped {
+		b.WriteString("not needed: " + d + "\n")
+	}
+	return b.String()
+}
+
+// TestEveryKindOfCheckMatchesItsGolden imports a monitrc with a check of
+// every kind Monit has, in the forms its manual shows (multi-line tests,
+// noise words, includes of nothing, every N cycles, mode passive, exec
+// with repeat, mail-format), holds each contract to lint --strict and the
+// whole import to its golden text.
+func TestEveryKindOfCheckMatchesItsGolden(t *testing.T) {
+	for _, name := range []string{"many", "agent"} {
+		t.Run(name, func(t *testing.T) {
+			res, err := Import([]string{"testdata/" + name + ".monitrc"}, Options{Hostname: "web1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, c := range res.Contracts {
+				strictClean(t, c)
+			}
+			got := render(res)
+			golden := "testdata/" + name + ".golden"
+			if *update {
+				if err := os.WriteFile(golden, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (go test ./contracts/monitrc -run TestEveryKindOfCheck -update writes it)", err)
+			}
+			if got != string(want) {
+				t.Errorf("the import of %s.monitrc differs from %s (-update rewrites it; read the diff):\n%s", name, golden, firstDiff(string(want), got))
+			}
+		})
+	}
+}
+
+func firstDiff(want, got string) string {
+	wl, gl := strings.Split(want, "\n"), strings.Split(got, "\n")
+	for i := 0; i < len(wl) || i < len(gl); i++ {
+		var w, g string
+		if i < len(wl) {
+			w = wl[i]
+		}
+		if i < len(gl) {
+			g = gl[i]
+		}
+		if w != g {
+			return fmt.Sprintf("line %d:\n- %s\n+ %s", i+1, w, g)
+		}
+	}
+	return ""
+}
+
+// debianInputs are Debian's monit package files: its monitrc, and each
+// snippet in conf-available read after it (as conf-enabled would include
+// it).
+func debianInputs(t *testing.T) []string {
+	t.Helper()
+	snippets, _ := filepath.Glob("/etc/monit/conf-available/*")
+	if _, err := os.Stat("/etc/monit/monitrc"); err != nil || len(snippets) == 0 {
+		need.Missing(t, "monit", errors.New("no /etc/monit/monitrc and conf-available (apt-get install monit)"))
+	}
+	return snippets
+}
+
+// listedNotes are the constructs the import lists as not translated (or
+// only in part); a note of any other kind on Debian's files is a gap.
+var listedNotes = []string{
+	"not translated: contractd runs each contract on its own", // depends on
+	"is translated as",                      // N times within M cycles
+	"is checked as a TCP connection only",   // protocols without a greeting
+	"unix socket tests are not translated",  // unixsocket
+	"UDP tests are not translated",          // type udp
+	"alerted after",                         // for N cycles on alerted tests of differing N
+	"file content tests are not translated", // content, ignore content
+}
+
+// TestDebianFilesImportWithOnlyListedNotes imports /etc/monit/monitrc with
+// every snippet of conf-available: each check entry is a contract that
+// lints clean under --strict, and every note is of a kind the import
+// lists as not translated.
+func TestDebianFilesImportWithOnlyListedNotes(t *testing.T) {
+	snippets := debianInputs(t)
+	for _, snippet := range snippets {
+		t.Run(filepath.Base(snippet), func(t *testing.T) {
+			res, err := Import([]string{"/etc/monit/monitrc", snippet}, Options{Hostname: "web1"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Contracts) == 0 {
+				t.Fatalf("no contract from %s", snippet)
+			}
+			for _, c := range res.Contracts {
+				strictClean(t, c)
+				if !strings.Contains(c.Text, "schedule: {every: 2m, on_start: true}") {
+					t.Errorf("%s: set daemon 120 of /etc/monit/monitrc is not its schedule", c.Name)
+				}
+			}
+			for _, n := range res.Notes {
+				listed := false
+				for _, l := range listedNotes {
+					listed = listed || strings.Contains(n.Todo, l)
+				}
+				if !listed {
+					t.Errorf("a note of a kind the import does not list as unsupported: %s", n)
+				}
+			}
+		})
+	}
+}
+
+// monitAccepts runs the real Monit's syntax check on a copy of file with
+// the mode Monit requires (0600), with HOME in a temporary directory (it
+// stores its id there). Monit also checks the machine: a program, user or
+// group its file names must exist here. Those complaints are returned
+// apart; any other is a failure.
+func monitAccepts(t *testing.T, file string) (machine []string) {
+	t.Helper()
+	monit := need.Command(t, "monit", "monit")
+	dir := t.TempDir()
+	src, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := filepath.Join(dir, filepath.Base(file))
+	if err := os.WriteFile(cp, src, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := owner.CommandContext(ctx, monit, "-t", "-c", cp)
+	cmd.Env = append(os.Environ(), "HOME="+dir)
+	out, err := cmd.CombinedOutput()
+	if err == nil && strings.Contains(string(out), "Control file syntax OK") {
+		return nil
+	}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		switch {
+		case strings.Contains(line, "Requested group not found on the system"), strings.Contains(line, "Requested user not found"),
+			strings.Contains(line, "is not regular file"), strings.Contains(line, "Cannot compute a checksum"),
+			strings.Contains(line, "Program does not exist"):
+			machine = append(machine, line)
+		case strings.Contains(line, "New Monit id"), strings.Contains(line, "Stored in"):
+		default:
+			t.Errorf("monit -t refuses %s: %s", file, line)
+		}
+	}
+	if len(machine) == 0 {
+		t.Errorf("monit -t on %s: %v\n%s", file, err, out)
+	}
+	return machine
+}
+
+// TestMonitAcceptsTheInputs: the real Monit (`monit -t -c FILE`, mode
+// 0600) accepts every monitrc the import is held to, so they are Monit's
+// grammar and not the import's idea of it. Debian's snippets name
+// programs, files and a group this machine may lack (cron's crontab group,
+// /etc/init.d scripts); those complaints are about the machine and are
+// logged, never a syntax error.
+func TestMonitAcceptsTheInputs(t *testing.T) {
+	files := []string{"testdata/many.monitrc", "testdata/agent.monitrc", "/etc/monit/monitrc"}
+	files = append(files, debianInputs(t)...)
+	for _, f := range files {
+		if machine := monitAccepts(t, f); len(machine) > 0 {
+			t.Logf("%s: monit -t names what this machine lacks, not a syntax error: %s", f, strings.Join(machine, "; "))
+		}
+	}
+	// The check is not a rubber stamp: Monit refuses a file with an
+	// unknown statement.
+	bad := filepath.Join(t.TempDir(), "bad.monitrc")
+	if err := os.WriteFile(bad, []byte("check process x with pidfile /run/x.pid\n  if cpu usage > 95% hen alert\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(need.Command(t, "monit", "monit"), "-t", "-c", bad).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "syntax error") {
+		t.Fatalf("monit -t accepted a syntax error: %v\n%s", err, out)
+	}
+}
+
+// TestWhatIsNotUnderstoodIsANoteAtItsLine: a statement the import does not
+// know is a note with its FILE:LINE and the rest of the file still
+// translates; a quote never closed is an error with its line and column.
+func TestWhatIsNotUnderstoodIsANoteAtItsLine(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "monitrc")
+	src := "set daemon 30\n" +
+		"set frobnicate all the things\n" +
+		"check process web with pidfile /run/web.pid\n" +
+		"  start program = \"/usr/bin/systemctl start web\"\n" +
+		"  if failed port 8080 then restart\n" +
+		"  if 2 restarts within 3 cycles then exec \"/usr/local/bin/page-me\"\n" +
+		"  depends on db\n"
+	if err := os.WriteFile(f, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Import([]string{f}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Contracts) != 1 {
+		t.Fatalf("want the web contract, got %d", len(res.Contracts))
+	}
+	strictClean(t, res.Contracts[0])
+	want := map[string]string{
+		f + ":2": "set frobnicate all the things",
+		f + ":6": "if 2 restarts within 3 cycles then exec",
+		f + ":7": "depends on db",
+	}
+	for _, n := range res.Notes {
+		if w, ok := want[n.Pos]; ok && strings.HasPrefix(n.Construct, w) {
+			delete(want, n.Pos)
+		}
+	}
+	if len(want) > 0 {
+		t.Errorf("no note for %v; notes: %v", want, res.Notes)
+	}
+	for pos := range map[string]bool{f + ":6": true, f + ":7": true} {
+		if !strings.Contains(res.Contracts[0].Text, "`"+pos+"`") {
+			t.Errorf("the contract's own notes do not name %s:\n%s", pos, res.Contracts[0].Text)
+		}
+	}
+
+	if err := os.WriteFile(f, []byte("set daemon 30\ncheck process web with pidfile \"/run/web.pid\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Import([]string{f}, Options{})
+	var se *SyntaxError
+	if !errors.As(err, &se) || se.Line != 2 || se.Col != 32 {
+		t.Fatalf("an unclosed quote: want a SyntaxError at 2:32, got %v", err)
+	}
+	if !strings.Contains(err.Error(), f+":2:32: string opened with \" is never closed") {
+		t.Fatalf("error text: %v", err)
+	}
+}
+
+// TestProgramsRunAsMonitRunsThem: Monit splits a program on white space
+// and quotes and runs it with no shell; the repair runs the same words,
+// each quoted where sh would read it otherwise, behind runuser for `as
+// uid`.
+func TestProgramsRunAsMonitRunsThem(t *testing.T) {
+	cases := []struct {
+		name string
+		m    method
+		want string
+	}{
+		{"plain", method{raw: "/etc/init.d/nginx start"}, "/etc/init.d/nginx start"},
+		{"sh -c keeps its script one word", method{raw: `/bin/sh -c 'kill -s TERM $(cat /run/x.pid)'`},
+			`/bin/sh -c 'kill -s TERM $(cat /run/x.pid)'`},
+		{"a word sh would expand is quoted", method{raw: `/usr/bin/logger "a;b" *`}, `/usr/bin/logger 'a;b' '*'`},
+		{"as uid and gid", method{raw: "/opt/app/start", uid: "app", gid: "staff"}, "runuser -u app -g staff -- /opt/app/start"},
+		{"numeric ids", method{raw: "/opt/app/start", uid: "99"}, "setpriv --reuid=99 --regid=99 --clear-groups -- /opt/app/start"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			b := &builder{s: &service{name: "x"}}
+			c.m.argv = splitProgram(c.m.raw)
+			if got := b.command(&c.m); got != c.want {
+				t.Fatalf("command(%q) = %q, want %q", c.m.raw, got, c.want)
+			}
+			if len(b.notes) > 0 {
+				t.Fatalf("notes: %v", b.notes)
+			}
+		})
+	}
+	out, err := exec.Command("sh", "-c", "printf '[%s]' "+(&builder{s: &service{}}).command(&method{argv: splitProgram(`a "b c" 'd;e' f`)})[2:]).Output()
+	if err != nil || string(out) != "[b c][d;e][f]" {
+		t.Fatalf("sh reads the rendered words as %q (%v), want [b c][d;e][f]", out, err)
+	}
+}
+
+// TestChangedChecksumIsToldOnce runs an imported `if changed checksum then
+// alert` for real on a file this test writes: healthy while it stays as
+// it is, critical on the run that sees it changed, healthy again on the
+// next (the new checksum is the one to compare with), as Monit alerts once
+// per change.
+func TestChangedChecksumIsToldOnce(t *testing.T) {
+	dir := t.TempDir()
+	watched := filepath.Join(dir, "app.conf")
+	if err := os.WriteFile(watched, []byte("a=1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rc := filepath.Join(dir, "monitrc")
+	src := fmt.Sprintf("set daemon 60\ncheck file app_conf with path %s\n  if changed checksum then alert\n  if failed permission 644 then alert\n", watched)
+	if err := os.WriteFile(rc, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Import([]string{rc}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	strictClean(t, res.Contracts[0])
+	c, ds := contracts.Parse("app_conf.md", []byte(res.Contracts[0].Text), contracts.Options{})
+	if ds.HasErrors() {
+		t.Fatal(ds)
+	}
+	state := filepath.Join(dir, "state")
+	run := func(step string) contracts.Severity {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		r, err := lintrun.Run(ctx, c, lintrun.Options{StateDir: state})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.ConfigErrors) > 0 {
+			t.Fatalf("%s: %v", step, r.ConfigErrors)
+		}
+		return r.Report.OverallSeverity
+	}
+	for i, want := range []contracts.Severity{contracts.SeverityHealthy, contracts.SeverityHealthy} {
+		if got := run("unchanged"); got != want {
+			t.Fatalf("run %d on an unchanged file: %s, want %s", i+1, got, want)
+		}
+	}
+	if err := os.WriteFile(watched, []byte("a=2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := run("changed"); got != contracts.SeverityCritical {
+		t.Fatalf("the run that sees the change: %s, want critical", got)
+	}
+	if got := run("after"); got != contracts.SeverityHealthy {
+		t.Fatalf("the run after the change: %s, want healthy (told once)", got)
+	}
+	if err := os.Chmod(watched, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got := run("chmod"); got != contracts.SeverityCritical {
+		t.Fatalf("mode 600 where Monit wants 644: %s, want critical", got)
+	}
+}
+
+// TestProbeScriptsReadThisMachine runs the translated system, filesystem
+// and process-resource steps on this machine: each prints JSON with every
+// declared field, so no stage is unknown, and the process the test starts
+// is judged by its pidfile.
+func TestProbeScriptsReadThisMachine(t *testing.T) {
+	dir := t.TempDir()
+	sleeper := owner.Command("sleep", "300")
+	if err := sleeper.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pidfile := filepath.Join(dir, "sleep.pid")
+	if err := os.WriteFile(pidfile, []byte(fmt.Sprintf("%d\n", sleeper.Process.Pid)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rc := filepath.Join(dir, "monitrc")
+	src := fmt.Sprintf(`set daemon 30
+check system $HOST
+  if loadavg (1min) > 10000 then alert
+  if cpu usage > 101%% then alert
+  if memory usage > 101%% then alert
+  if swap usage > 101%% then alert
+check filesystem tmp with path %s
+  if space usage > 101%% then alert
+  if inode usage > 101%% then alert
+check process sleeper with pidfile %s
+  if cpu > 95%% for 3 cycles then alert
+  if total memory > 100 GB then alert
+  if children > 100 then alert
+  if uptime < 1 seconds then alert
+check process gone with pidfile %s
+check program truth with path "/bin/true"
+  if status != 0 then alert
+`, dir, pidfile, filepath.Join(dir, "none.pid"))
+	if err := os.WriteFile(rc, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Import([]string{rc}, Options{Hostname: "here"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]contracts.Severity{"here": contracts.SeverityHealthy, "tmp": contracts.SeverityHealthy,
+		"sleeper": contracts.SeverityHealthy, "gone": contracts.SeverityCritical, "truth": contracts.SeverityHealthy}
+	for _, rc := range res.Contracts {
+		strictClean(t, rc)
+		c, ds := contracts.Parse(rc.Name+".md", []byte(rc.Text), contracts.Options{})
+		if ds.HasErrors() {
+			t.Fatal(ds)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		r, err := lintrun.Run(ctx, c, lintrun.Options{StateDir: filepath.Join(dir, "state")})
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.ConfigErrors) > 0 {
+			t.Fatalf("%s: %v", rc.Name, r.ConfigErrors)
+		}
+		if got := r.Report.OverallSeverity; got != want[rc.Name] {
+			t.Errorf("%s: %s, want %s:\n%s", rc.Name, got, want[rc.Name], strings.Join(lintrun.Unhealthy(r.Report), "\n"))
+		}
+		delete(want, rc.Name)
+	}
+	if len(want) > 0 {
+		t.Errorf("no contract for %v", want)
+	}
+}
