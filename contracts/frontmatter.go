@@ -339,7 +339,7 @@ func parseBudget(s string) (*Budget, error) {
 
 var topKeys = []string{"kind", "name", "title", "description", "version", "runtime_contract", "agent",
 	"report_only_agents", "schedule", "commands", "guards", "targets", "notify", "vars", "secrets",
-	"for_each", "alert_on", "log", "messages"}
+	"for_each", "alert_on", "log", "messages", "depends_on", "maintenance"}
 
 // frontMatter is what the front matter decoder found besides the model.
 type frontMatter struct {
@@ -362,6 +362,7 @@ func newContract(path string) *Contract {
 			After:            DefaultAfter,
 			Grace:            DefaultGrace,
 			Repeat:           DefaultRepeat,
+			Flapping:         &Flapping{Low: DefaultFlapLow, High: DefaultFlapHigh, Runs: DefaultFlapRuns},
 		},
 		Targets:   map[string]*Target{},
 		Vars:      map[string]string{},
@@ -464,6 +465,10 @@ func (y *yamlDec) decodeFrontMatter(root ast.Node, c *Contract) frontMatter {
 			fm.logPos = y.textPos(e.value)
 		case "messages":
 			c.Messages = y.decodeMessages(e.value)
+		case "depends_on":
+			c.DependsOn = y.decodeDependsOn(e.value)
+		case "maintenance":
+			c.Maintenance = y.decodeMaintenance(e.value)
 		default:
 			y.unknownKey(e, "front matter", topKeys)
 		}
@@ -515,7 +520,7 @@ func (y *yamlDec) decodeSchedule(n ast.Node, s *Schedule) {
 }
 
 var guardKeys = []string{"debounce", "crash_loop", "unreachable_after", "unknown_after", "recover_after", "after",
-	"budget", "grace", "escalate_after", "repeat", "blast_radius", "slow_retry"}
+	"budget", "grace", "escalate_after", "repeat", "blast_radius", "slow_retry", "flapping"}
 
 func (y *yamlDec) decodeGuards(n ast.Node, g *Guards) {
 	durations := map[string]*time.Duration{"debounce": &g.Debounce, "grace": &g.Grace, "repeat": &g.Repeat}
@@ -577,6 +582,8 @@ func (y *yamlDec) decodeGuards(n ast.Node, g *Guards) {
 			g.BlastRadius = y.decodeBlastRadius(e.value, what)
 		case "slow_retry":
 			g.SlowRetry = y.decodeSlowRetry(e, what)
+		case "flapping":
+			g.Flapping = y.decodeFlapping(e, what)
 		default:
 			y.unknownKey(e, "guards", guardKeys)
 		}
@@ -609,6 +616,62 @@ func (y *yamlDec) decodeSlowRetry(e entry, what string) *SlowRetry {
 		return nil
 	}
 	return s
+}
+
+// decodeFlapping reads `flapping: off` (or false), or {low: 25%, high:
+// 30%, runs: 20, repair: false}, each key defaulting to Icinga 2's.
+func (y *yamlDec) decodeFlapping(e entry, what string) *Flapping {
+	switch v := unwrap(e.value).(type) {
+	case *ast.BoolNode:
+		if !v.Value {
+			return nil
+		}
+		return &Flapping{Low: DefaultFlapLow, High: DefaultFlapHigh, Runs: DefaultFlapRuns}
+	case *ast.StringNode:
+		if v.Value == "off" {
+			return nil
+		}
+		y.d.errorf(y.pos(e.value), "%s: want off, or {low: 25%%, high: 30%%, runs: 20, repair: false}, got %q", what, v.Value)
+		return nil
+	}
+	f := &Flapping{Low: DefaultFlapLow, High: DefaultFlapHigh, Runs: DefaultFlapRuns}
+	sub, _ := y.mapping(e.value, what)
+	for _, kv := range sub {
+		w := what + "." + kv.key
+		switch kv.key {
+		case "low", "high":
+			text, ok := y.scalarText(kv.value, w)
+			if !ok {
+				continue
+			}
+			pct, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(text), "%"), 64)
+			if err != nil || pct <= 0 || pct >= 100 {
+				y.d.errorf(y.pos(kv.value), "%s: want a share of the runs such as 30%%, got %q", w, text)
+				continue
+			}
+			if kv.key == "low" {
+				f.Low = pct
+			} else {
+				f.High = pct
+			}
+		case "runs":
+			if n, ok := y.positive(kv.value, w); ok {
+				if n < 4 || n > 64 {
+					y.d.errorf(y.pos(kv.value), "%s: want 4 to 64 runs, got %d", w, n)
+					continue
+				}
+				f.Runs = n
+			}
+		case "repair":
+			f.Repair, _ = y.boolean(kv.value, w)
+		default:
+			y.unknownKey(kv, what, []string{"low", "high", "runs", "repair"})
+		}
+	}
+	if f.Low > f.High {
+		y.d.errorf(y.pos(e.keyN), "%s: low (%g%%) is above high (%g%%): a unit would stop flapping before it started", what, f.Low, f.High)
+	}
+	return f
 }
 
 // parseSlowRetry reads a row's `slow_retry="3 then 5x"` or `slow_retry=off`.

@@ -238,6 +238,8 @@ func (l *loader) parse(md parser.Parser, path string, src []byte, owned bool) (*
 	b.parse(md, body)
 	b.validate()
 	b.checkReportOnly(reportOnlyPos)
+	b.checkDependsOn()
+	b.checkWindowAgents()
 	sortDiagnostics(d.list)
 	if d.list.HasErrors() {
 		return nil, d.list

@@ -136,18 +136,35 @@ func (m *Main) cmdLint(ctx context.Context, args []string) int {
 		m.errorf("%v", err)
 		return exitUsage
 	}
+	files, err = contractArgs(files)
+	if err != nil {
+		m.errorf("lint: %v", err)
+		return exitUsage
+	}
 	code := exitOK
+	say := func(d contracts.Diagnostic) {
+		fmt.Fprintln(m.Stdout, d.String())
+		if d.Severity == contracts.DiagError || *strict && d.Severity == contracts.DiagWarning {
+			code = exitFailed
+		}
+	}
 	var loaded []*contracts.Contract
 	for _, f := range files {
 		c, diags := contracts.LoadFile(f, opts)
 		for _, d := range diags {
-			fmt.Fprintln(m.Stdout, d.String())
-			if d.Severity == contracts.DiagError || *strict && d.Severity == contracts.DiagWarning {
-				code = exitFailed
-			}
+			say(d)
 		}
 		if c != nil {
 			loaded = append(loaded, c)
+		}
+	}
+	// depends_on names other contracts: those of the same directory,
+	// which run beside these under `serve --dir`.
+	for _, d := range contracts.CheckFleet(contracts.Fleet(loaded, opts)) {
+		for _, c := range loaded {
+			if d.Pos.File == c.Path {
+				say(d)
+			}
 		}
 	}
 	// Which contract a --var is for is known once they all loaded.
@@ -158,6 +175,28 @@ func (m *Main) cmdLint(ctx context.Context, args []string) int {
 		}
 	}
 	return code
+}
+
+// contractArgs expands the directories among args to the contract files
+// they hold (contracts.ContractFiles); files stay as given.
+func contractArgs(args []string) ([]string, error) {
+	var out []string
+	for _, a := range args {
+		fi, err := os.Stat(a)
+		if err != nil || !fi.IsDir() {
+			out = append(out, a)
+			continue
+		}
+		paths, err := contracts.ContractFiles(a)
+		if err != nil {
+			return nil, err
+		}
+		if len(paths) == 0 {
+			return nil, fmt.Errorf("%s holds no contract files (*.md)", a)
+		}
+		out = append(out, paths...)
+	}
+	return out, nil
 }
 
 func (m *Main) cmdExplain(ctx context.Context, args []string) int {
@@ -177,10 +216,11 @@ func (m *Main) cmdExplain(ctx context.Context, args []string) int {
 	if code != exitOK {
 		return code
 	}
+	now := time.Now()
 	if *asJSON {
-		return m.writeJSON(contracts.Explain(cs[0]))
+		return m.writeJSON(contracts.ExplainAt(cs[0], now))
 	}
-	if err := contracts.WriteExplainText(m.Stdout, cs[0]); err != nil {
+	if err := contracts.WriteExplainTextAt(m.Stdout, cs[0], now); err != nil {
 		m.errorf("%v", err)
 		return exitFailed
 	}
