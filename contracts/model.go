@@ -41,6 +41,11 @@ const (
 	SeverityCritical
 	SeverityUnreachable
 	SeveritySkipped
+	// SeveritySuppressed is a unit that fails while something it depends
+	// on fails (depends_on, or a target its via chain goes through): the
+	// dependency is the root cause, so the unit is neither repaired nor
+	// alerted. Only the engine judges it; no table cell says it.
+	SeveritySuppressed
 )
 
 var severityNames = map[Severity]string{
@@ -50,6 +55,7 @@ var severityNames = map[Severity]string{
 	SeverityCritical:    "critical",
 	SeverityUnreachable: "unreachable",
 	SeveritySkipped:     "skipped",
+	SeveritySuppressed:  "suppressed",
 }
 
 // String returns the severity's name, or severity(N) for an unknown value.

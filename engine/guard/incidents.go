@@ -24,6 +24,12 @@ const (
 	SourceGate     = "gate"     // a gate stage that is down
 	SourceContract = "contract" // a contract-wide row of the escalation table
 	SourceUnknown  = "unknown"  // a unit judged unknown for unknown_after runs
+	// SourceTarget is a target of the contract that cannot be reached,
+	// when nothing else watches it: the root cause of the units it
+	// suppresses.
+	SourceTarget      = "target"
+	SourceFlapping    = "flapping"    // a unit that flaps
+	SourceMaintenance = "maintenance" // an announced maintenance window, open
 )
 
 // AllUnits is the agent part of an incident that belongs to the whole
