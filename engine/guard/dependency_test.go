@@ -27,7 +27,7 @@ func TestDependencies(t *testing.T) {
 		{name: "healthy is never suppressed", raw: contracts.SeverityHealthy,
 			deps: []Dependency{dep("jumphost/jump", judged(time.Second, contracts.SeverityCritical, ""))}},
 		{name: "critical dependency suppresses", raw: contracts.SeverityCritical, failingSince: time.Minute,
-			deps: []Dependency{dep("jumphost/jump", judged(time.Second, contracts.SeverityCritical, ""))},
+			deps:   []Dependency{dep("jumphost/jump", judged(time.Second, contracts.SeverityCritical, ""))},
 			wantBy: "jumphost/jump", wantRoot: "jumphost/jump", wantReason: "jumphost/jump is critical"},
 		{name: "unreachable dependency suppresses at once", raw: contracts.SeverityUnreachable,
 			deps:   []Dependency{dep("target:jump", judged(0, contracts.SeverityUnreachable, ""))},
