@@ -50,3 +50,10 @@ func batchDeadline(cmds []transports.Command) time.Duration {
 func (e *Engine) actionTimeouts() (command, call time.Duration) {
 	return e.opts.StepTimeout, e.opts.StepTimeout + reachAllowance
 }
+
+// hostCheckTimeouts are a host check's (depend.go): the step timeout for
+// the command, which runs nothing, and the deadline of the call, which
+// adds reaching the target.
+func (e *Engine) hostCheckTimeouts() (command, call time.Duration) {
+	return e.opts.StepTimeout, e.opts.StepTimeout + reachAllowance
+}
