@@ -289,7 +289,7 @@ func (r *run) open() (said, error) {
 			rep.Maintenance[agent] = w
 		}
 	}
-	for agent, w := range r.recurringOpen() {
+	for agent, w := range DeclaredWindows(r.c, now) {
 		if rep.Maintenance == nil {
 			rep.Maintenance = map[string]*guard.Window{}
 		}
@@ -353,29 +353,6 @@ func (r *run) reportOnly(units []*unit) (*Report, error) {
 // whichever ends later; nil when none.
 func (r *run) window(unit string) *guard.Window {
 	return guard.Later(r.ledger.Window(unit, r.e.opts.Clock.Now()), r.recurring.Active(unit))
-}
-
-// recurringOpen is the contract's declared windows open now, by the agent
-// they cover ("*" for the whole contract); of two over one agent, the one
-// that ends later.
-func (r *run) recurringOpen() map[string]*guard.Window {
-	out := map[string]*guard.Window{}
-	now := r.e.opts.Clock.Now()
-	for _, mw := range r.c.Maintenance {
-		since, until, ok := mw.Active(now)
-		if !ok {
-			continue
-		}
-		w := &guard.Window{Since: since, Until: until, Reason: mw.Reason, By: guard.ByContract}
-		agents := mw.Agents
-		if len(agents) == 0 {
-			agents = []string{store.AllAgents}
-		}
-		for _, a := range agents {
-			out[a] = guard.Later(out[a], w)
-		}
-	}
-	return out
 }
 
 // restarts is the expression function restarts(agent, window): repairs

@@ -330,6 +330,22 @@ func (m *Main) runUsageExit(err error, args []string) int {
 	return exitUsage
 }
 
+// needsFleet reports whether a run of cs reads other contracts: one
+// depends on something, or reaches a target through another.
+func needsFleet(cs []*contracts.Contract) bool {
+	for _, c := range cs {
+		if len(c.DependsOn) > 0 {
+			return true
+		}
+		for _, t := range c.Targets {
+			if t.Via != "" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // isName reports whether arg names a contract rather than a file: no such
 // file, no path separator, no .md suffix.
 func isName(arg string) bool {
@@ -419,6 +435,12 @@ func (m *Main) runContracts(ctx context.Context, files []string, rf runFlags) in
 	if err != nil {
 		m.errorf("%v", err)
 		return exitFailed
+	}
+	if needsFleet(cs) {
+		// What these depend on, and who watches the hosts they reach
+		// through, are the contracts of their directories.
+		opts, _ := rf.loadFlags.options()
+		ctx = engine.WithFleet(ctx, engine.NewFleet(contracts.Fleet(cs, opts)))
 	}
 	var t tally
 	for _, c := range cs {
