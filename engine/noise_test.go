@@ -10,6 +10,7 @@ import (
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/contracts/calendar"
 	"github.com/contractd/contractd/engine/clock"
+	"github.com/contractd/contractd/engine/guard"
 	"github.com/contractd/contractd/engine/notify"
 	"github.com/contractd/contractd/transports"
 )
@@ -348,5 +349,25 @@ func TestAJumpHostDownIsOneAlert(t *testing.T) {
 	}
 	if len(rec2.all) != 2 || !strings.Contains(rec2.all[1].Text, "target jump is reached again") {
 		t.Fatalf("messages alone, after: %q", rec2.msgs)
+	}
+}
+
+// A suppressed agent pages nowhere from a Nagios check either: the check
+// is OK, its text says what suppresses the agent, its long output why.
+func TestNagiosSaysWhatSuppressesAnAgent(t *testing.T) {
+	rep := &Report{Contract: "behind", OverallSeverity: contracts.SeveritySuppressed, Agents: map[string]*AgentReport{
+		"web": {Agent: "web", Severity: contracts.SeveritySuppressed, Raw: contracts.SeverityUnreachable,
+			Suppressed: &guard.Suppression{By: "jumphost/jump", Root: "jumphost/jump", Reason: "jumphost/jump is unreachable (judged 2026-11-30T09:05:00Z)"}},
+		"db": {Agent: "db", Severity: contracts.SeverityHealthy, Raw: contracts.SeverityHealthy, Flapping: true, FlapPercent: 35},
+	}}
+	var b strings.Builder
+	if err := WriteNagios(&b, rep); err != nil {
+		t.Fatal(err)
+	}
+	out := b.String()
+	if NagiosStatus(rep) != 0 || !strings.HasPrefix(out, "BEHIND OK - web suppressed by jumphost/jump |") ||
+		!strings.Contains(out, "\nweb: suppressed, neither repaired nor alerted: jumphost/jump is unreachable (judged 2026-11-30T09:05:00Z) (root cause jumphost/jump)\n") ||
+		!strings.Contains(out, "\ndb: flapping: its state changed in 35% of its last runs\n") {
+		t.Fatalf("exit %d:\n%s", NagiosStatus(rep), out)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/contractd/contractd/engine/serve"
 	"github.com/contractd/contractd/engine/store"
 	"github.com/contractd/contractd/fixtures/need"
 	"github.com/contractd/contractd/fixtures/owner"
@@ -247,6 +248,13 @@ func TestAJumpHostDownIsOneMessagePerRoute(t *testing.T) {
 		}
 		return true, ""
 	})
+	// why names the dependency and the root cause.
+	for c, a := range map[string]string{"behind-1": "web1", "api-2": "api2"} {
+		out, _ := owner.Command(r.bin, "why", "--state-dir", r.state, c).CombinedOutput()
+		if !strings.Contains(string(out), a+": suppressed, not repaired and not alerted: jumphost/jump is unreachable") || !strings.Contains(string(out), "(root cause jumphost/jump)") {
+			t.Fatalf("why %s:\n%s", c, out)
+		}
+	}
 	// Two more runs of every dependent after that: still nothing more.
 	before := map[string]int{}
 	for c := range dependents {
@@ -378,5 +386,78 @@ func TestLintRefusesADependencyCycleBetweenTwoContracts(t *testing.T) {
 		if args[1] == dir && !strings.Contains(string(out), filepath.Join(dir, "db.md")+":4:14: error: depends_on: dependency cycle db → web → db") {
 			t.Fatalf("%v: the cycle is not reported in db.md too:\n%s", args, out)
 		}
+	}
+}
+
+// haDepContract is a contract of the HA dependency test: its probe reads
+// the shared state (up or down); depends names its dependency, and a leaf
+// repairs (a line in repairs) when it sees down.
+func haDepContract(name, every, depends string) string {
+	front := "---\nname: " + name + "\nruntime_contract: 2\nschedule: {every: " + every + ", on_start: true}\n"
+	if depends != "" {
+		front += "depends_on: [" + depends + "]\n"
+	}
+	front += "vars:\n  dir: /nonexistent\nnotify:\n  - {log: {path: \"${dir}/pages.txt\"}}\n---\n\n## Execution\n\n### Service {#svc agent=svc}\n\n" +
+		"```sh {id=probe timeout=20s}\ncat \"${dir}/state\" 2>/dev/null || echo down\n```\n\n| Field | Healthy | Critical |\n|-------|---------|----------|\n| `stdout` | `up` | `down` |\n"
+	if depends != "" {
+		front += "\n| Condition | Action |\n|-----------|--------|\n| `probe.stdout == \"down\"` | `echo " + name + " >> \"${dir}/repairs\"` |\n"
+	}
+	return front
+}
+
+// Under --etcd, with the dependency and its dependent run by different
+// nodes: the dependent's node reads the dependency's verdict as its owner
+// wrote it, suppresses its unit (no repair, no message), and judges it
+// again at once when the dependency is back.
+func TestHADependencyOwnedByAnotherNode(t *testing.T) {
+	nodes := []string{"n1", "n2"}
+	leaf := ""
+	for i := 1; i < 50 && leaf == ""; i++ {
+		if name := fmt.Sprintf("leaf-%d", i); serve.Rendezvous(nodes, name) != serve.Rendezvous(nodes, "core") {
+			leaf = name
+		}
+	}
+	r := startHA(t, 2, map[string]string{"core": haDepContract("core", "1s", ""), leaf: haDepContract(leaf, "1m", "core/svc")})
+	r.setState("up")
+	coreOwner, leafOwner := r.settled("core"), r.settled(leaf)
+	if coreOwner.name == leafOwner.name {
+		t.Fatalf("core and %s both owned by %s", leaf, coreOwner.name)
+	}
+	severity := func(name string) string { return leafOwner.contracts()[name].LastSeverity }
+	wait.Until(t, "both healthy", func() (bool, string) {
+		return severity("core") == "healthy" && severity(leaf) == "healthy", severity("core") + " " + severity(leaf)
+	})
+
+	r.setState("down")
+	wait.Until(t, leaf+" suppressed, as its owner reads core's verdict", func() (bool, string) {
+		return severity("core") == "critical" && severity(leaf) == "suppressed", severity("core") + " " + severity(leaf)
+	})
+	wait.Until(t, leaf+"'s owner exports it suppressed", func() (bool, string) {
+		owner := r.ownerOf(leaf)
+		if owner == "" {
+			return false, "no agreed owner"
+		}
+		v := r.node(owner).metric(`contractd_agent_state{agent="svc",contract="` + leaf + `",state="suppressed"}`)
+		return v == 1, fmt.Sprintf("%s exports %v", owner, v)
+	})
+	if n := r.lines("repairs"); n != 0 {
+		t.Fatalf("%s repaired %d times while core is down", leaf, n)
+	}
+	if pages := readFile(t, filepath.Join(r.work, "pages.txt")); strings.Count(strings.TrimSpace(pages), "\n") != 0 || !strings.Contains(pages, "core: [open] svc is critical") {
+		t.Fatalf("pages while core is down, want core's one:\n%s", pages)
+	}
+
+	r.setState("up")
+	var back time.Time
+	wait.Until(t, "core healthy", func() (bool, string) {
+		back = time.Now()
+		return severity("core") == "healthy", severity("core")
+	})
+	wait.Until(t, leaf+" healthy", func() (bool, string) { return severity(leaf) == "healthy", severity(leaf) })
+	if d := time.Since(back); d > 20*time.Second {
+		t.Fatalf("%s judged healthy %s after core: at its next tick (1m), not at once", leaf, d)
+	}
+	if pages := readFile(t, filepath.Join(r.work, "pages.txt")); strings.Contains(pages, leaf+":") {
+		t.Fatalf("%s sent messages:\n%s", leaf, pages)
 	}
 }

@@ -14,6 +14,7 @@ var layers = map[string]int{
 	"engine/clock":           0,
 	"transports":             1,
 	"contracts/fill":         1,
+	"contracts/calendar":     1,
 	"contracts":              2,
 	"steps":                  3,
 	"engine/guard":           4,
