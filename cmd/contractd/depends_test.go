@@ -248,6 +248,22 @@ func TestAJumpHostDownIsOneMessagePerRoute(t *testing.T) {
 		}
 		return true, ""
 	})
+	// The status page groups them under their root cause.
+	resp, err := http.Get("http://" + r.addr + "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	root := regexp.MustCompile(`(?s)<li class="root" data-root="jumphost/jump"><b>jumphost/jump</b> — 5 suppressed:(.*?)</ul></li>`).FindSubmatch(page)
+	if root == nil || strings.Count(string(root[1]), `class="suppressed-unit"`) != 5 {
+		t.Fatalf("the page does not group the five under jumphost/jump:\n%s", page)
+	}
+	for c, a := range dependents {
+		if !strings.Contains(string(root[1]), `data-unit="`+c+"/"+a+`"`) {
+			t.Fatalf("%s/%s is not under jumphost/jump on the page:\n%s", c, a, root[1])
+		}
+	}
 	// why names the dependency and the root cause.
 	for c, a := range map[string]string{"behind-1": "web1", "api-2": "api2"} {
 		out, _ := owner.Command(r.bin, "why", "--state-dir", r.state, c).CombinedOutput()
@@ -313,7 +329,7 @@ func TestAJumpHostDownIsOneMessagePerRoute(t *testing.T) {
 					if h.OverallSeverity != "healthy" || h.Agents[a] != "healthy" {
 						t.Fatalf("%s's first run after the jump host came back is %s (%v)", c, h.OverallSeverity, h.Agents)
 					}
-					t.Logf("%s judged %s after the jump host came back: %s (trigger in its log)", c, h.StartedAt.Sub(back).Round(time.Millisecond), h.OverallSeverity)
+					t.Logf("%s judged %s after the jump host came back: %s", c, h.StartedAt.Sub(back).Round(time.Millisecond), h.OverallSeverity)
 					if d := h.StartedAt.Sub(back); d > 20*time.Second {
 						t.Fatalf("%s judged %s after the jump host came back: at its next tick, not at once", c, d)
 					}

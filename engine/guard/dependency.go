@@ -16,7 +16,8 @@ const GuardDependency = "dependency"
 type Judgement struct {
 	At       time.Time          `json:"at"`
 	Severity contracts.Severity `json:"severity"` // after repair and suppression
-	// Root names what suppresses the unit when Severity is suppressed.
+	// Root names what suppresses the unit when Severity is suppressed; in
+	// a whole contract's verdict, the unit of it that fails.
 	Root string `json:"root,omitempty"`
 }
 
@@ -111,15 +112,18 @@ func (d Dependencies) Judge(u *Unit, raw contracts.Severity, deps []Dependency) 
 			continue
 		}
 		root := dep.Ref
-		if j.Severity == contracts.SeveritySuppressed && j.Root != "" {
+		if j.Root != "" {
 			root = j.Root
 		}
 		if root == d.Self {
 			continue
 		}
 		why := fmt.Sprintf("%s is %s (judged %s)", dep.Ref, j.Severity, stamp(j.At))
-		if root != dep.Ref {
+		switch {
+		case j.Severity == contracts.SeveritySuppressed:
 			why = fmt.Sprintf("%s is suppressed by %s (judged %s)", dep.Ref, root, stamp(j.At))
+		case root != dep.Ref:
+			why = fmt.Sprintf("%s is %s: %s (judged %s)", dep.Ref, j.Severity, root, stamp(j.At))
 		}
 		return &Suppression{By: dep.Ref, Root: root, Reason: why}
 	}
