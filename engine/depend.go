@@ -44,6 +44,11 @@ type targetDown struct {
 func (r *run) depend(ctx context.Context, units []*unit) (map[string]*targetDown, said) {
 	var s said
 	r.enter("depend", &s)
+	if r.e.opts.Recordings != nil {
+		// `contractd test` judges the contract alone, from its recordings:
+		// there is no other contract's verdict, nor a target, to read.
+		return nil, s
+	}
 	d := &depending{run: r, fleet: r.fleet, units: units, ledgers: map[string]*store.Ledger{}, checked: map[string]error{}}
 	down := map[string]*targetDown{}
 	for _, u := range units {
@@ -83,7 +88,7 @@ func (d *depending) of(ctx context.Context, u *unit, s *said) []guard.Dependency
 			deps = append(deps, dep)
 		}
 	}
-	if u.raw == contracts.SeverityUnreachable && d.e.opts.Recordings == nil {
+	if u.raw == contracts.SeverityUnreachable {
 		// A unit reached through its hops shows they are up; one that
 		// could not be reached is suppressed when a hop is down.
 		for _, sr := range u.stages {
@@ -95,9 +100,7 @@ func (d *depending) of(ctx context.Context, u *unit, s *said) []guard.Dependency
 	for _, ref := range d.c.DependsOn {
 		switch {
 		case ref.Target != "":
-			if d.e.opts.Recordings == nil {
-				add(d.target(ctx, u, ref.Target, s))
-			}
+			add(d.target(ctx, u, ref.Target, s))
 		case ref.Agent != "":
 			add(guard.Dependency{Ref: ref.String(), Judged: d.unitJudged(ref.Contract, ref.Agent, s), Every: d.fleet.Every(ref.Contract)})
 		default:

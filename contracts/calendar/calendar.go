@@ -110,6 +110,9 @@ func Parse(s string, loc *time.Location) (*Event, error) {
 	}
 	var date, clock string
 	for _, t := range tokens {
+		if a, b, ok := strings.Cut(t, "-"); ok && isWeekdays(a) && isWeekdays(b) {
+			return nil, fmt.Errorf("%q in %q: a weekday range is written with .., as %s..%s", t, src, a, b)
+		}
 		switch {
 		case strings.Contains(t, ":") && clock == "":
 			clock = t

@@ -122,6 +122,7 @@ func TestParseRefusesWhatItCannotRead(t *testing.T) {
 		{"*:*/0", "want a positive number after /"},
 		{"02:00 local", "name the zone"},
 		{"*~*", "~ needs a day count"},
+		{"Mon-Fri 12:00", `"Mon-Fri" in "Mon-Fri 12:00": a weekday range is written with .., as Mon..Fri`},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
 			_, err := Parse(tc.in, nil)
