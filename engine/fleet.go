@@ -145,6 +145,20 @@ func (f *Fleet) Dependents(contract, unit string) []string {
 	return out
 }
 
+// HasDependents reports whether any unit depends on contract or one of
+// its units.
+func (f *Fleet) HasDependents(contract string) bool {
+	if f == nil {
+		return false
+	}
+	for k, ds := range f.depends {
+		if len(ds) > 0 && (k == contract || strings.HasPrefix(k, contract+"/")) {
+			return true
+		}
+	}
+	return false
+}
+
 // DependsOn reports whether a unit of contract depends on something of
 // dep (the contract or one of its units): the daemon judges it again at
 // once when dep's judgement changes.

@@ -107,6 +107,12 @@ func (d *Daemon) verdict(name string) (sig, bool) {
 // verdict changed, the contracts that depend on it are judged at once,
 // and those that waited for it in any case.
 func (d *Daemon) judged(name string) {
+	d.deps.mu.Lock()
+	_, waited := d.deps.waiting[name]
+	d.deps.mu.Unlock()
+	if !waited && !d.fleet().HasDependents(name) {
+		return // nobody reads its verdict
+	}
 	s, ok := d.verdict(name)
 	if !ok {
 		return
