@@ -6,12 +6,29 @@ BIN      ?= bin
 # coordinator, go.dev/issue/75804).
 FUZZTIME ?= 10000x
 
-.PHONY: all build test bench demo lint fuzz soak clean
+# What `contractd --version` and contractd_build_info say, stamped in with
+# -ldflags so that a build without its VCS history (a tarball, a Debian
+# source package, -buildvcs=false) says it too: the release tag (v1.2.3 is
+# 1.2.3), else 0.0.0~gitYYYYMMDD.COMMIT; the commit; and the commit's date,
+# or SOURCE_DATE_EPOCH's. Each can be given: make deb VERSION=1.2.3.
+ifeq ($(origin COMMIT),undefined)
+COMMIT := $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+endif
+ifeq ($(origin DATE),undefined)
+DATE := $(shell date -u -d "@$${SOURCE_DATE_EPOCH:-$$(git log -1 --format=%ct 2>/dev/null || date +%s)}" +%Y-%m-%dT%H:%M:%SZ)
+endif
+ifeq ($(origin VERSION),undefined)
+VERSION := $(shell git describe --tags --match 'v[0-9]*' 2>/dev/null | sed -e 's/^v//' -e 's/-\([0-9]*\)-g/+\1.g/' | grep . || \
+	echo "0.0.0~git$$(date -u -d '$(DATE)' +%Y%m%d).$$(echo '$(COMMIT)' | cut -c1-12)")
+endif
+LDFLAGS = -X main.version=$(VERSION) -X main.commit=$(COMMIT) -X main.date=$(DATE)
+
+.PHONY: all build test bench demo lint fuzz soak clean deb
 
 all: build
 
 build:
-	CGO_ENABLED=0 $(GO) build -o $(BIN)/contractd ./cmd/contractd
+	CGO_ENABLED=0 $(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/contractd ./cmd/contractd
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/fixture ./fixtures/cmd/fixture
 
 # The README's test command (and CI's, through .ci/run): installs sshd, the
@@ -50,5 +67,17 @@ lint:
 	$(GO) vet ./...
 	$(GO) run ./cmd/contractd lint --strict fixtures/contracts/*.md
 
+# The Debian package (packaging/deb): the binary with its manual page and
+# bash and zsh completions, the systemd units, the Prometheus rules and the
+# example contracts, built by nfpm (installed through the Go module proxy
+# when missing). Writes $(DIST)/contractd_VERSION-1_ARCH.deb.
+DIST         ?= dist
+NFPM_VERSION ?= v2.48.0
+# Debian ships binaries stripped; Go's panics still name functions and lines.
+deb: LDFLAGS += -s -w
+deb: build
+	VERSION='$(VERSION)' COMMIT='$(COMMIT)' DATE='$(DATE)' BIN='$(BIN)' DIST='$(DIST)' GO='$(GO)' \
+		NFPM_VERSION='$(NFPM_VERSION)' bash packaging/deb/build.sh
+
 clean:
-	rm -rf $(BIN)
+	rm -rf $(BIN) $(DIST)

@@ -94,8 +94,8 @@ notify:
 		c.Notify[0].Options.(*WebhookOptions).Timeout != day {
 		t.Fatalf("a duration in days read wrong: %+v", c.Guards)
 	}
-	if p := Explain(c); p.Guards.Budget != "2 per 24h" {
-		t.Errorf("explain shows the budget as %q, want 2 per 24h", p.Guards.Budget)
+	if p := Explain(c); p.Guards.Budget != "2 per 1d" {
+		t.Errorf("explain shows the budget as %q, want 2 per 1d", p.Guards.Budget)
 	}
 }
 
@@ -344,7 +344,7 @@ Expected: ` + "`ok`" + `
 
 | Condition | Action | Message |
 |-----------|--------|---------|
-| ` + "`p.stdout != \"ok\"`" + ` | ` + "`systemctl restart a`" + ` | restarted {{.Unit}} ({{.Seen}}) |
+| ` + "`p.stdout != \"ok\"`" + ` | ` + "`systemctl restart a`" + ` | restarted {{.Unit}} ({{.Seen}}): {{.Verify}} |
 `
 	c, ds := Parse("routes.md", []byte(src), Options{})
 	if c == nil || len(ds) != 0 {
@@ -355,7 +355,7 @@ Expected: ` + "`ok`" + `
 		t.Fatal(err)
 	}
 	for _, want := range []string{
-		"       message: restarted {{.Unit}} ({{.Seen}})\n",
+		"       message: restarted {{.Unit}} ({{.Seen}}): {{.Verify}}\n",
 		"\nalerts: alert_on critical: repair messages, escalations, and incidents raised at critical, with their resolves\n",
 		"  route log: contractd's own log (stderr, or the journal), format text\n",
 		"  route pages (command): run cat >> /tmp/pages.txt, format json, timeout 10s\n",
@@ -370,7 +370,36 @@ Expected: ` + "`ok`" + `
 	p := Explain(c)
 	if p.AlertOn != "critical" || p.Log != "/var/log/c/routes.log" || p.Messages["open"] != "{{.Unit}} is {{.Severity}}: {{.Findings}}" ||
 		len(p.Routes) != 3 || p.Routes[1].Name != "pages" || p.Routes[1].Options["format"] != "json" || p.Routes[2].Options["url"] != "https://hooks.example/…" ||
-		p.Stages[0].Actions[0].Template != "restarted {{.Unit}} ({{.Seen}})" {
+		p.Stages[0].Actions[0].Template != "restarted {{.Unit}} ({{.Seen}}): {{.Verify}}" {
 		t.Errorf("explain --json: alert_on %q, log %q, messages %v, routes %+v, template %q", p.AlertOn, p.Log, p.Messages, p.Routes, p.Stages[0].Actions[0].Template)
+	}
+}
+
+// TestLintNotesRepairTemplateThatIgnoresTheVerdict: a repair's Message
+// template shapes the message whether the repair helped or not, so one that
+// never reads {{.Verify}} (nor the engine's {{.Text}}) gets a note at its
+// cell, or at messages.repair; a row that repairs nothing (alert, log) and
+// a template that reads the verdict, anywhere in it, get none.
+func TestLintNotesRepairTemplateThatIgnoresTheVerdict(t *testing.T) {
+	const note = "note: message template does not read {{.Verify}}: a repair that did not help is sent in these words too (say the outcome with {{.Verify}})"
+	for _, tc := range []struct {
+		name, messages, action, message, want string
+	}{
+		{"the seed's line", "", "`systemctl restart a`", "restarted {{.Unit}} (wedged)", "v.md:19:48: " + note + "\n"},
+		{"reads the verdict", "", "`systemctl restart a`", "restarted {{.Unit}} ({{.Verify}})", ""},
+		{"reads it in a branch", "", "`systemctl restart a`", "{{if eq $.Verify \"remediated\"}}restarted {{.Unit}}{{else}}{{.Unit}} still down{{end}}", ""},
+		{"the engine's words", "", "`systemctl restart a`", "a2a: {{.Text}}", ""},
+		{"an alert row", "", "alert", "{{.Unit}} is down", ""},
+		{"messages.repair", "messages:\n  repair: \"restarted {{.Unit}}\"\n", "`systemctl restart a`", "", "v.md:6:11: note: messages.repair: " + note[len("note: "):] + "\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src := "---\nname: v\nruntime_contract: 2\nalert_on: repair\n" + tc.messages + "---\n\n## Execution\n\n### S {#s agent=a}\n\n" +
+				"```sh {id=p}\necho ok\n```\n\nExpected: `ok`\n\n| Condition | Action | Message |\n|-----------|--------|---------|\n" +
+				"| `p.stdout != \"ok\"` | " + tc.action + " | " + tc.message + " |\n"
+			c, ds := Parse("v.md", []byte(src), Options{})
+			if c == nil || ds.String() != tc.want {
+				t.Fatalf("diagnostics:\n%s\nwant:\n%s", ds, tc.want)
+			}
+		})
 	}
 }

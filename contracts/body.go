@@ -32,6 +32,10 @@ type stepMeta struct {
 // stepAttrs are the attributes a step block takes.
 var stepAttrs = []string{"id", "timeout", "as", "fields", "on", "via", "sudo"}
 
+// StepAttributes returns the attributes a step block takes, as lint
+// knows them (```bash {id=… timeout=…}).
+func StepAttributes() []string { return append([]string(nil), stepAttrs...) }
+
 // bodyParser walks goldmark's block tree once, in document order.
 type bodyParser struct {
 	s     *source
@@ -39,22 +43,25 @@ type bodyParser struct {
 	c     *Contract
 	cache *exprCache
 
-	section   string // current H2, lower-cased
-	h3        string // current H3 title, lower-cased
-	stage     *Stage
-	lastStep  *Step
-	stepIDs   map[string]Pos
-	stageIDs  map[string]Pos
-	uses      []exprUse
-	exprs     exprBudget              // what the contract's expressions cost so far
-	keysOf    map[string]*itemKeys    // by for_each list (itemKeys)
-	secrets   map[string]bool         // the contract's secrets, once a reference asks
-	values    map[*Step]*stepValues   // what each step produces (valuesOf)
-	examples  []exampleBlock          // example outputs, bound to their steps once all are read
-	varTypes  map[string]reflect.Type // vars as the type checker sees them, by for_each list (varsType)
-	stageMeta map[*Stage]*stageMeta
-	stepMeta  map[*Step]*stepMeta
-	schemaOK  bool
+	section  string // current H2, lower-cased
+	h3       string // current H3 title, lower-cased
+	stage    *Stage
+	lastStep *Step
+	stepIDs  map[string]Pos
+	stageIDs map[string]Pos
+	uses     []exprUse
+	exprs    exprBudget              // what the contract's expressions cost so far
+	keysOf   map[string]*itemKeys    // by for_each list (itemKeys)
+	secrets  map[string]bool         // the contract's secrets, once a reference asks
+	values   map[*Step]*stepValues   // what each step produces (valuesOf)
+	examples []exampleBlock          // example outputs, bound to their steps once all are read
+	varTypes map[string]reflect.Type // vars as the type checker sees them, by for_each list (varsType)
+	// examplePos are the agents of the per-agent snapshot example, where
+	// each is named.
+	examplePos map[string]Pos
+	stageMeta  map[*Stage]*stageMeta
+	stepMeta   map[*Step]*stepMeta
+	schemaOK   bool
 	// snapshotRows are the `Key | Value` rows, bound once the whole body
 	// is read (bindSnapshotValues).
 	snapshotRows []snapshotBinding
@@ -354,9 +361,9 @@ func (b *bodyParser) fenced(f *ast.FencedCodeBlock) {
 			switch {
 			case k == nil:
 			case len(k.As) == 0:
-				b.d.errorf(p, "as: a %s step has no as= forms (its values are fixed)", kind)
+				b.d.errorf(p, "as: %s %s step has no as= forms (its values are fixed)", article(kind), kind)
 			case k.asForm(a.Value) == nil:
-				b.d.errorf(p, "as: a %s step's output is read as %s, got %q%s", kind, k.asNames(), a.Value, hint(a.Value, asFormNames(k), ""))
+				b.d.errorf(p, "as: %s %s step's output is read as %s, got %q%s", article(kind), kind, k.asNames(), a.Value, hint(a.Value, asFormNames(k), ""))
 			default:
 				st.As = a.Value
 			}
@@ -373,12 +380,12 @@ func (b *bodyParser) fenced(f *ast.FencedCodeBlock) {
 			if isProbeKind(kind) {
 				// The run probes http and tcp from the engine's host or
 				// through via=; an on= would be shown and never used.
-				b.d.errorf(p, "on applies only to %s steps (an %s step probes from the engine's host, or from an ssh target with via=)", stepKindList(true, "and"), stepKindList(false, "or"))
+				b.d.errorf(p, "on applies only to %s steps (an %s step runs from the engine's host; %s steps probe from an ssh target with via=)", stepKindList(true, "and"), stepKindList(false, "or"), dialingKinds("and"))
 			}
 		case "via":
 			st.Via, meta.viaPos = a.Value, p
-			if !isProbeKind(kind) {
-				b.d.errorf(p, "via applies only to %s steps (use on= to run a script elsewhere)", stepKindList(false, "and"))
+			if k != nil && !k.Dials {
+				b.d.errorf(p, "via applies only to %s steps (use on= to run a script elsewhere)", dialingKinds("and"))
 			}
 		case "sudo":
 			meta.sudoPos = p
@@ -461,7 +468,7 @@ func (b *bodyParser) refsAt(s string, shell bool, posOf func(off int) Pos) strin
 		if e := reShellExpansion.FindStringSubmatch(name); e != nil {
 			switch {
 			case !shell:
-				b.d.errorf(posOf(m[0]), "${%s}: an %s step fills only ${name}, not shell expansions; give %s its default under vars", name, stepKindList(false, "or"), e[1])
+				b.d.errorf(posOf(m[0]), "${%s}: an %s step fills only ${name}, not shell expansions; give %s its default under vars", name, kindList(func(k *StepKind) bool { return k.Filled != nil }, "or"), e[1])
 			case !b.defined(e[1]):
 				b.d.errorf(posOf(m[0]), "undefined var %q in ${%s}%s", e[1], name, b.shellVarHint(e[1]))
 			}
@@ -491,13 +498,13 @@ func (b *bodyParser) defined(name string) bool {
 // varHint ends an "undefined var" error: the defined name nearest to name
 // when it is a likely typo (a var, a secret, or in a for_each stage an
 // item key), else how to define it.
-func (b *bodyParser) varHint(name string) string {
+func (b *bodyParser) varHint(name string) didYouMean {
 	return hint(name, b.varNames(), fmt.Sprintf(" (define it under vars, or pass --var %s=VALUE)", name))
 }
 
 // shellVarHint is varHint for a command, where the target's environment
 // is a name too: ${env.NAME}.
-func (b *bodyParser) shellVarHint(name string) string {
+func (b *bodyParser) shellVarHint(name string) didYouMean {
 	return hint(name, b.varNames(), fmt.Sprintf(" (define it under vars, pass --var %s=VALUE, or write ${env.%s} for the target's environment variable)", name, name))
 }
 

@@ -27,6 +27,9 @@ type DepRef struct {
 // TargetPrefix starts a depends_on entry that names a target.
 const TargetPrefix = "target:"
 
+// depRefPattern is a regular expression for the text ParseDepRef reads.
+const depRefPattern = `^(target:[A-Za-z0-9][A-Za-z0-9._-]*|[A-Za-z0-9][A-Za-z0-9._-]*(/.+)?)$`
+
 // String renders the reference as written: "jumphost/jump", "target:docker".
 func (r *DepRef) String() string {
 	switch {

@@ -41,6 +41,18 @@ type Diagnostic struct {
 	Pos      Pos          `json:"pos"`
 	Severity DiagSeverity `json:"severity"`
 	Msg      string       `json:"message"`
+	// Suggestion is the did-you-mean the message ends with, as data: the
+	// word as written and the known word nearest to it, so an editor can
+	// offer the fix; nil when the message suggests nothing.
+	Suggestion *Suggestion `json:"suggestion,omitempty"`
+}
+
+// Suggestion is a mistyped word and the known word lint suggests for it:
+// the word as written (Wrong) is on the diagnostic's line, at its position
+// or after it, and replacing it with Right is the fix.
+type Suggestion struct {
+	Wrong string `json:"wrong"`
+	Right string `json:"right"`
 }
 
 // String renders the diagnostic as "FILE:LINE:COL: error: message",
@@ -135,13 +147,54 @@ type diags struct {
 }
 
 func (d *diags) errorf(p Pos, format string, args ...any) {
-	d.list = append(d.list, Diagnostic{Pos: p, Severity: DiagError, Msg: fmt.Sprintf(format, args...)})
+	d.add(p, DiagError, format, args)
 }
 
 func (d *diags) warnf(p Pos, format string, args ...any) {
-	d.list = append(d.list, Diagnostic{Pos: p, Severity: DiagWarning, Msg: fmt.Sprintf(format, args...)})
+	d.add(p, DiagWarning, format, args)
 }
 
 func (d *diags) notef(p Pos, format string, args ...any) {
-	d.list = append(d.list, Diagnostic{Pos: p, Severity: DiagNote, Msg: fmt.Sprintf(format, args...)})
+	d.add(p, DiagNote, format, args)
+}
+
+// add appends one diagnostic; a didYouMean among args that names a word
+// becomes its Suggestion.
+func (d *diags) add(p Pos, sev DiagSeverity, format string, args []any) {
+	diag := Diagnostic{Pos: p, Severity: sev, Msg: fmt.Sprintf(format, args...)}
+	for _, a := range args {
+		if h, ok := a.(didYouMean); ok && h.right != "" {
+			diag.Suggestion = &Suggestion{Wrong: h.wrong, Right: h.right}
+		}
+	}
+	d.list = append(d.list, diag)
+}
+
+// didYouMean ends a message about a mistyped word: ` (did you mean "x"?)`
+// when a known word is near it (see hint), else the text given for none.
+// Passed to errorf or warnf, it also gives the diagnostic its Suggestion.
+type didYouMean struct {
+	wrong, right string
+	otherwise    string
+	text         string // the whole ending when it is not the usual one
+}
+
+// String returns the message's ending.
+func (h didYouMean) String() string {
+	switch {
+	case h.text != "":
+		return h.text
+	case h.right != "":
+		return fmt.Sprintf(" (did you mean %q?)", h.right)
+	}
+	return h.otherwise
+}
+
+// suggest is a didYouMean for wrong when right is a known word ("" for
+// none), ending the message with text instead of the usual words.
+func suggest(wrong, right, text string) didYouMean {
+	if right == "" {
+		return didYouMean{}
+	}
+	return didYouMean{wrong: wrong, right: right, text: text}
 }

@@ -19,7 +19,12 @@ func TestFormatDuration(t *testing.T) {
 		{time.Second, "1s"},
 		{200 * time.Millisecond, "200ms"},
 		{time.Hour + 30*time.Second, "1h0m30s"},
-		{Day, "24h"}, // explain shows days as hours (docs/contract-format.md)
+		{Day, "1d"},
+		{36 * time.Hour, "1d12h"},
+		{Week, "1w"},
+		{10 * Day, "10d"},
+		{2*Day + 30*time.Second, "2d30s"},
+		{-Day, "-1d"},
 		{-5 * time.Minute, "-5m"},
 	}
 	for _, tc := range cases {

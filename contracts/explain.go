@@ -1,8 +1,10 @@
 package contracts
 
 import (
+	"cmp"
 	"fmt"
 	"io"
+	"math"
 	"net/url"
 	"reflect"
 	"sort"
@@ -41,7 +43,7 @@ type Plan struct {
 	// ("jumphost", "jumphost/jump", "target:docker").
 	DependsOn []string `json:"depends_on"`
 	// Maintenance are the recurring maintenance windows; each one's
-	// next start is filled by ExplainAt.
+	// next start is filled by ExplainAsOf.
 	Maintenance []PlanWindow `json:"maintenance"`
 }
 
@@ -181,6 +183,7 @@ type PlanAction struct {
 	On        string        `json:"on"`
 	Target    string        `json:"target"`
 	Guards    PlanActGuards `json:"guards"`
+	Timeout   string        `json:"timeout,omitempty"` // how long the command may run before it is killed: the row's timeout=, else 30s; "" for a built-in
 	Tier      int           `json:"tier,omitempty"`
 	Template  string        `json:"template,omitempty"` // the Message column: the words of the messages the row causes
 	Executed  bool          `json:"executed"`           // false for report-only agents: logged, never run
@@ -222,14 +225,31 @@ type PlanKey struct {
 	Agents   []string `json:"agents,omitempty"` // per-agent keys: the agents whose example has it
 }
 
-// fmtDuration prints 300s as 5m and 3600s as 1h.
-// FormatDuration renders d as a contract writes it: 10m, 1h, 1h30m, 90s
-// rather than Go's 10m0s.
+// FormatDuration renders d as a contract writes it, in ParseDuration's
+// grammar: 10m, 1h, 1h30m, 90s rather than Go's 10m0s, and whole days and
+// weeks as such (1d, 1w, 1d12h, 10d rather than 24h, 168h, 36h, 240h).
 func FormatDuration(d time.Duration) string { return fmtDuration(d) }
 
 func fmtDuration(d time.Duration) string {
 	if d == 0 {
 		return "0s"
+	}
+	sign := ""
+	if d < 0 && d != math.MinInt64 {
+		sign, d = "-", -d
+	}
+	var b strings.Builder
+	b.WriteString(sign)
+	if d%Week == 0 {
+		fmt.Fprintf(&b, "%dw", d/Week)
+		return b.String()
+	}
+	if n := d / Day; n > 0 {
+		fmt.Fprintf(&b, "%dd", n)
+		d -= n * Day
+	}
+	if d == 0 {
+		return b.String()
 	}
 	s := d.String()
 	if strings.HasSuffix(s, "m0s") {
@@ -238,7 +258,7 @@ func fmtDuration(d time.Duration) string {
 	if strings.HasSuffix(s, "h0m") {
 		s = strings.TrimSuffix(s, "0m")
 	}
-	return s
+	return b.String() + s
 }
 
 func (c *Contract) crashLoop() string {
@@ -325,7 +345,7 @@ func Explain(c *Contract) *Plan {
 	}
 	sort.Strings(names)
 	for _, n := range names {
-		p.Targets = append(p.Targets, PlanTarget{Name: n, Kind: c.Targets[n].Kind(), Chain: c.Chain(n), Sudo: c.Targets[n].Sudo})
+		p.Targets = append(p.Targets, PlanTarget{Name: n, Kind: c.Targets[n].Kind, Chain: c.Chain(n), Sudo: c.Targets[n].Sudo})
 	}
 	vars := make([]string, 0, len(c.Vars))
 	for n := range c.Vars {
@@ -425,9 +445,9 @@ func Explain(c *Contract) *Plan {
 	return p
 }
 
-// ExplainAt is Explain with each maintenance window's next start as of
+// ExplainAsOf is Explain with each maintenance window's next start as of
 // now (the one open now, when one is).
-func ExplainAt(c *Contract, now time.Time) *Plan {
+func ExplainAsOf(c *Contract, now time.Time) *Plan {
 	p := Explain(c)
 	if p == nil {
 		return nil
@@ -568,9 +588,13 @@ func planAction(c *Contract, st *Stage, a *ActionRow) PlanAction {
 	if on == "" {
 		on = st.On
 	}
+	timeout := ""
+	if a.Builtin == "" {
+		timeout = fmtDuration(cmp.Or(a.Timeout, DefaultStepTimeout))
+	}
 	return PlanAction{
 		Condition: a.Condition, Expr: a.Expr, Action: a.Action, Builtin: a.Builtin, Message: a.Message,
-		On: on, Target: c.Chain(on), Guards: g, Tier: a.Tier, Template: templateText(a.Template),
+		On: on, Target: c.Chain(on), Guards: g, Timeout: timeout, Tier: a.Tier, Template: templateText(a.Template),
 		Executed: !c.IsReportOnly(st.Agent), Line: a.Pos.Line,
 		Sudo: a.Builtin == "" && c.TargetNamed(on).SudoCommands(),
 	}
@@ -587,7 +611,7 @@ func WriteExplainText(w io.Writer, c *Contract) error {
 func WriteExplainTextAt(w io.Writer, c *Contract, now time.Time) error {
 	p := Explain(c)
 	if !now.IsZero() {
-		p = ExplainAt(c, now)
+		p = ExplainAsOf(c, now)
 	}
 	if p == nil {
 		return fmt.Errorf("explain: no contract")
@@ -608,28 +632,8 @@ func WriteExplainTextAt(w io.Writer, c *Contract, now time.Time) error {
 	if len(p.ReportOnlyAgents) > 0 {
 		ew.printf("report-only (never repaired): %s\n", strings.Join(p.ReportOnlyAgents, ", "))
 	}
-	onStart := ""
-	if p.Schedule.OnStart {
-		onStart = ", and once on start"
-	}
-	delay := ""
-	if p.Schedule.StartDelay != "" {
-		delay = fmt.Sprintf(", the first run %s after the daemon starts", p.Schedule.StartDelay)
-	}
-	ew.printf("schedule: every %s%s%s\n", p.Schedule.Every, onStart, delay)
-	g := p.Guards
-	escalate := "never escalate by count"
-	if g.EscalateAfter > 0 {
-		escalate = fmt.Sprintf("escalate after %d failed repairs", g.EscalateAfter)
-	}
-	gs := []string{"debounce " + g.Debounce, "crash loop " + g.CrashLoop,
-		fmt.Sprintf("act after %d failing run(s)", g.After),
-		fmt.Sprintf("unreachable counts after %d", g.UnreachableAfter),
-		fmt.Sprintf("unknown alerts after %d", g.UnknownAfter),
-		fmt.Sprintf("recover after %d", g.RecoverAfter),
-		"budget " + g.Budget, escalate, "slow retry " + g.SlowRetry, "blast radius " + g.BlastRadius,
-		"verify after " + g.Grace, "remind every " + g.Repeat, "flapping " + g.Flapping}
-	ew.printf("guards: %s\n", strings.Join(gs, ", "))
+	ew.printf("schedule: %s\n", scheduleText(p.Schedule))
+	ew.printf("guards: %s\n", guardsText(p.Guards))
 	if len(p.DependsOn) > 0 {
 		ew.printf("depends on: %s (while one fails, a unit that fails too is suppressed: no repair, no incident; besides, each unit depends on the targets its stage reaches through via)\n", strings.Join(p.DependsOn, ", "))
 	}
@@ -669,97 +673,16 @@ func WriteExplainTextAt(w io.Writer, c *Contract, now time.Time) error {
 		ew.printf("secrets (from the environment at run time, redacted): %s\n", strings.Join(p.Secrets, ", "))
 	}
 	for i, st := range p.Stages {
-		flags := ""
-		if st.Gate {
-			flags += " [gate: when critical, the stages after it are skipped]"
-		}
-		if st.ReportOnly {
-			flags += " [report-only]"
-		}
-		ew.printf("\n%d. stage %s — %s%s\n", i+1, st.ID, st.Title, flags)
-		who := ""
-		if st.Agent != "" {
-			who = "agent " + st.Agent + ", "
-		}
-		if st.Target == st.On {
-			ew.printf("   %son %s\n", who, st.On)
-		} else {
-			ew.printf("   %son %s (%s)\n", who, st.On, st.Target)
-		}
-		if st.ForEach != "" {
-			ew.printf("   once for each item of %s:\n", st.ForEach)
-			for _, it := range st.Items {
-				who := ""
-				if it.Agent != "" {
-					who = "agent " + it.Agent + ", "
-				}
-				ro := ""
-				if it.ReportOnly {
-					ro = " [report-only]"
-				}
-				if it.Target == it.On {
-					ew.printf("     %s: %son %s%s\n", it.ID, who, it.On, ro)
-				} else {
-					ew.printf("     %s: %son %s (%s)%s\n", it.ID, who, it.On, it.Target, ro)
-				}
-			}
-		}
+		ew.printf("\n%d. ", i+1)
+		ew.stage(st)
 		for _, s := range st.Steps {
-			as := ""
-			if s.As != "" {
-				as = ", as " + s.As
-			}
-			if s.Sudo {
-				as += ", through sudo -n"
-			}
-			ew.printf("   step %s (%s, timeout %s%s) on %s:\n", s.ID, s.Kind, s.Timeout, as, s.Target)
-			for _, l := range strings.Split(s.Command, "\n") {
-				ew.printf("       %s\n", l)
-			}
-			for _, h := range s.Health {
-				ew.printf("     %-9s when %-28s %s\n", h.Severity, h.Field, h.Expr)
-			}
+			ew.step(s)
 		}
 		if len(st.Actions) > 0 {
 			ew.printf("   actions:\n")
 		}
 		for _, a := range st.Actions {
-			what := "run `" + a.Action + "` on " + a.Target
-			if a.Sudo {
-				what = "run `sudo -n -- " + a.Action + "` on " + a.Target
-			}
-			if a.Builtin != "" {
-				what = a.Builtin + ": " + a.Message
-			}
-			if !a.Executed {
-				what += " (never executed: report-only agent)"
-			}
-			ew.printf("     when %s → %s\n", a.Expr, what)
-			if a.Builtin == "" {
-				g := fmt.Sprintf("after %d, debounce %s, verify after %s", a.Guards.After, a.Guards.Debounce, a.Guards.Grace)
-				if a.Guards.Budget != "" {
-					g += ", budget " + a.Guards.Budget
-				}
-				if a.Guards.EscalateAfter > 0 {
-					g += fmt.Sprintf(", escalate after %d failed", a.Guards.EscalateAfter)
-				}
-				if a.Guards.CrashLoop != "" {
-					g += ", crash loop " + a.Guards.CrashLoop
-				}
-				if a.Guards.RestartCount != "" {
-					g += ", restart count from " + a.Guards.RestartCount
-				}
-				if a.Guards.SlowRetry != "" {
-					g += ", slow retry " + a.Guards.SlowRetry
-				}
-				if a.Tier > 0 {
-					g += fmt.Sprintf(", tier %d", a.Tier)
-				}
-				ew.printf("       guards: %s\n", g)
-			}
-			if a.Template != "" {
-				ew.printf("       message: %s\n", a.Template)
-			}
+			ew.action(a)
 		}
 	}
 	if len(p.Escalation) > 0 {
@@ -794,21 +717,7 @@ func WriteExplainTextAt(w io.Writer, c *Contract, now time.Time) error {
 		ew.printf("  no routes: messages are kept in the report and history only\n")
 	}
 	for _, r := range c.Notify {
-		var opts []string
-		for _, o := range routeOptions(r) {
-			opts = append(opts, o[0]+" "+o[1])
-		}
-		what := strings.Join(opts, ", ")
-		if r.Kind == "log" {
-			if lo, ok := r.Options.(*LogOptions); ok && lo.Path == "" {
-				what = "contractd's own log (stderr, or the journal), " + what
-			}
-		}
-		name := r.Name
-		if name != r.Kind {
-			name += " (" + r.Kind + ")"
-		}
-		ew.printf("  route %s: %s\n", name, what)
+		ew.printf("  %s\n", routeText(r))
 	}
 	for _, kind := range messageKinds {
 		if t, ok := p.Messages[kind]; ok {
@@ -819,6 +728,162 @@ func WriteExplainTextAt(w io.Writer, c *Contract, now time.Time) error {
 		ew.printf("log: %s (one line per run, action, alert and error)\n", p.Log)
 	}
 	return ew.err
+}
+
+// scheduleText says when the contract runs: "every 15m, and once on
+// start".
+func scheduleText(s PlanSchedule) string {
+	onStart := ""
+	if s.OnStart {
+		onStart = ", and once on start"
+	}
+	delay := ""
+	if s.StartDelay != "" {
+		delay = fmt.Sprintf(", the first run %s after the daemon starts", s.StartDelay)
+	}
+	return "every " + s.Every + onStart + delay
+}
+
+// routeText is one alert route with its options in force: "route zulip:
+// site https://…, …".
+func routeText(r NotifyRoute) string {
+	var opts []string
+	for _, o := range routeOptions(r) {
+		opts = append(opts, o[0]+" "+o[1])
+	}
+	what := strings.Join(opts, ", ")
+	if r.Kind == "log" {
+		if lo, ok := r.Options.(*LogOptions); ok && lo.Path == "" {
+			what = "contractd's own log (stderr, or the journal), " + what
+		}
+	}
+	name := r.Name
+	if name != r.Kind {
+		name += " (" + r.Kind + ")"
+	}
+	return "route " + name + ": " + what
+}
+
+// guardsText is the contract-wide guards in force, as one line.
+func guardsText(g PlanGuards) string {
+	escalate := "never escalate by count"
+	if g.EscalateAfter > 0 {
+		escalate = fmt.Sprintf("escalate after %d failed repairs", g.EscalateAfter)
+	}
+	gs := []string{"debounce " + g.Debounce, "crash loop " + g.CrashLoop,
+		fmt.Sprintf("act after %d failing run(s)", g.After),
+		fmt.Sprintf("unreachable counts after %d", g.UnreachableAfter),
+		fmt.Sprintf("unknown alerts after %d", g.UnknownAfter),
+		fmt.Sprintf("recover after %d", g.RecoverAfter),
+		"budget " + g.Budget, escalate, "slow retry " + g.SlowRetry, "blast radius " + g.BlastRadius,
+		"verify after " + g.Grace, "remind every " + g.Repeat, "flapping " + g.Flapping}
+	return strings.Join(gs, ", ")
+}
+
+// stage writes a stage's heading lines: what it is, who and where, and a
+// for_each stage's runs.
+func (ew *errWriter) stage(st PlanStage) {
+	flags := ""
+	if st.Gate {
+		flags += " [gate: when critical, the stages after it are skipped]"
+	}
+	if st.ReportOnly {
+		flags += " [report-only]"
+	}
+	ew.printf("stage %s — %s%s\n", st.ID, st.Title, flags)
+	who := ""
+	if st.Agent != "" {
+		who = "agent " + st.Agent + ", "
+	}
+	if st.Target == st.On {
+		ew.printf("   %son %s\n", who, st.On)
+	} else {
+		ew.printf("   %son %s (%s)\n", who, st.On, st.Target)
+	}
+	if st.ForEach != "" {
+		ew.printf("   once for each item of %s:\n", st.ForEach)
+		for _, it := range st.Items {
+			who := ""
+			if it.Agent != "" {
+				who = "agent " + it.Agent + ", "
+			}
+			ro := ""
+			if it.ReportOnly {
+				ro = " [report-only]"
+			}
+			if it.Target == it.On {
+				ew.printf("     %s: %son %s%s\n", it.ID, who, it.On, ro)
+			} else {
+				ew.printf("     %s: %son %s (%s)%s\n", it.ID, who, it.On, it.Target, ro)
+			}
+		}
+	}
+}
+
+// step writes a step: its kind, timeout and target, its command, and the
+// health cells that judge it.
+func (ew *errWriter) step(s PlanStep) {
+	as := ""
+	if s.As != "" {
+		as = ", as " + s.As
+	}
+	if s.Sudo {
+		as += ", through sudo -n"
+	}
+	ew.printf("   step %s (%s, timeout %s%s) on %s:\n", s.ID, s.Kind, s.Timeout, as, s.Target)
+	for _, l := range strings.Split(s.Command, "\n") {
+		ew.printf("       %s\n", l)
+	}
+	for _, h := range s.Health {
+		ew.health(h)
+	}
+}
+
+// health writes one health cell: the severity it decides, the field and
+// what it compiled to.
+func (ew *errWriter) health(h PlanHealth) {
+	ew.printf("     %-9s when %-28s %s\n", h.Severity, h.Field, h.Expr)
+}
+
+// action writes an action row: its condition, what it does, and the
+// guards in force on it.
+func (ew *errWriter) action(a PlanAction) {
+	what := "run `" + a.Action + "` on " + a.Target + " (timeout " + a.Timeout + ")"
+	if a.Sudo {
+		what = "run `sudo -n -- " + a.Action + "` on " + a.Target + " (timeout " + a.Timeout + ")"
+	}
+	if a.Builtin != "" {
+		what = a.Builtin + ": " + a.Message
+	}
+	if !a.Executed {
+		what += " (never executed: report-only agent)"
+	}
+	ew.printf("     when %s → %s\n", a.Expr, what)
+	if a.Builtin == "" {
+		g := fmt.Sprintf("after %d, debounce %s, verify after %s", a.Guards.After, a.Guards.Debounce, a.Guards.Grace)
+		if a.Guards.Budget != "" {
+			g += ", budget " + a.Guards.Budget
+		}
+		if a.Guards.EscalateAfter > 0 {
+			g += fmt.Sprintf(", escalate after %d failed", a.Guards.EscalateAfter)
+		}
+		if a.Guards.CrashLoop != "" {
+			g += ", crash loop " + a.Guards.CrashLoop
+		}
+		if a.Guards.RestartCount != "" {
+			g += ", restart count from " + a.Guards.RestartCount
+		}
+		if a.Guards.SlowRetry != "" {
+			g += ", slow retry " + a.Guards.SlowRetry
+		}
+		if a.Tier > 0 {
+			g += fmt.Sprintf(", tier %d", a.Tier)
+		}
+		ew.printf("       guards: %s\n", g)
+	}
+	if a.Template != "" {
+		ew.printf("       message: %s\n", a.Template)
+	}
 }
 
 // errWriter keeps the first write error so the text writer reads straight.

@@ -479,3 +479,19 @@ func (b *bodyParser) compile(exprText string, value bool, src string, at Pos) *c
 	b.d.errorf(p, "expression %s: %s", quoteExpr(exprText), msg)
 	return nil
 }
+
+// BuiltinNames returns the names an expression reads besides the steps'
+// values, by the first header cell of the table it is written in: "field"
+// (a health table's cells), "condition" (an action table's) or
+// "aggregate" (the escalation table's); nil for any other.
+func BuiltinNames(header string) []string {
+	switch header {
+	case "field":
+		return slices.Clone(cellNames)
+	case "condition":
+		return slices.Clone(actionNames)
+	case "aggregate":
+		return slices.Clone(escalationNames)
+	}
+	return nil
+}

@@ -15,7 +15,7 @@ import (
 	"github.com/goccy/go-yaml/ast"
 	"github.com/goccy/go-yaml/parser"
 
-	"github.com/contractd/contractd/transports/addr"
+	"github.com/contractd/contractd/transports"
 )
 
 // Defaults applied before the front matter is decoded.
@@ -199,11 +199,7 @@ func (y *yamlDec) mapping(n ast.Node, what string) ([]entry, bool) {
 }
 
 func (y *yamlDec) unknownKey(e entry, what string, known []string) {
-	msg := fmt.Sprintf("unknown key %q in %s", e.key, what)
-	if s := closest(e.key, known); s != "" {
-		msg += fmt.Sprintf(" (did you mean %q?)", s)
-	}
-	y.d.errorf(y.pos(e.keyN), "%s", msg)
+	y.d.errorf(y.pos(e.keyN), "unknown key %q in %s%s", e.key, what, hint(e.key, known, ""))
 }
 
 // str accepts a string scalar.
@@ -450,7 +446,7 @@ func (y *yamlDec) decodeFrontMatter(root ast.Node, c *Contract) frontMatter {
 				}
 			}
 		case "for_each":
-			y.decodeForEach(e.value, c.ForEach)
+			y.decodeForEach(e.value, c.ForEach, &c.Defs)
 		case "alert_on":
 			if s, ok := y.str(e.value, e.key); ok {
 				switch s {
@@ -494,6 +490,9 @@ func (y *yamlDec) decodeMessages(n ast.Node) map[string]*template.Template {
 			y.d.errorf(y.pos(e.value), "messages.%s: %v", e.key, err)
 			continue
 		}
+		if e.key == "repair" && !readsOutcome(t) {
+			y.d.notef(y.pos(e.value), "messages.repair: %s", outcomeNote)
+		}
 		out[e.key] = t
 	}
 	return out
@@ -514,10 +513,21 @@ func (y *yamlDec) decodeSchedule(n ast.Node, s *Schedule) {
 				s.StartDelay = d
 			}
 		default:
-			y.unknownKey(e, "schedule", []string{"every", "on_start", "start_delay"})
+			y.unknownKey(e, "schedule", scheduleKeys)
 		}
 	}
 }
+
+// The keys of the front matter's mappings, as the decoders below read
+// them; FrontMatterKeys (keys.go) gives each its type and doc.
+var (
+	scheduleKeys    = []string{"every", "on_start", "start_delay"}
+	crashLoopKeys   = []string{"max_restarts", "per", "then"}
+	slowRetryKeys   = []string{"after", "factor"}
+	blastRadiusKeys = []string{"max_repairs", "trip", "min_units"}
+	flappingKeys    = []string{"low", "high", "runs", "repair", "enabled"}
+	inventoryKeys   = []string{"vars", "targets"}
+)
 
 var guardKeys = []string{"debounce", "crash_loop", "unreachable_after", "unknown_after", "recover_after", "after",
 	"budget", "grace", "escalate_after", "repeat", "blast_radius", "slow_retry", "flapping"}
@@ -572,7 +582,7 @@ func (y *yamlDec) decodeGuards(n ast.Node, g *Guards) {
 						g.CrashLoop.Then = v
 					}
 				default:
-					y.unknownKey(s, what, []string{"max_restarts", "per", "then"})
+					y.unknownKey(s, what, crashLoopKeys)
 				}
 			}
 			if g.CrashLoop.MaxRestarts == 0 || g.CrashLoop.Per == 0 {
@@ -608,7 +618,7 @@ func (y *yamlDec) decodeSlowRetry(e entry, what string) *SlowRetry {
 				s.Factor = f
 			}
 		default:
-			y.unknownKey(kv, what, []string{"after", "factor"})
+			y.unknownKey(kv, what, slowRetryKeys)
 		}
 	}
 	if s.After == 0 || s.Factor == 0 {
@@ -618,41 +628,25 @@ func (y *yamlDec) decodeSlowRetry(e entry, what string) *SlowRetry {
 	return s
 }
 
-// decodeFlapping reads `flapping: off` (or false), or {low: 25%, high:
-// 30%, runs: 20, repair: false}, each key defaulting to Icinga 2's.
+// decodeFlapping reads {low: 25%, high: 30%, runs: 20, repair: false,
+// enabled: true}, each key defaulting to Icinga 2's; enabled: false turns
+// flap detection off.
 func (y *yamlDec) decodeFlapping(e entry, what string) *Flapping {
-	switch v := unwrap(e.value).(type) {
-	case *ast.BoolNode:
-		if !v.Value {
-			return nil
-		}
-		return &Flapping{Low: DefaultFlapLow, High: DefaultFlapHigh, Runs: DefaultFlapRuns}
-	case *ast.StringNode:
-		if v.Value == "off" {
-			return nil
-		}
-		y.d.errorf(y.pos(e.value), "%s: want off, or {low: 25%%, high: 30%%, runs: 20, repair: false}, got %q", what, v.Value)
-		return nil
-	}
 	f := &Flapping{Low: DefaultFlapLow, High: DefaultFlapHigh, Runs: DefaultFlapRuns}
+	enabled := true
 	sub, _ := y.mapping(e.value, what)
 	for _, kv := range sub {
 		w := what + "." + kv.key
 		switch kv.key {
 		case "low", "high":
-			text, ok := y.scalarText(kv.value, w)
+			frac, ok := y.fraction(kv.value, w, "the runs", "30% or 0.3")
 			if !ok {
 				continue
 			}
-			pct, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(text), "%"), 64)
-			if err != nil || pct <= 0 || pct >= 100 {
-				y.d.errorf(y.pos(kv.value), "%s: want a share of the runs such as 30%%, got %q", w, text)
-				continue
-			}
 			if kv.key == "low" {
-				f.Low = pct
+				f.Low = 100 * frac
 			} else {
-				f.High = pct
+				f.High = 100 * frac
 			}
 		case "runs":
 			if n, ok := y.positive(kv.value, w); ok {
@@ -664,14 +658,38 @@ func (y *yamlDec) decodeFlapping(e entry, what string) *Flapping {
 			}
 		case "repair":
 			f.Repair, _ = y.boolean(kv.value, w)
+		case "enabled":
+			enabled, _ = y.boolean(kv.value, w)
 		default:
-			y.unknownKey(kv, what, []string{"low", "high", "runs", "repair"})
+			y.unknownKey(kv, what, flappingKeys)
 		}
 	}
 	if f.Low > f.High {
 		y.d.errorf(y.pos(e.keyN), "%s: low (%g%%) is above high (%g%%): a unit would stop flapping before it started", what, f.Low, f.High)
 	}
+	if !enabled {
+		return nil
+	}
 	return f
+}
+
+// fraction reads a share written as 50% or 0.5, above 0 and at most 1;
+// of and example say what of and how in an error.
+func (y *yamlDec) fraction(n ast.Node, what, of, example string) (float64, bool) {
+	text, ok := y.scalarText(n, what)
+	if !ok {
+		return 0, false
+	}
+	pct := strings.HasSuffix(text, "%")
+	f, err := strconv.ParseFloat(strings.TrimSuffix(text, "%"), 64)
+	if pct {
+		f /= 100
+	}
+	if err != nil || f <= 0 || f > 1 {
+		y.d.errorf(y.pos(n), "%s: want a fraction of %s such as %s, got %q", what, of, example, text)
+		return 0, false
+	}
+	return f, true
 }
 
 // parseSlowRetry reads a row's `slow_retry="3 then 5x"` or `slow_retry=off`.
@@ -705,31 +723,49 @@ func (y *yamlDec) decodeBlastRadius(n ast.Node, what string) *BlastRadius {
 		case "min_units":
 			b.MinUnits, _ = y.positive(s.value, w)
 		case "trip":
-			text, ok := y.scalarText(s.value, w)
-			if !ok {
-				continue
+			if f, ok := y.fraction(s.value, w, "the units", "50% or 0.5"); ok {
+				b.Trip = f
 			}
-			pct := strings.HasSuffix(text, "%")
-			f, err := strconv.ParseFloat(strings.TrimSuffix(text, "%"), 64)
-			if pct {
-				f /= 100
-			}
-			if err != nil || f <= 0 || f > 1 {
-				y.d.errorf(y.pos(s.value), "%s: want a fraction of the units such as 50%% or 0.5, got %q", w, text)
-				continue
-			}
-			b.Trip = f
 		default:
-			y.unknownKey(s, what, []string{"max_repairs", "trip", "min_units"})
+			y.unknownKey(s, what, blastRadiusKeys)
 		}
 	}
 	return b
 }
 
-var targetKeys = []string{"ssh", "pct", "docker", "local", "via", "known_hosts", "host_key", "identity", "connect_timeout", "sudo"}
+// targetKeys are the keys a target takes: one transport kind's name (its
+// address), the kinds' own options, and via and sudo.
+func targetKeys() []string {
+	keys := []string{}
+	for _, k := range transports.Kinds() {
+		keys = append(keys, k.Name)
+	}
+	keys = append(keys, "via", "sudo")
+	for _, k := range transports.Kinds() {
+		for _, o := range k.Options {
+			if !contains(keys, o) {
+				keys = append(keys, o)
+			}
+		}
+	}
+	return keys
+}
+
+// optionKinds are the kinds that take option o (ssh: known_hosts, …).
+func optionKinds(o string) []string {
+	var out []string
+	for _, k := range transports.Kinds() {
+		if contains(k.Options, o) {
+			out = append(out, k.Name)
+		}
+	}
+	return out
+}
 
 // decodeTargets adds or replaces targets by name (an inventory replaces a
-// contract's target wholesale).
+// contract's target wholesale). A target has exactly one transport kind's
+// key, whose value that kind checks (transports.Kind.Address); the kinds'
+// table says which options and which via each takes.
 func (y *yamlDec) decodeTargets(n ast.Node, into map[string]*Target) {
 	entries, _ := y.mapping(n, "targets")
 	for _, e := range entries {
@@ -745,40 +781,20 @@ func (y *yamlDec) decodeTargets(n ast.Node, into map[string]*Target) {
 			continue
 		}
 		kinds := 0
+		var options []ast.Node
 		for _, s := range sub {
 			w := what + "." + s.key
+			if k, ok := transports.KindOf(s.key); ok {
+				kinds++
+				if v, ok := y.targetAddress(s.value, w, k); ok {
+					t.Kind, t.Address = k.Name, v
+				}
+				continue
+			}
+			if len(optionKinds(s.key)) > 0 {
+				options = append(options, s.keyN)
+			}
 			switch s.key {
-			case "ssh":
-				kinds++
-				if v, ok := y.str(s.value, w); ok {
-					if _, _, _, err := addr.SSH(v); err != nil {
-						y.d.errorf(y.pos(s.value), "%s: expected user@host or user@host:port, got %q: %s", w, v, addrWhy(err))
-					}
-					t.SSH = v
-				}
-			case "pct":
-				kinds++
-				if v, ok := y.positive(s.value, w); ok {
-					t.PCT = v
-				}
-			case "docker":
-				kinds++
-				if v, ok := y.str(s.value, w); ok {
-					if v == "" {
-						y.d.errorf(y.pos(s.value), "%s: needs a container name", w)
-					} else if err := addr.Container(v); err != nil {
-						y.d.errorf(y.pos(s.value), "%s: %v", w, err)
-					}
-					t.Docker = v
-				}
-			case "local":
-				kinds++
-				if v, ok := y.boolean(s.value, w); ok {
-					if !v {
-						y.d.errorf(y.pos(s.value), "%s: only local: true is meaningful", w)
-					}
-					t.Local = v
-				}
 			case "via":
 				t.Via, _ = y.str(s.value, w)
 			case "known_hosts":
@@ -786,7 +802,7 @@ func (y *yamlDec) decodeTargets(n ast.Node, into map[string]*Target) {
 			case "host_key":
 				if v, ok := y.str(s.value, w); ok {
 					if v != "strict" && v != "accept-new" {
-						y.d.errorf(y.pos(s.value), "%s: must be strict or accept-new, got %q", w, v)
+						y.d.errorf(y.pos(s.value), "%s: must be strict or accept-new, got %q%s", w, v, hint(v, []string{"strict", "accept-new"}, ""))
 					}
 					t.HostKey = v
 				}
@@ -802,38 +818,74 @@ func (y *yamlDec) decodeTargets(n ast.Node, into map[string]*Target) {
 			case "sudo":
 				t.Sudo, _ = y.boolean(s.value, w)
 			default:
-				y.unknownKey(s, what, targetKeys)
+				y.unknownKey(s, what, targetKeys())
 			}
 		}
+		k, _ := transports.KindOf(t.Kind)
 		switch {
 		case kinds == 0:
-			y.d.errorf(y.pos(e.keyN), "%s: needs exactly one of ssh, pct, docker or local", what)
+			y.d.errorf(y.pos(e.keyN), "%s: needs exactly one of %s", what, transports.KindNames("or"))
+			continue
 		case kinds > 1:
-			y.d.errorf(y.pos(e.keyN), "%s: sets more than one of ssh, pct, docker and local", what)
-		case t.PCT != 0 && t.Via == "":
-			y.d.errorf(y.pos(e.keyN), "%s: pct needs via (the Proxmox host it runs on)", what)
-		case t.Local && t.Via != "":
-			y.d.errorf(y.pos(e.keyN), "%s: local cannot have via", what)
-		case e.key == "local" && !t.Local:
+			y.d.errorf(y.pos(e.keyN), "%s: sets more than one of %s", what, transports.KindNames("and"))
+		case k.Via == transports.ViaRequired && t.Via == "":
+			y.d.errorf(y.pos(e.keyN), "%s: %s needs via (the host it runs on)", what, k.Name)
+		case k.Via == transports.ViaNone && t.Via != "":
+			y.d.errorf(y.pos(e.keyN), "%s: %s cannot have via", what, k.Name)
+		case e.key == "local" && t.Kind != "local":
 			y.d.errorf(y.pos(e.keyN), "targets: \"local\" is the engine's own host: it can only be {local: true} (with its options, such as sudo)")
 		}
-		if t.SSH == "" && (t.KnownHosts != "" || t.HostKey != "" || len(t.Identity) > 0) {
-			y.d.errorf(y.pos(e.keyN), "%s: known_hosts, host_key and identity apply only to ssh targets", what)
+		for _, o := range options {
+			name := o.(*ast.StringNode).Value
+			if kinds == 1 && t.Kind != "" && !contains(k.Options, name) {
+				y.d.errorf(y.pos(o), "%s: %s applies only to %s targets", what, name, joinWords(optionKinds(name), "and"))
+			}
 		}
-		if t.SSH != "" && t.HostKey == "" {
+		if t.Kind == "ssh" && t.HostKey == "" {
 			t.HostKey = "strict"
 		}
 		into[e.key] = t
 	}
 }
 
-// addrWhy is the reason an address was refused, without the address.
-func addrWhy(err error) string {
-	var ae *addr.Error
-	if errors.As(err, &ae) {
-		return ae.Why
+// targetAddress reads a kind's key's value as the kind writes it (a
+// string, a positive int, or true) and checks it with the kind's own
+// Address, the run's; it returns the address as written ("" for local).
+func (y *yamlDec) targetAddress(n ast.Node, what string, k transports.Kind) (string, bool) {
+	var v string
+	switch k.Value {
+	case transports.ValueInt:
+		i, ok := y.positive(n, what)
+		if !ok {
+			return "", false
+		}
+		v = strconv.Itoa(i)
+	case transports.ValueTrue:
+		b, ok := y.boolean(n, what)
+		if !ok {
+			return "", false
+		}
+		if !b {
+			y.d.errorf(y.pos(n), "%s: only %s: true is meaningful", what, k.Name)
+			return "", false
+		}
+		return "", true
+	default:
+		s, ok := y.str(n, what)
+		if !ok {
+			return "", false
+		}
+		if s == "" {
+			y.d.errorf(y.pos(n), "%s: needs a value, like %s: %s", what, k.Name, k.Example)
+			return "", false
+		}
+		v = s
 	}
-	return err.Error()
+	if err := k.Address(v, &transports.Spec{}); err != nil {
+		y.d.errorf(y.pos(n), "%s: %v", what, err)
+		return v, false
+	}
+	return v, true
 }
 
 func (y *yamlDec) decodeVars(n ast.Node, into map[string]varValue) {
@@ -849,10 +901,14 @@ func (y *yamlDec) decodeVars(n ast.Node, into map[string]varValue) {
 	}
 }
 
-func (y *yamlDec) decodeForEach(n ast.Node, into map[string][]map[string]any) {
+func (y *yamlDec) decodeForEach(n ast.Node, into map[string][]map[string]any, defs *Defs) {
 	entries, _ := y.mapping(n, "for_each")
+	defs.Lists, defs.Items = map[string]Pos{}, map[string]map[string]Pos{}
 	for _, e := range entries {
 		what := "for_each." + e.key
+		defs.Lists[e.key] = y.pos(e.keyN)
+		keyPos := map[string]Pos{}
+		defs.Items[e.key] = keyPos
 		seq, ok := e.value.(*ast.SequenceNode)
 		if !ok {
 			y.d.errorf(y.pos(e.value), "%s: expected a list of mappings, got %s", what, kindName(e.value))
@@ -870,6 +926,9 @@ func (y *yamlDec) decodeForEach(n ast.Node, into map[string][]map[string]any) {
 				if why := CheckVarName(f.key); why != "" {
 					y.d.errorf(y.pos(f.keyN), "%s: key %q is %s", w, f.key, why)
 					continue
+				}
+				if _, seen := keyPos[f.key]; !seen {
+					keyPos[f.key] = y.pos(f.keyN)
 				}
 				switch x := f.value.(type) {
 				case *ast.IntegerNode:
@@ -927,7 +986,8 @@ func (inv *inventory) nearMisses(c *Contract, d *diags) {
 			continue
 		}
 		if s := closest(k, unset); s != "" {
-			d.warnf(inv.vars[k].pos, "vars: %s declares no var %q (did you mean %q? as written, %s keeps its default)", c.Name, k, s, s)
+			d.warnf(inv.vars[k].pos, "vars: %s declares no var %q%s", c.Name, k,
+				suggest(k, s, fmt.Sprintf(" (did you mean %q? as written, %s keeps its default)", s, s)))
 		}
 	}
 }
@@ -951,7 +1011,7 @@ func parseInventory(path string, src []byte) *inventory {
 			case "targets":
 				y.decodeTargets(e.value, inv.targets)
 			default:
-				y.unknownKey(e, "inventory", []string{"vars", "targets"})
+				y.unknownKey(e, "inventory", inventoryKeys)
 			}
 		}
 	}

@@ -54,7 +54,8 @@ var HTTPStep = StepKind{
 		{"stderr", TypeString, "why nothing answered (a refused connection, a timeout), else empty"},
 		valueDuration, valueTimedOut, valueUnreachable,
 	},
-	As: []AsForm{AsText, AsJSON},
+	As:    []AsForm{AsText, AsJSON},
+	Dials: true,
 }
 
 var httpMethods = map[string]bool{"GET": true, "HEAD": true, "POST": true, "PUT": true, "PATCH": true, "DELETE": true, "OPTIONS": true}

@@ -66,7 +66,7 @@ func LoadFile(path string, opts Options) (*Contract, Diagnostics) {
 		return nil, Diagnostics{readDiag(path, "contract", err)}
 	}
 	l := newLoader(opts)
-	return l.safeParse(newMarkdownParser(), path, src, true)
+	return l.safeParse(newMarkdownParser(), path, src, true, false)
 }
 
 // Parse loads a contract from src; path only names it in diagnostics. It
@@ -74,11 +74,24 @@ func LoadFile(path string, opts Options) (*Contract, Diagnostics) {
 // with every diagnostic found in one pass (warnings included). On success
 // the diagnostics hold only warnings.
 func Parse(path string, src []byte, opts Options) (*Contract, Diagnostics) {
+	return parseText(path, src, opts, false)
+}
+
+// Draft is Parse for an editor: the same diagnostics, from the same pass,
+// and the contract as far as it was read even when they hold errors, so
+// hover, completion and go to definition work while the author types. A
+// draft with errors is never to be run. It returns a nil Contract when
+// the text was refused whole (over a size or shape limit).
+func Draft(path string, src []byte, opts Options) (*Contract, Diagnostics) {
+	return parseText(path, src, opts, true)
+}
+
+func parseText(path string, src []byte, opts Options, draft bool) (*Contract, Diagnostics) {
 	if limit := opts.maxFileSize(); int64(len(src)) > limit {
 		return nil, Diagnostics{readDiag(path, "contract", sizeError("contract", int64(len(src)), limit))}
 	}
 	l := newLoader(opts)
-	return l.safeParse(newMarkdownParser(), path, src, false)
+	return l.safeParse(newMarkdownParser(), path, src, false, draft)
 }
 
 // LoadMany loads contracts in parallel (bounded by GOMAXPROCS), sharing one
@@ -109,7 +122,7 @@ func LoadMany(paths []string, opts Options) ([]*Contract, []Diagnostics) {
 					continue
 				}
 				buf = src[:0]
-				out[i], diags[i] = l.safeParse(md, paths[i], src, true)
+				out[i], diags[i] = l.safeParse(md, paths[i], src, true, false)
 			}
 		}()
 	}
@@ -164,19 +177,26 @@ func IsContractFile(path string) bool {
 
 // safeParse turns a parser panic into an error diagnostic, so a malformed
 // file can never take the daemon down. The fuzz target calls parse directly
-// so such a bug is still found.
-func (l *loader) safeParse(md parser.Parser, path string, src []byte, owned bool) (c *Contract, ds Diagnostics) {
+// so such a bug is still found. Unless draft, a contract with errors is
+// nil.
+func (l *loader) safeParse(md parser.Parser, path string, src []byte, owned, draft bool) (c *Contract, ds Diagnostics) {
 	defer func() {
 		if r := recover(); r != nil {
 			c = nil
 			ds = append(ds, Diagnostic{Pos: Pos{File: path, Line: 1, Col: 1}, Severity: DiagError, Msg: fmt.Sprintf("internal error while parsing: %v", r)})
 		}
 	}()
-	return l.parse(md, path, src, owned)
+	c, ds = l.parse(md, path, src, owned)
+	if !draft && ds.HasErrors() {
+		c = nil
+	}
+	return c, ds
 }
 
-// parse loads one contract. owned says src may be modified (the front
-// matter is blanked in place for goldmark once the YAML has been read).
+// parse loads one contract, returning it as far as it was read (nil only
+// when the body was refused whole) with every diagnostic. owned says src
+// may be modified (the front matter is blanked in place for goldmark once
+// the YAML has been read).
 func (l *loader) parse(md parser.Parser, path string, src []byte, owned bool) (*Contract, Diagnostics) {
 	d := &diags{file: path}
 	s := newSource(path, src)
@@ -240,10 +260,9 @@ func (l *loader) parse(md parser.Parser, path string, src []byte, owned bool) (*
 	b.checkReportOnly(reportOnlyPos)
 	b.checkDependsOn()
 	b.checkWindowAgents()
+	b.checkExampleAgents()
+	c.Defs.Vars = varPos
 	sortDiagnostics(d.list)
-	if d.list.HasErrors() {
-		return nil, d.list
-	}
 	return c, d.list
 }
 

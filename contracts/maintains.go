@@ -484,6 +484,10 @@ func (b *bodyParser) agentSchema(f *ast.FencedCodeBlock) {
 			case depth == 1:
 				agent = v
 				agents = append(agents, v)
+				if b.examplePos == nil {
+					b.examplePos = map[string]Pos{}
+				}
+				b.examplePos[v] = b.s.pos(tm.fileOff(int(dec.InputOffset()) - len(v) - 2))
 			default:
 				shape()
 				return

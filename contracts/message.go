@@ -2,8 +2,10 @@ package contracts
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"text/template"
+	"text/template/parse"
 )
 
 // MessageData is what a message template sees: `{{.Unit}}`, `{{.Seen}}`,
@@ -61,3 +63,68 @@ func Render(t *template.Template, data MessageData) (string, error) {
 	}
 	return strings.TrimSpace(b.String()), nil
 }
+
+// readsOutcome reports whether t reads a repair's outcome: {{.Verify}}, or
+// the engine's {{.Text}}, which says it. A repair template that reads
+// neither is sent as written whether the repair helped or not, and lint
+// says so in a note.
+func readsOutcome(t *template.Template) bool {
+	for _, tt := range t.Templates() {
+		if tt.Tree != nil && readsField(tt.Tree.Root, "Verify", "Text") {
+			return true
+		}
+	}
+	return false
+}
+
+// readsField reports whether the parse tree under n reads one of the
+// top-level fields names: `.Name`, `$.Name`, or a chain starting there.
+func readsField(n parse.Node, names ...string) bool {
+	switch n := n.(type) {
+	case *parse.ListNode:
+		if n == nil {
+			return false
+		}
+		for _, c := range n.Nodes {
+			if readsField(c, names...) {
+				return true
+			}
+		}
+	case *parse.ActionNode:
+		return readsField(n.Pipe, names...)
+	case *parse.PipeNode:
+		if n == nil {
+			return false
+		}
+		for _, c := range n.Cmds {
+			if readsField(c, names...) {
+				return true
+			}
+		}
+	case *parse.CommandNode:
+		for _, a := range n.Args {
+			if readsField(a, names...) {
+				return true
+			}
+		}
+	case *parse.FieldNode:
+		return len(n.Ident) > 0 && slices.Contains(names, n.Ident[0])
+	case *parse.VariableNode:
+		return len(n.Ident) > 1 && n.Ident[0] == "$" && slices.Contains(names, n.Ident[1])
+	case *parse.ChainNode:
+		return readsField(n.Node, names...)
+	case *parse.IfNode:
+		return readsField(n.Pipe, names...) || readsField(n.List, names...) || readsField(n.ElseList, names...)
+	case *parse.RangeNode:
+		return readsField(n.Pipe, names...) || readsField(n.List, names...) || readsField(n.ElseList, names...)
+	case *parse.WithNode:
+		return readsField(n.Pipe, names...) || readsField(n.List, names...) || readsField(n.ElseList, names...)
+	case *parse.TemplateNode:
+		return readsField(n.Pipe, names...)
+	}
+	return false
+}
+
+// outcomeNote is lint's note on a repair template that reads neither
+// {{.Verify}} nor {{.Text}}.
+const outcomeNote = "message template does not read {{.Verify}}: a repair that did not help is sent in these words too (say the outcome with {{.Verify}})"

@@ -15,6 +15,8 @@ import (
 
 	stepfill "github.com/contractd/contractd/contracts/fill"
 	"github.com/expr-lang/expr/vm"
+
+	"github.com/contractd/contractd/transports"
 )
 
 // Pos is a position in a contract file. Line and Col are 1-based and always
@@ -117,9 +119,23 @@ type Contract struct {
 	DependsOn []*DepRef
 	// Maintenance are the contract's recurring maintenance windows.
 	Maintenance []*MaintenanceWindow
+	// Defs are where the names the contract declares are written.
+	Defs Defs
 
 	declared map[string]bool // the var names the contract reads (DeclaresVar)
 	own      []string        // the keys of its own vars, sorted
+}
+
+// Defs say where a contract's declared names are written, for an
+// editor's go to definition; a target's and a step's own Pos say theirs.
+type Defs struct {
+	// Vars are the vars by name: the front matter's key, or the
+	// inventory's that declares a var the contract does not.
+	Vars map[string]Pos
+	// Lists are the for_each lists by name, and Items each list's item
+	// keys where an item first has them.
+	Lists map[string]Pos
+	Items map[string]map[string]Pos
 }
 
 // IsReportOnly reports whether agent is listed in report_only_agents.
@@ -247,15 +263,18 @@ type Budget struct {
 // String renders the budget as "N per WINDOW".
 func (b Budget) String() string { return fmt.Sprintf("%d per %s", b.Count, b.Window) }
 
-// Target is one link of a transport chain. Exactly one of SSH, PCT, Docker or
-// Local is set; Via names the parent target (empty means the engine's host).
+// Target is one link of a transport chain: a transport kind (one of
+// transports.Kinds) and its address as written; Via names the parent
+// target (empty means the engine's host).
 type Target struct {
-	Name   string
-	SSH    string // user@host[:port]
-	PCT    int
-	Docker string
-	Local  bool
-	Via    string
+	Name string
+	// Kind is the transport kind ("local", "ssh", "pct", "docker"), the
+	// target's key in the contract.
+	Kind string
+	// Address is the kind's value as written: "root@h:22", "112",
+	// "agent-zero"; "" for local.
+	Address string
+	Via     string
 	// Options for ssh targets.
 	KnownHosts     string // known_hosts file (default ~/.ssh/known_hosts)
 	HostKey        string // "strict" (default) or "accept-new"
@@ -276,27 +295,20 @@ type Target struct {
 // steps run through sudo: a local or ssh target with sudo: true. A pct or
 // docker target's sudo is its parent's command (SudoHop).
 func (t *Target) SudoCommands() bool {
-	return t != nil && t.Sudo && (t.Kind() == "local" || t.Kind() == "ssh")
+	return t != nil && t.Sudo && !t.kind().SudoHop
 }
 
-// SudoHop reports whether the target is a container reached through
-// `sudo -n -- pct exec` or `sudo -n -- docker exec` on its parent.
+// SudoHop reports whether the target is a container whose wrapper runs
+// through sudo on its parent (`sudo -n -- pct exec`, `sudo -n -- docker
+// exec`): a kind whose transports.Kind.SudoHop is set.
 func (t *Target) SudoHop() bool {
-	return t != nil && t.Sudo && (t.Kind() == "pct" || t.Kind() == "docker")
+	return t != nil && t.Sudo && t.kind().SudoHop
 }
 
-// Kind names the transport of this link: "local", "ssh", "pct" or "docker".
-func (t *Target) Kind() string {
-	switch {
-	case t.SSH != "":
-		return "ssh"
-	case t.PCT != 0:
-		return "pct"
-	case t.Docker != "":
-		return "docker"
-	default:
-		return "local"
-	}
+// kind is the target's transport kind; the zero Kind for an unknown one.
+func (t *Target) kind() transports.Kind {
+	k, _ := transports.KindOf(t.Kind)
+	return k
 }
 
 // Maintains is the schema of the snapshot the contract keeps.
@@ -429,8 +441,12 @@ type ActionRow struct {
 	// alert's incident); nil means the contract's, else the engine's text.
 	Template *template.Template
 	On       string // target the command runs on (defaults to the stage's)
-	Guard    ActionGuard
-	Tier     int // 0 = no tier; rows of one condition key ordered by occurrence
+	// Timeout bounds the command (`timeout=D` in the Guards column); 0
+	// means the engine's step timeout (DefaultStepTimeout, 30s). Built-in
+	// actions run nothing and have none.
+	Timeout time.Duration
+	Guard   ActionGuard
+	Tier    int // 0 = no tier; rows of one condition key ordered by occurrence
 	// CallsRestarts is set when the condition calls restarts(): the row
 	// watches for a crash loop itself, so the crash-loop guard's own alert
 	// would say the same thing twice.
@@ -480,19 +496,8 @@ func (m Maintains) KeysFor(agent string) []*MaintainedKey {
 }
 
 // TargetLink renders one link of a chain: "local", "ssh root@h", "pct 112" or
-// "docker NAME".
-func (t *Target) TargetLink() string {
-	switch t.Kind() {
-	case "ssh":
-		return "ssh " + t.SSH
-	case "pct":
-		return fmt.Sprintf("pct %d", t.PCT)
-	case "docker":
-		return "docker " + t.Docker
-	default:
-		return "local"
-	}
-}
+// "docker NAME" (transports.Link).
+func (t *Target) TargetLink() string { return transports.Link(t.Kind, t.Address) }
 
 // Chain renders the transport chain of the named target, outermost first,
 // e.g. "ssh root@192.168.68.15 → pct 112". It returns "local" for "" or

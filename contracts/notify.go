@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"net"
+	"net/mail"
 	"net/url"
 	"reflect"
 	"regexp"
@@ -115,8 +117,58 @@ func (o *AlertmanagerOptions) Alerts() []string {
 	return o.URLs
 }
 
+// EmailOptions configure the email notifier: one mail per message through
+// an SMTP server, a submission port with STARTTLS and a login, or a relay.
+type EmailOptions struct {
+	Server       string        `opt:"server" required:"true" doc:"the SMTP server as host:port, e.g. smtp.example.com:587"`
+	From         string        `opt:"from" required:"true" doc:"the sender, in From: and the envelope, e.g. contractd@example.com"`
+	To           string        `opt:"to" required:"true" doc:"the recipients, comma-separated, e.g. ops@example.com, On call <oncall@example.com>"`
+	TLS          string        `opt:"tls" type:"enum" enum:"starttls|tls|none" default:"starttls" doc:"starttls: STARTTLS before anything is sent, and a server that does not offer it is refused; tls: TLS from the first byte (port 465); none: plain text, for a relay on loopback or a trusted network"`
+	CAFile       string        `opt:"ca_file" type:"path" doc:"PEM certificates the server's certificate must chain to, instead of the system's (a private CA)"`
+	Username     string        `opt:"username" doc:"log in (AUTH PLAIN or LOGIN) as this user, with the password from password_env or password_file"`
+	PasswordEnv  string        `opt:"password_env" type:"env" doc:"environment variable holding the password, read at send time"`
+	PasswordFile string        `opt:"password_file" type:"path" doc:"file holding the password (a systemd credential, say), read at send time"`
+	Timeout      time.Duration `opt:"timeout" default:"10s" doc:"per attempt: the whole SMTP conversation"`
+	Retries      int           `opt:"retries" default:"2" doc:"further attempts within the run on a connection error or a 4xx answer; a 5xx is a configuration error, never retried"`
+	Backoff      time.Duration `opt:"backoff" default:"1s" doc:"wait before the first retry; doubles each time"`
+}
+
+func (o *EmailOptions) check(report func(option, msg string)) {
+	host, port, err := net.SplitHostPort(o.Server)
+	if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+		report("server", fmt.Sprintf("expected host:port with a port in 1..65535, like smtp.example.com:587, got %q", o.Server))
+	}
+	if _, err := mail.ParseAddress(o.From); err != nil {
+		report("from", fmt.Sprintf("expected one email address, got %q", o.From))
+	}
+	if _, err := mail.ParseAddressList(o.To); err != nil {
+		report("to", fmt.Sprintf("expected email addresses separated by commas, got %q", o.To))
+	}
+	switch {
+	case o.Username != "" && (o.PasswordEnv == "") == (o.PasswordFile == ""):
+		report("", "username needs exactly one of password_env or password_file")
+	case o.Username == "" && (o.PasswordEnv != "" || o.PasswordFile != ""):
+		report("", "a password needs the username it belongs to")
+	case o.Username != "" && o.TLS == "none" && !isLoopback(host):
+		report("tls", "none sends the password in the clear; use starttls or tls (only a server on loopback may take a login over none)")
+	}
+	if o.CAFile != "" && o.TLS == "none" {
+		report("ca_file", "is for TLS; tls is none")
+	}
+}
+
+// isLoopback reports whether host is localhost or a loopback address.
+func isLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
 // NotifierOptions is the decoded option struct of one route: *LogOptions,
-// *CommandOptions, *WebhookOptions, *ZulipOptions or *AlertmanagerOptions.
+// *CommandOptions, *WebhookOptions, *ZulipOptions, *AlertmanagerOptions
+// or *EmailOptions.
 type NotifierOptions interface {
 	// NotifierKind returns the kind the options belong to, e.g. "webhook".
 	NotifierKind() string
@@ -137,9 +189,12 @@ func (*ZulipOptions) NotifierKind() string { return "zulip" }
 // NotifierKind returns "alertmanager".
 func (*AlertmanagerOptions) NotifierKind() string { return "alertmanager" }
 
+// NotifierKind returns "email".
+func (*EmailOptions) NotifierKind() string { return "email" }
+
 // notifierKinds is every notifier kind's schema, by kind. It is built once
 // from the option structs and never modified.
-var notifierKinds = schemas(&LogOptions{}, &CommandOptions{}, &WebhookOptions{}, &ZulipOptions{}, &AlertmanagerOptions{})
+var notifierKinds = schemas(&LogOptions{}, &CommandOptions{}, &WebhookOptions{}, &ZulipOptions{}, &AlertmanagerOptions{}, &EmailOptions{})
 
 // nameOption is the option every kind takes: the route's name.
 var nameOption = NotifierOption{Name: "name", Type: "string",
@@ -443,12 +498,13 @@ func redactURL(s string) string {
 // NotifyRoute is one configured notifier: its kind, its name and its
 // options decoded against the kind's schema.
 type NotifyRoute struct {
-	Kind string // "log", "command", "webhook", "zulip" or "alertmanager"
+	Kind string // "log", "command", "webhook", "zulip", "alertmanager" or "email"
 	// Name tells routes apart in reports, metrics and the outbox: the
 	// `name` option, else the kind, with #2, #3 … for a repeated kind.
 	Name string
 	// Options is *LogOptions, *CommandOptions, *WebhookOptions,
-	// *ZulipOptions or *AlertmanagerOptions, defaults filled in.
+	// *ZulipOptions, *AlertmanagerOptions or *EmailOptions, defaults
+	// filled in.
 	Options NotifierOptions
 	Pos     Pos
 	what    string      // notify[N].KIND, for diagnostics
@@ -576,13 +632,8 @@ func (y *yamlDec) decodeNotify(n ast.Node) []NotifyRoute {
 		for _, o := range opts {
 			opt, known := k.option(o.key)
 			if !known {
-				msg := fmt.Sprintf("unknown option %q in %s", o.key, what)
-				if s := closest(o.key, k.optionNames()); s != "" {
-					msg += fmt.Sprintf(" (did you mean %q?)", s)
-				} else {
-					msg += " (options: " + strings.Join(k.optionNames(), ", ") + ")"
-				}
-				y.d.errorf(y.pos(o.keyN), "%s", msg)
+				y.d.errorf(y.pos(o.keyN), "unknown option %q in %s%s", o.key, what,
+					hint(o.key, k.optionNames(), " (options: "+strings.Join(k.optionNames(), ", ")+")"))
 				continue
 			}
 			if opt.Compound() {

@@ -72,3 +72,41 @@ func TestNewNotifyRouteOptions(t *testing.T) {
 		})
 	}
 }
+
+// An email route's options are checked by lint, each problem at its
+// option: the server as host:port, the addresses, a password with its
+// username, and no login in the clear to another host.
+func TestEmailRouteLint(t *testing.T) {
+	route := func(opts string) string {
+		return "---\nname: mail\nruntime_contract: 2\nnotify:\n  - {email: {" + opts + "}}\n---\n\n## Execution\n\n### Probe {#probe}\n```sh {id=p}\ntrue\n```\n"
+	}
+	const base = `server: "smtp.example.com:587", from: c@example.com, to: ops@example.com`
+	cases := []struct {
+		name, opts, want string
+	}{
+		{"good", base + `, username: c, password_env: SMTP_PASSWORD`, ""},
+		{"good relay", `server: "localhost:25", tls: none, from: c@example.com, to: "a@example.com, B <b@example.com>"`, ""},
+		{"login on loopback in the clear", `server: "127.0.0.1:25", tls: none, from: c@example.com, to: a@example.com, username: c, password_file: /etc/pw`, ""},
+		{"no port", `server: smtp.example.com, from: c@example.com, to: ops@example.com`,
+			`mail.md:5:22: error: notify[0].email.server: expected host:port with a port in 1..65535, like smtp.example.com:587, got "smtp.example.com"`},
+		{"bad recipients", `server: "smtp.example.com:587", from: c@example.com, to: "ops at example"`,
+			`notify[0].email.to: expected email addresses separated by commas, got "ops at example"`},
+		{"password without user", base + `, password_env: SMTP_PASSWORD`, `mail.md:5:6: error: notify[0].email: a password needs the username it belongs to`},
+		{"user without password", base + `, username: c`, `notify[0].email: username needs exactly one of password_env or password_file`},
+		{"login in the clear", `server: "smtp.example.com:25", tls: none, from: c@example.com, to: a@example.com, username: c, password_env: P`,
+			`notify[0].email.tls: none sends the password in the clear; use starttls or tls`},
+		{"misspelt", base + `, pasword_env: P`, `unknown option "pasword_env" in notify[0].email (did you mean "password_env"?)`},
+		{"bad tls", base + `, tls: ssl`, `notify[0].email.tls: must be starttls or tls or none, got "ssl"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			_, ds := Parse("mail.md", []byte(route(tc.opts)), Options{})
+			switch {
+			case tc.want == "" && ds.HasErrors():
+				t.Fatalf("diagnostics:\n%s", ds)
+			case tc.want != "" && !strings.Contains(ds.String(), tc.want):
+				t.Fatalf("diagnostics:\n%s\nwant %s", ds, tc.want)
+			}
+		})
+	}
+}

@@ -90,6 +90,14 @@ func offsetPos(p Pos, text string, byteOff int) Pos {
 // file. Contracts and inventories accept it and do not count it.
 var utf8BOM = []byte("\xef\xbb\xbf")
 
+// FrontMatterText returns the YAML between a file's leading `---` lines
+// and the 1-based line it starts on; ok is false when the file does not
+// start with a `---` line or no closing line ends the block.
+func FrontMatterText(src []byte) (yaml []byte, line int, ok bool) {
+	text, line, _, closed, ok := splitFrontMatter(src)
+	return text, line, ok && closed
+}
+
 // frontMatter locates a leading `---` … `---` block. It returns the YAML
 // text, the 1-based line the YAML starts on, and the offset just past the
 // closing line. ok is false when the file does not start with `---`.

@@ -51,6 +51,15 @@ type StepKind struct {
 	// plugin whose exit status is its verdict): lint does not ask for a
 	// table below its steps.
 	Verdict bool
+	// Dials marks a kind the engine probes over the network (http, tcp):
+	// via= tunnels its probe through an ssh target. Any other kind
+	// refuses via=.
+	Dials bool
+	// FieldsRequired marks a kind whose JSON output must be declared
+	// (fields= or an example block): a step of the kind without a
+	// declaration is an error, since its output is checked against it
+	// (an agent's report).
+	FieldsRequired bool
 }
 
 // Exec reports whether the kind's step is a script run by a shell
@@ -127,13 +136,24 @@ func isProbeKind(name string) bool {
 // stepKindList names the registered kinds, exec kinds or the others, in
 // the order they were registered, joined as prose: "http or tcp".
 func stepKindList(exec bool, conj string) string {
+	return kindList(func(k *StepKind) bool { return k.Exec() == exec }, conj)
+}
+
+// kindList names the registered kinds for which want holds, in the order
+// they were registered, joined as prose.
+func kindList(want func(*StepKind) bool, conj string) string {
 	var names []string
 	for _, n := range stepKindNames {
-		if stepKinds[n].Exec() == exec {
+		if want(stepKinds[n]) {
 			names = append(names, n)
 		}
 	}
 	return joinWords(names, conj)
+}
+
+// dialingKinds names the kinds that take via=, joined as prose.
+func dialingKinds(conj string) string {
+	return kindList(func(k *StepKind) bool { return k.Dials }, conj)
 }
 
 // unknownStepKind is the error for a fence whose language names no kind.
@@ -142,6 +162,15 @@ func unknownStepKind(kind string) string {
 		return fmt.Sprintf("unknown step kind %q (no step kinds are registered: a program that reads contracts imports package steps)", kind)
 	}
 	return fmt.Sprintf("unknown step kind %q (want %s)%s", kind, joinWords(stepKindNames, "or"), hint(kind, stepKindNames, ""))
+}
+
+// article is the indefinite article before a kind's name: "an agent
+// step", "a bash step".
+func article(kind string) string {
+	if kind != "" && strings.ContainsRune("aeiou", rune(kind[0])) {
+		return "an"
+	}
+	return "a"
 }
 
 // joinWords joins words as prose: "a", "a or b", "a, b or c".

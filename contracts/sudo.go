@@ -361,8 +361,8 @@ func whyNoSudo(t *Target) string {
 	switch {
 	case t == nil:
 		return "has no sudo: true (declare it, e.g. targets: {local: {local: true, sudo: true}})"
-	case t.Kind() == "pct" || t.Kind() == "docker":
-		return "is a " + t.Kind() + " container, where commands run as the container's user already (sudo: true there runs " + t.Kind() + " itself through sudo on its host)"
+	case t.kind().SudoHop:
+		return "is a " + t.Kind + " container, where commands run as the container's user already (sudo: true there runs " + t.Kind + " itself through sudo on its host)"
 	default:
 		return "has no sudo: true"
 	}

@@ -97,6 +97,13 @@ var engineHeaders = map[string][]string{
 	"aggregate": {"action"},
 }
 
+// headerHint is `: did you mean "Right"?` after a near-miss header
+// cell's text, suggesting Right for its word.
+func headerHint(text, right string) didYouMean {
+	wrong := strings.TrimSpace(text)
+	return suggest(wrong, right, fmt.Sprintf(": did you mean %q?", right))
+}
+
 // actionColumns are an action table's optional columns, as headerName
 // reads them.
 var actionColumns = []string{"guards", "tier", "message"}
@@ -111,14 +118,14 @@ func (b *bodyParser) nearMissHeader(header []cell, h0, h1 string) bool {
 			return false
 		}
 		if w := closest(h1, want); w != "" {
-			b.d.errorf(header[1].pos, "table header %q: did you mean %q? As written the table is prose: the engine reads a %s table by its first two header cells",
-				strings.TrimSpace(header[1].text), titleWord(w), titleWord(h0)+" | "+titleWord(want[0]))
+			b.d.errorf(header[1].pos, "table header %q%s As written the table is prose: the engine reads a %s table by its first two header cells",
+				strings.TrimSpace(header[1].text), headerHint(header[1].text, titleWord(w)), titleWord(h0)+" | "+titleWord(want[0]))
 			return true
 		}
 		return false
 	}
 	if b.section == "maintains" && h1 == "value" && h0 != "key" && closest(h0, []string{"key"}) != "" {
-		b.d.errorf(header[0].pos, "table header %q: did you mean \"Key\"? As written the table is prose and fills no Maintains key", strings.TrimSpace(header[0].text))
+		b.d.errorf(header[0].pos, "table header %q%s As written the table is prose and fills no Maintains key", strings.TrimSpace(header[0].text), headerHint(header[0].text, "Key"))
 		return true
 	}
 	w := closest(h0, sortedKeys(engineHeaders))
@@ -129,7 +136,7 @@ func (b *bodyParser) nearMissHeader(header []cell, h0, h1 string) bool {
 	if !contains(second, h1) && closest(h1, second) == "" {
 		return false // another table that happens to start with a near word
 	}
-	b.d.errorf(header[0].pos, "table header %q: did you mean %q? As written the table is prose, so it judges or repairs nothing", strings.TrimSpace(header[0].text), titleWord(w))
+	b.d.errorf(header[0].pos, "table header %q%s As written the table is prose, so it judges or repairs nothing", strings.TrimSpace(header[0].text), headerHint(header[0].text, titleWord(w)))
 	return true
 }
 
@@ -374,6 +381,8 @@ func (b *bodyParser) actionTable(header []cell, rows [][]cell) {
 				if err != nil {
 					b.d.errorf(row[msgCol].pos, "%v", err)
 					ok = false
+				} else if ar.Builtin == "" && !readsOutcome(t) {
+					b.d.notef(row[msgCol].pos, "%s", outcomeNote)
 				}
 				ar.Template = t
 			}
@@ -538,6 +547,16 @@ func (b *bodyParser) actionGuards(ar *ActionRow, c cell, st *Stage) {
 				continue
 			}
 			ar.Guard.Grace = d
+		case "timeout":
+			d, err := ParseDuration(a.Value)
+			switch {
+			case err != nil || d <= 0:
+				b.d.errorf(p, "guards: timeout must be a duration like 60s, got %q", a.Value)
+			case ar.Builtin != "":
+				b.d.errorf(p, "guards: timeout bounds a command; the built-in action %s runs none", ar.Builtin)
+			default:
+				ar.Timeout = d
+			}
 		case "slow_retry":
 			sr, err := parseSlowRetry(a.Value)
 			if err != nil {
@@ -553,8 +572,8 @@ func (b *bodyParser) actionGuards(ar *ActionRow, c cell, st *Stage) {
 				b.uses = append(b.uses, exprUse{c: comp, pos: p, scope: scopeAction, stage: st})
 			}
 		default:
-			b.d.errorf(p, "guards: unknown guard %q (want after, budget, grace, escalate_after, slow_retry or restart_count)%s", a.Key,
-				hint(a.Key, []string{"after", "budget", "grace", "escalate_after", "slow_retry", "restart_count"}, ""))
+			b.d.errorf(p, "guards: unknown guard %q (want after, budget, grace, timeout, escalate_after, slow_retry or restart_count)%s", a.Key,
+				hint(a.Key, []string{"after", "budget", "grace", "timeout", "escalate_after", "slow_retry", "restart_count"}, ""))
 		}
 	}
 }

@@ -29,4 +29,5 @@ var TCPStep = StepKind{
 		{"stderr", TypeString, "why it did not (refused, a timeout), else empty"},
 		valueDuration, valueTimedOut, valueUnreachable,
 	},
+	Dials: true,
 }

@@ -5,6 +5,8 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/contractd/contractd/transports"
+
 	stepfill "github.com/contractd/contractd/contracts/fill"
 )
 
@@ -35,13 +37,13 @@ func (b *bodyParser) validate() {
 			if step.On != "" && step.On != st.On {
 				b.checkOn(st, step.On, sm.onPos)
 			}
-			if step.Via != "" {
+			if k := stepKind(step.Kind); step.Via != "" && k != nil && k.Dials {
 				t, ok := c.Targets[step.Via]
 				switch {
 				case !ok:
 					b.d.errorf(sm.viaPos, "undefined target %q in via=%s", step.Via, hint(step.Via, sortedKeys(c.Targets), " (define it under targets)"))
-				case t.SSH == "":
-					b.d.errorf(sm.viaPos, "via=%s: %s steps tunnel only through ssh targets", step.Via, stepKindList(false, "and"))
+				case !t.kind().Tunnel:
+					b.d.errorf(sm.viaPos, "via=%s: %s steps tunnel only through %s targets, and %s is %s", step.Via, dialingKinds("and"), tunnelKinds(), step.Via, t.Kind)
 				}
 			}
 			b.checkFilled(st, step)
@@ -50,6 +52,7 @@ func (b *bodyParser) validate() {
 	_, sudo := c.SudoCommands()
 	b.d.list = append(b.d.list, sudo...)
 	b.bindExamples()
+	b.requireFields()
 	b.bindSnapshotValues()
 	b.warnStrayValues()
 	b.lintIdents()
@@ -140,10 +143,11 @@ func (b *bodyParser) checkTargets() {
 			b.d.errorf(t.Pos, "targets.%s: via names undefined target %q%s", n, t.Via, hint(t.Via, names, ""))
 			continue
 		}
-		// An ssh connection is dialed from the engine's host or tunnelled
-		// through another ssh connection; a container has no tunnel.
-		if t.SSH != "" && parent.Kind() != "ssh" {
-			b.d.errorf(t.Pos, "targets.%s: an ssh target is reached only through another ssh target, and %s is %s", n, t.Via, parent.Kind())
+		// A kind runs through the parents its table allows: an ssh
+		// connection is dialed from the engine's host or tunnelled through
+		// another ssh connection; a container has no tunnel.
+		if ps := t.kind().Parents; len(ps) > 0 && !contains(ps, parent.Kind) {
+			b.d.errorf(t.Pos, "targets.%s: %s targets are reached only through %s targets, and %s is %s", n, t.Kind, strings.Join(ps, " or "), t.Via, parent.Kind)
 		}
 		// Follow the chain; coming back to a target already seen is a cycle.
 		seen := map[string]bool{n: true}
@@ -508,8 +512,8 @@ func (b *bodyParser) warnUnchecked(unchecked map[*Step][]string) {
 	for _, st := range b.c.Stages {
 		for _, s := range st.Steps {
 			names := unchecked[s]
-			if len(names) == 0 {
-				continue
+			if k := stepKind(s.Kind); len(names) == 0 || k != nil && k.FieldsRequired {
+				continue // nothing unchecked, or requireFields refused it already
 			}
 			sort.Strings(names)
 			b.d.warnf(s.Pos, "step %s reads JSON whose fields are not declared, so lint could not check %s: declare them with an example output (a ```json {example=%s} block) or fields=\"%s:TYPE …\"",
@@ -614,12 +618,9 @@ func (b *bodyParser) itemKeys(list string) *itemKeys {
 }
 
 // hint is " (did you mean "x"?)" for the known name nearest to s when it
-// is a likely typo, or otherwise.
-func hint(s string, known []string, otherwise string) string {
-	if k := closest(s, known); k != "" {
-		return fmt.Sprintf(" (did you mean %q?)", k)
-	}
-	return otherwise
+// is a likely typo, or otherwise; a diagnostic it ends suggests x.
+func hint(s string, known []string, otherwise string) didYouMean {
+	return didYouMean{wrong: s, right: closest(s, known), otherwise: otherwise}
 }
 
 // checkFilled fills a step whose kind fills values into its text (http,
@@ -788,5 +789,43 @@ func (b *bodyParser) lintUnjudged() {
 			b.d.warnf(s.Pos, "step %s: nothing judges it: no health table or Expected: line follows it and no expression reads it, so %s; "+
 				"judge it with a table (%s, say) or an Expected: line", s.ID, judged, table)
 		}
+	}
+}
+
+// tunnelKinds names the transport kinds http and tcp steps dial through.
+func tunnelKinds() string {
+	var out []string
+	for _, k := range transports.Kinds() {
+		if k.Tunnel {
+			out = append(out, k.Name)
+		}
+	}
+	return joinWords(out, "or")
+}
+
+// checkExampleAgents resolves each agent of the per-agent snapshot
+// example to an agent of the contract: an entry that names none describes
+// no snapshot (a misspelt agent's keys would fill nothing, and the agent
+// meant gets the union of every entry's). A warning: the snapshot's shape
+// is wrong, not what the run alerts or repairs; --strict refuses it.
+func (b *bodyParser) checkExampleAgents() {
+	if len(b.c.Maintains.Agents) == 0 {
+		return
+	}
+	agents := b.agentNames()
+	for _, a := range b.c.Maintains.Agents {
+		if contains(agents, a) {
+			continue
+		}
+		at, ok := b.examplePos[a]
+		if !ok {
+			continue
+		}
+		if len(agents) == 0 {
+			b.d.warnf(at, "per-agent snapshot example: %q names no agent: no stage of this contract has agent=", a)
+			continue
+		}
+		b.d.warnf(at, "per-agent snapshot example: %q names no agent of this contract%s; its keys describe nothing, and the agents are %s",
+			a, hint(a, agents, ""), joinWords(agents, "and"))
 	}
 }

@@ -191,15 +191,22 @@ func (v *stepValues) children(prefix string) []string {
 	return out
 }
 
-// valuesOf returns the values step st produces, built once per step.
-func (b *bodyParser) valuesOf(st *Step) *stepValues {
-	if v, ok := b.values[st]; ok {
-		return v
+// Values returns what the step produces, as lint checks what reads it:
+// its kind's values, its as= form's, then the JSON fields its author
+// declared (by dotted path, sorted, with no doc), each name once. A step
+// of no registered kind produces none.
+func (st *Step) Values() []Value {
+	var out []Value
+	seen := map[string]bool{}
+	add := func(x Value) {
+		if !seen[x.Name] {
+			seen[x.Name] = true
+			out = append(out, x)
+		}
 	}
-	v := &stepValues{step: st, types: map[string]Type{}}
 	if k := stepKind(st.Kind); k != nil {
 		for _, x := range k.Values {
-			v.types[x.Name] = x.Type
+			add(x)
 		}
 		form := st.As
 		if form == "" && st.readsJSON() {
@@ -207,19 +214,38 @@ func (b *bodyParser) valuesOf(st *Step) *stepValues {
 		}
 		if f := k.asForm(form); f != nil {
 			for _, x := range f.Values {
-				v.types[x.Name] = x.Type
+				add(x)
 			}
 		}
 	}
 	if st.readsJSON() {
-		if st.Fields == nil {
-			v.open = true
+		for _, p := range sortedKeys(st.Fields) {
+			add(Value{Name: p, Type: st.Fields[p]})
 		}
-		for p, t := range st.Fields {
-			if _, builtin := v.types[p]; !builtin {
-				v.types[p] = t
-			}
+	}
+	return out
+}
+
+// ValueType returns the type of the value name (a dotted path for a
+// declared JSON field) that st produces, as lint knows it, and false
+// when st does not declare it.
+func (st *Step) ValueType(name string) (Type, bool) {
+	for _, v := range st.Values() {
+		if v.Name == name {
+			return v.Type, true
 		}
+	}
+	return "", false
+}
+
+// valuesOf returns the values step st produces, built once per step.
+func (b *bodyParser) valuesOf(st *Step) *stepValues {
+	if v, ok := b.values[st]; ok {
+		return v
+	}
+	v := &stepValues{step: st, types: map[string]Type{}, open: st.readsJSON() && st.Fields == nil}
+	for _, x := range st.Values() {
+		v.types[x.Name] = x.Type
 	}
 	if b.values == nil {
 		b.values = map[*Step]*stepValues{}
@@ -345,6 +371,20 @@ func (b *bodyParser) exampleBlock(f *ast.FencedCodeBlock, inner string, off int)
 		ex.step, ex.idPos = a.Value, b.s.pos(a.Off)
 	}
 	b.examples = append(b.examples, ex)
+}
+
+// requireFields refuses a step of a kind whose output must be declared
+// (StepKind.FieldsRequired) and is not: its output is checked against
+// the declaration at run time, so without one nothing could pass.
+func (b *bodyParser) requireFields() {
+	for _, st := range b.c.Stages {
+		for _, s := range st.Steps {
+			if k := stepKind(s.Kind); k != nil && k.FieldsRequired && s.Fields == nil {
+				b.d.errorf(s.Pos, "step %s: %s %s step's output must be declared, each field with its type: its report is checked against the declaration, and the briefing lists it; "+
+					"add fields=\"NAME:TYPE …\" to the step or an example report (a ```json {example=%s} block)", s.ID, article(s.Kind), s.Kind, s.ID)
+			}
+		}
+	}
 }
 
 // bindExamples declares each example's fields on its step: the step must

@@ -327,8 +327,11 @@ func (r *alerting) mayResolve(in *intent) (bool, string) {
 		judged := !u.skipped && u.raw != contracts.SeverityUnknown
 		return judged, fmt.Sprintf("%s is judged again (now %s)", u.name(), u.final)
 	}
-	if !u.observed() || u.failing() {
-		return false, "" // unseen, or still failing: another row or guard speaks for it now
+	if !u.observed() || u.failing() || u.final == contracts.SeverityUnknown {
+		// Unseen, still failing (another row or guard speaks for it now),
+		// or not judged: nothing resolves on unknown, which the unknown
+		// incident speaks for once it lasts.
+		return false, ""
 	}
 	if in.source == guard.SourceRelay {
 		return true, fmt.Sprintf("%s is %s again (was %s)", u.name(), u.final, in.condition)
@@ -494,36 +497,12 @@ func (r *alerting) repairText(u *unit) string {
 		default:
 			text = fmt.Sprintf("repair of %s did not help: %s → `%s`, still failing after %s", u.name(), j.seen, j.command, j.grace)
 		}
-		if helped(j) || r.templateSaysOutcome(j.row) {
-			parts = append(parts, r.shape(j.row, repairData(j, text), &r.said))
-		} else {
-			// A template written for the repair that works would say it
-			// worked: the engine's own words say it did not.
-			parts = append(parts, text)
-		}
+		// The author's template has the last word: the receiving side may
+		// parse its format, and .Verify tells it the outcome (lint notes
+		// a template that ignores it).
+		parts = append(parts, r.shape(j.row, repairData(j, text), &r.said))
 	}
 	return strings.Join(parts, "; ")
-}
-
-// helped reports whether a repair ran and was verified (or is not to be
-// verified): the outcome a row's Message template is written for.
-func helped(j *verifyJob) bool {
-	return j.report.Status != ActionFailed && j.report.Verify != guard.RemediationFailed && j.report.Verify != guard.Undecided
-}
-
-// templateSaysOutcome reports whether the template that shapes a row's
-// repair messages reads the outcome ({{.Verify}} or the engine's {{.Text}}),
-// and so may be used for a repair that did not help.
-func (r *run) templateSaysOutcome(row *contracts.ActionRow) bool {
-	t := r.c.Messages["repair"]
-	if row != nil && row.Template != nil {
-		t = row.Template
-	}
-	if t == nil || t.Tree == nil || t.Tree.Root == nil {
-		return true
-	}
-	src := t.Tree.Root.String()
-	return strings.Contains(src, ".Verify") || strings.Contains(src, ".Text")
 }
 
 // escalate evaluates the escalation table over the run's aggregates; the

@@ -37,9 +37,15 @@ type Briefing struct {
 	// Messages are the messages of the recent runs, newest last.
 	Messages    []BriefMessage           `json:"recent_messages"`
 	Maintenance map[string]*guard.Window `json:"maintenance,omitempty"`
-	// Report lists the fields a report must carry for the health tables
-	// to judge it, step by step.
+	// Report lists the fields a report must carry, step by step: the
+	// fields each step declares (fields= or an example block) and those
+	// its health table judges, each with its type.
 	Report []ReportField `json:"report"`
+	// ReportTo is where the report is to be written, for the session of
+	// an agent step (ForReport); "" otherwise.
+	ReportTo string `json:"report_to,omitempty"`
+	// ReportStep is the agent step whose report that is.
+	ReportStep string `json:"report_step,omitempty"`
 	// Problems says what of the state could not be read.
 	Problems []string `json:"problems,omitempty"`
 }
@@ -53,13 +59,18 @@ type BriefMessage struct {
 	Text      string    `json:"text"`
 }
 
-// ReportField is one field a step's health table judges, with what each
-// severity asks of it, as the cells are written.
+// ReportField is one field of a step's output: its type as the step
+// declares it, and what each severity asks of it, as the health table's
+// cells are written (none for a declared field no cell judges).
 type ReportField struct {
 	Stage string            `json:"stage"`
 	Step  string            `json:"step"`
 	Field string            `json:"field"`
+	Type  string            `json:"type"`  // string, int, float, bool, list, map or any
 	Cells map[string]string `json:"cells"` // severity → the cell as written
+	// Declared marks a field of the step's JSON output, declared by its
+	// author; the others are values of the step's kind (exit_code).
+	Declared bool `json:"declared"`
 }
 
 // briefRuns is how many recent runs' messages a briefing lists.
@@ -90,16 +101,7 @@ func Brief(c *contracts.Contract, stage string, st store.Backend, now time.Time)
 	b.Prose = prose(c, stage)
 	for _, ps := range b.Stages {
 		for _, sp := range ps.Steps {
-			byField := map[string]int{} // field → its index in b.Report
-			for _, h := range sp.Health {
-				i, ok := byField[h.Field]
-				if !ok {
-					i = len(b.Report)
-					byField[h.Field] = i
-					b.Report = append(b.Report, ReportField{Stage: ps.ID, Step: sp.ID, Field: h.Field, Cells: map[string]string{}})
-				}
-				b.Report[i].Cells[h.Severity] = h.Source
-			}
+			b.Report = append(b.Report, reportFields(c, ps.ID, sp)...)
 		}
 	}
 	sum, err := Summarize(st, c.Name, now)
@@ -117,6 +119,70 @@ func Brief(c *contracts.Contract, stage string, st store.Backend, now time.Time)
 		}
 	}
 	return b, nil
+}
+
+// reportFields are the fields of plan step sp's output a report carries:
+// those its health table judges, in the table's order, then those its
+// author declared that no cell judges, by name; each with its type.
+func reportFields(c *contracts.Contract, stage string, sp contracts.PlanStep) []ReportField {
+	var step *contracts.Step
+	for _, st := range c.Stages {
+		for _, s := range st.Steps {
+			if st.ID == stage && s.ID == sp.ID {
+				step = s
+			}
+		}
+	}
+	typeOf := func(field string) string {
+		if step != nil {
+			if t, ok := step.ValueType(field); ok {
+				return string(t)
+			}
+		}
+		return string(contracts.TypeAny)
+	}
+	var out []ReportField
+	byField := map[string]int{} // field → its index in out
+	for _, h := range sp.Health {
+		i, ok := byField[h.Field]
+		if !ok {
+			i = len(out)
+			byField[h.Field] = i
+			declared := false
+			if step != nil {
+				_, declared = step.Fields[h.Field]
+			}
+			out = append(out, ReportField{Stage: stage, Step: sp.ID, Field: h.Field, Type: typeOf(h.Field), Cells: map[string]string{}, Declared: declared})
+		}
+		out[i].Cells[h.Severity] = h.Source
+	}
+	if step == nil {
+		return out
+	}
+	declared := make([]string, 0, len(step.Fields))
+	for f := range step.Fields {
+		if _, judged := byField[f]; !judged {
+			declared = append(declared, f)
+		}
+	}
+	sort.Strings(declared)
+	for _, f := range declared {
+		out = append(out, ReportField{Stage: stage, Step: sp.ID, Field: f, Type: string(step.Fields[f]), Cells: map[string]string{}, Declared: true})
+	}
+	return out
+}
+
+// ForReport narrows the briefing to the session of agent step step: its
+// report section lists the fields that step declares, and says to write
+// the report to path.
+func (b *Briefing) ForReport(step, path string) {
+	kept := b.Report[:0]
+	for _, f := range b.Report {
+		if f.Step == step && f.Declared {
+			kept = append(kept, f)
+		}
+	}
+	b.Report, b.ReportStep, b.ReportTo = kept, step, path
 }
 
 // prose returns the Markdown body of c's file after the front matter, or
@@ -202,7 +268,12 @@ func WriteBrief(w io.Writer, b *Briefing) error {
 		}
 		p("### Stage %s — %s (on %s%s)%s\n\n", st.ID, st.Title, st.Target, who, ro)
 		for _, sp := range st.Steps {
-			p("Step `%s` (%s, timeout %s):\n\n```\n%s\n```\n\n", sp.ID, sp.Kind, sp.Timeout, sp.Command)
+			if sp.ID == b.ReportStep {
+				// The harness's own script is no news to the agent.
+				p("Step `%s` (%s, timeout %s) is this session: your report, below, is its output.\n\n", sp.ID, sp.Kind, sp.Timeout)
+			} else {
+				p("Step `%s` (%s, timeout %s):\n\n```\n%s\n```\n\n", sp.ID, sp.Kind, sp.Timeout, sp.Command)
+			}
 			if len(sp.Health) > 0 {
 				p("| field | severity | when |\n|---|---|---|\n")
 				for _, h := range sp.Health {
@@ -236,7 +307,7 @@ func WriteBrief(w io.Writer, b *Briefing) error {
 	}
 	for _, inc := range b.Incidents {
 		who := inc.Agent
-		if who == store.AllAgents || who == "" {
+		if who == AllAgents || who == "" {
 			who = "the contract"
 		}
 		p("- open since %s: %s: %s (%s)", inc.OpenedAt.UTC().Format(time.RFC3339), who, inc.Condition, nonEmptyOr(inc.Severity, "unknown"))
@@ -252,7 +323,7 @@ func WriteBrief(w io.Writer, b *Briefing) error {
 		p("Recent messages (newest last):\n\n")
 		for _, m := range b.Messages {
 			who := m.Agent
-			if who == "" || who == store.AllAgents {
+			if who == "" || who == AllAgents {
 				who = "contract"
 			}
 			p("- %s %s %s: %s: %s\n", m.At.UTC().Format(time.RFC3339), m.Kind, who, m.Condition, oneLine(m.Text))
@@ -271,7 +342,7 @@ func WriteBrief(w io.Writer, b *Briefing) error {
 	sort.Strings(keys)
 	for _, k := range keys {
 		who := "agent " + k
-		if k == store.AllAgents {
+		if k == AllAgents {
 			who = "the whole contract"
 		}
 		p("- %s: %s\n", who, b.Maintenance[k].String())
@@ -281,13 +352,22 @@ func WriteBrief(w io.Writer, b *Briefing) error {
 	}
 
 	p("## Your report\n\n")
-	if len(b.Report) == 0 {
-		p("The stages briefed judge no field.\n")
-	} else {
-		p("A JSON object per step with these fields; the health tables judge them as shown:\n\n")
-		p("| stage | step | field | healthy | degraded | critical |\n|---|---|---|---|---|---|\n")
+	switch {
+	case b.ReportTo != "":
+		p("Write your report to `%s` (the path is also in $CONTRACTD_REPORT) as one JSON object with exactly these fields, each of its type, "+
+			"then exit. A report that is late, missing, not JSON, lacks a field, has one of another type or one not listed here is not taken: "+
+			"the step is then unknown. The health tables judge the fields as shown:\n\n", b.ReportTo)
+		p("| field | type | healthy | degraded | critical |\n|---|---|---|---|---|\n")
 		for _, f := range b.Report {
-			p("| %s | %s | `%s` | %s | %s | %s |\n", f.Stage, f.Step, f.Field, cellOr(f.Cells["healthy"]), cellOr(f.Cells["degraded"]), cellOr(f.Cells["critical"]))
+			p("| `%s` | %s | %s | %s | %s |\n", f.Field, f.Type, cellOr(f.Cells["healthy"]), cellOr(f.Cells["degraded"]), cellOr(f.Cells["critical"]))
+		}
+	case len(b.Report) == 0:
+		p("The stages briefed judge no field.\n")
+	default:
+		p("A JSON object per step with these fields, each of its type; the health tables judge them as shown:\n\n")
+		p("| stage | step | field | type | healthy | degraded | critical |\n|---|---|---|---|---|---|---|\n")
+		for _, f := range b.Report {
+			p("| %s | %s | `%s` | %s | %s | %s | %s |\n", f.Stage, f.Step, f.Field, f.Type, cellOr(f.Cells["healthy"]), cellOr(f.Cells["degraded"]), cellOr(f.Cells["critical"]))
 		}
 	}
 	if len(b.Problems) > 0 {

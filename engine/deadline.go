@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"time"
 
 	"github.com/contractd/contractd/contracts"
@@ -45,10 +46,12 @@ func batchDeadline(cmds []transports.Command) time.Duration {
 	return total + reachAllowance
 }
 
-// actionTimeouts returns a repair command's own timeout and the deadline of
-// the call that runs it (reaching the target included).
-func (e *Engine) actionTimeouts() (command, call time.Duration) {
-	return e.opts.StepTimeout, e.opts.StepTimeout + reachAllowance
+// actionTimeouts returns a repair command's own timeout (the row's
+// timeout=, else Options.StepTimeout) and the deadline of the call that
+// runs it (reaching the target included).
+func (e *Engine) actionTimeouts(row *contracts.ActionRow) (command, call time.Duration) {
+	command = cmp.Or(row.Timeout, e.opts.StepTimeout)
+	return command, command + reachAllowance
 }
 
 // hostCheckTimeouts are a host check's (depend.go): the step timeout for

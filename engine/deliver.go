@@ -10,6 +10,7 @@ import (
 
 	"github.com/contractd/contractd/engine/guard"
 	"github.com/contractd/contractd/engine/notify"
+	"github.com/contractd/contractd/engine/store"
 	"github.com/contractd/contractd/transports"
 )
 
@@ -109,7 +110,7 @@ func (r *run) send(ctx context.Context, out []outgoing, s *said) error {
 	var troubled []string
 	retried := map[notify.Message]*AlertReport{}
 	for _, d := range deliveries {
-		rd := RouteDelivery{Route: d.Route, Outcome: d.Outcome, Tried: d.Tried, Attempts: d.Attempts, NextAttempt: d.Next}
+		rd := RouteDelivery{Route: d.Route, Outcome: store.Outcome(d.Outcome), Tried: d.Tried, Attempts: d.Attempts, NextAttempt: d.Next}
 		if d.Err != nil {
 			rd.Error = transports.Redact(d.Err.Error(), r.redact)
 		}
@@ -142,7 +143,7 @@ func (r *run) send(ctx context.Context, out []outgoing, s *said) error {
 			troubled = append(troubled, d.Route)
 		}
 		if t.err == "" || (d.Tried && !t.tried) {
-			t.err, t.tried = rd.Error, d.Tried
+			t.err, t.tried = rd.Error+rd.AttemptsNote(), d.Tried
 		}
 		if d.Outcome == notify.OutcomeDropped {
 			t.dropped++

@@ -9,7 +9,6 @@ import (
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine/guard"
-	"github.com/contractd/contractd/engine/store"
 	"github.com/contractd/contractd/transports"
 )
 
@@ -19,7 +18,7 @@ type depending struct {
 	*run
 	fleet   *Fleet
 	units   []*unit
-	ledgers map[string]*store.Ledger // other contracts' ledgers, as their owners wrote them
+	ledgers map[string]*Ledger // other contracts' ledgers, as their owners wrote them
 	checked map[string]error         // host checks of this run, by target: nil when reached
 }
 
@@ -49,7 +48,7 @@ func (r *run) depend(ctx context.Context, units []*unit) (map[string]*targetDown
 		// there is no other contract's verdict, nor a target, to read.
 		return nil, s
 	}
-	d := &depending{run: r, fleet: r.fleet, units: units, ledgers: map[string]*store.Ledger{}, checked: map[string]error{}}
+	d := &depending{run: r, fleet: r.fleet, units: units, ledgers: map[string]*Ledger{}, checked: map[string]error{}}
 	down := map[string]*targetDown{}
 	for _, u := range units {
 		if u.skipped || u.state == nil {
@@ -202,11 +201,11 @@ func (d *depending) contractJudged(contract string, s *said) *guard.Judgement {
 
 // ledger reads another contract's ledger once per run; nil (and said)
 // when it cannot be read.
-func (d *depending) ledger(contract string, s *said) *store.Ledger {
+func (d *depending) ledger(contract string, s *said) *Ledger {
 	if l, ok := d.ledgers[contract]; ok {
 		return l
 	}
-	l, err := d.st.ReadLedger(contract)
+	l, err := ReadLedger(d.st, contract)
 	if err != nil {
 		s.error(fmt.Sprintf("depends_on: the state of %s cannot be read, so nothing is suppressed by it: %v", contract, err))
 		l = nil

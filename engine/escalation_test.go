@@ -3,12 +3,13 @@ package engine
 import (
 	"context"
 	"fmt"
-	"github.com/contractd/contractd/contracts"
-	"github.com/contractd/contractd/engine/clock"
 	"os/exec"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/contractd/contractd/contracts"
+	"github.com/contractd/contractd/engine/clock"
 
 	"github.com/contractd/contractd/engine/notify"
 	"github.com/contractd/contractd/transports"

@@ -203,10 +203,8 @@ func specIdentity(s *transports.Spec) string {
 			port = 22
 		}
 		link = fmt.Sprintf("ssh %s@%s:%d", s.User, s.Host, port)
-	case "pct":
-		link = fmt.Sprintf("pct %d", s.VMID)
-	case "docker":
-		link = "docker " + s.Container
+	case "pct", "docker":
+		link = s.Kind + " " + s.Addr
 	default:
 		link = s.Kind
 	}

@@ -12,7 +12,6 @@ import (
 	"github.com/contractd/contractd/engine/guard"
 	"github.com/contractd/contractd/engine/notify"
 	"github.com/contractd/contractd/engine/store"
-	"github.com/contractd/contractd/transports"
 )
 
 // A run that does not reach its end still leaves state that agrees with
@@ -25,7 +24,7 @@ import (
 //     is the run's engine failure (PanicError); the history gets the run as
 //     far as it went, `interrupted` naming the panic.
 //   - its process dies (kill -9, the host goes down): the ledger's run mark
-//     (store.RunMark), written with the run's first write-ahead record and
+//     (RunMark), written with the run's first write-ahead record and
 //     cleared by its last write, after its history record, outlives it. The
 //     next holder of the run lock — the next run, or `contractd status`,
 //     `history` or `why` — writes that run's history record from what the
@@ -87,12 +86,6 @@ func (r *run) logPanic(p *PanicError) {
 	// The stack is a field of the one record: escaped onto its line, as
 	// every record is one line.
 	r.event(slog.LevelError, "panic (recovered: this run is an engine failure)", "error", p.Error(), "stack", string(p.Stack))
-}
-
-// clean is s as the run keeps any text: secrets redacted, control
-// characters escaped.
-func (r *run) clean(s string) string {
-	return transports.Printable(transports.Redact(s, r.redact))
 }
 
 // abort ends a run that panicked. The panic is logged with its stack and is
@@ -159,7 +152,7 @@ const stoppedReason = "the run did not record its end (contractd was killed or s
 // wrote, or nil when there was none to write; it fails when the history
 // cannot be read or written. The caller holds the contract's run lock and
 // clears the mark in its next ledger write.
-func recordStopped(st store.Backend, name string, l *store.Ledger, now time.Time, by string) (*HistoryRecord, error) {
+func recordStopped(st store.Backend, name string, l *Ledger, now time.Time, by string) (*HistoryRecord, error) {
 	m := l.Run
 	if m == nil {
 		return nil, nil
@@ -184,7 +177,7 @@ func recordStopped(st store.Backend, name string, l *store.Ledger, now time.Time
 // the ledger holds of it: the repairs it started (its intents) and the
 // messages it decided. Its severity is unknown: the run never finished
 // judging what it saw.
-func stoppedRecord(l *store.Ledger, now time.Time, by string) HistoryRecord {
+func stoppedRecord(l *Ledger, now time.Time, by string) HistoryRecord {
 	m := l.Run
 	h := HistoryRecord{
 		RunID: m.RunID, StartedAt: m.StartedAt, OverallSeverity: contracts.SeverityUnknown.String(),
@@ -244,7 +237,7 @@ var ErrRunning = errors.New("a run is in progress")
 // lock (that run records its own end), and with the store's error when the
 // ledger, the history or the lock cannot be read or written.
 func RecordStopped(ctx context.Context, s store.Backend, name string, now time.Time) (*HistoryRecord, error) {
-	l, err := s.ReadLedger(name)
+	l, err := ReadLedger(s, name)
 	if err != nil || l.Run == nil {
 		return nil, nil // a ledger that cannot be read is reported by whoever reads it next
 	}
@@ -256,7 +249,7 @@ func RecordStopped(ctx context.Context, s store.Backend, name string, now time.T
 		return nil, err
 	}
 	defer unlock()
-	if l, err = s.ReadLedger(name); err != nil || l.Run == nil {
+	if l, err = ReadLedger(s, name); err != nil || l.Run == nil {
 		return nil, err // the run ended meanwhile
 	}
 	h, err := recordStopped(s, name, l, now, "a reader of the state")
@@ -264,7 +257,7 @@ func RecordStopped(ctx context.Context, s store.Backend, name string, now time.T
 		return nil, err
 	}
 	l.Run = nil
-	if err := s.WriteLedger(name, l); err != nil {
+	if err := WriteLedger(s, name, l); err != nil {
 		return h, fmt.Errorf("ledger of %s: %w", name, err)
 	}
 	return h, nil

@@ -115,7 +115,7 @@ func TestAPanicIsTheRunsEngineFailureAndIsRecorded(t *testing.T) {
 					t.Errorf("actions %+v; want the repair the panic cut off, reported interrupted", rep2.Actions)
 				}
 			}
-			l, _ := mustStore(t, h.dir).ReadLedger("mesh")
+			l, _ := ReadLedger(mustStore(t, h.dir), "mesh")
 			if l.Run != nil {
 				t.Errorf("ledger still names run %s after a run recorded its end", l.Run.RunID)
 			}
@@ -140,7 +140,7 @@ func TestANotifierThatPanicsFailsItsDeliveryAndTheRun(t *testing.T) {
 	if hist := history(t, h.dir); len(hist) != 1 || hist[0].RunID != rep.RunID {
 		t.Errorf("history %+v; want the run", hist)
 	}
-	l, _ := mustStore(t, h.dir).ReadLedger("mesh")
+	l, _ := ReadLedger(mustStore(t, h.dir), "mesh")
 	if len(l.Outbox.Queue) != 1 || l.Outbox.Queue[0].Notifier != "recorder" || !strings.Contains(l.Outbox.Queue[0].LastError, "panicked") {
 		t.Fatalf("outbox %+v; want the message queued for the notifier that panicked", l.Outbox.Queue)
 	}
@@ -184,7 +184,7 @@ func TestARunStoppedMidwayIsRecordedFromTheLedger(t *testing.T) {
 	if a := hist[0].Actions; len(a) != 1 || a[0].Status != ActionInterrupted || a[0].Action != "pm2 restart abiba-zulip" {
 		t.Errorf("actions %+v; want the repair the ledger holds, interrupted", a)
 	}
-	l, _ := mustStore(t, dir).ReadLedger("mesh")
+	l, _ := ReadLedger(mustStore(t, dir), "mesh")
 	if l.Run != nil || len(l.Intents) != 1 {
 		t.Errorf("ledger after the record: run %+v, intents %+v; want no mark and the intent kept for the next run to verify", l.Run, l.Intents)
 	}
@@ -276,7 +276,7 @@ func TestACancelledRunRecordsWhatItDid(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if led, _ := l.ReadLedger("mesh"); led.Run != nil || len(led.Units["abiba"].Repairs) != 1 {
+	if led, _ := ReadLedger(l, "mesh"); led.Run != nil || len(led.Units["abiba"].Repairs) != 1 {
 		t.Errorf("ledger: run mark %+v, repairs %v; want no mark and the repair", led.Run, led.Units["abiba"].Repairs)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/contractd/contractd/engine/notify"
-	"github.com/contractd/contractd/engine/store"
 )
 
 // The write-ahead ledger. A repair is recorded before its command starts
@@ -22,7 +21,7 @@ func (r *run) persist() error {
 	if r.e.opts.DryRun {
 		return nil
 	}
-	if err := r.st.WriteLedger(r.c.Name, r.ledger); err != nil {
+	if err := WriteLedger(r.st, r.c.Name, r.ledger); err != nil {
 		return fmt.Errorf("state cannot be written: %w", err)
 	}
 	return nil
@@ -31,8 +30,8 @@ func (r *run) persist() error {
 // intend records a repair before its command runs: the guards count it from
 // now on, whatever happens to this process. It fails when the ledger cannot
 // be written; then the repair must not run.
-func (r *repairing) intend(u *unit, key, cmd, target string, grace time.Duration) (*store.Intent, error) {
-	in := &store.Intent{RunID: r.rep.RunID, Unit: u.key, Condition: key, Command: cmd, Target: target, Started: r.e.opts.Clock.Now()}
+func (r *repairing) intend(u *unit, key, cmd, target string, grace time.Duration) (*Intent, error) {
+	in := &Intent{RunID: r.rep.RunID, Unit: u.key, Condition: key, Command: cmd, Target: target, Started: r.e.opts.Clock.Now()}
 	r.chain.RecordRepair(u.state, key, grace)
 	r.ledger.Intents = append(r.ledger.Intents, in)
 	return in, r.persist()
@@ -41,7 +40,7 @@ func (r *repairing) intend(u *unit, key, cmd, target string, grace time.Duration
 // ended records that a repair's command returned (exit code -1: its target
 // was unreachable). A ledger that cannot be written now is an error of the
 // phase and a log line: the repair is already counted.
-func (r *repairing) ended(in *store.Intent, code int) {
+func (r *repairing) ended(in *Intent, code int) {
 	in.Ended, in.ExitCode = r.e.opts.Clock.Now(), code
 	if err := r.persist(); err != nil {
 		r.error("ledger after repair: " + err.Error())

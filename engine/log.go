@@ -111,7 +111,13 @@ func (r *run) event(level slog.Level, msg string, args ...any) {
 	for i, a := range args {
 		clean[i] = r.cleanValue(a)
 	}
-	r.log.Log(context.Background(), level, r.clean(msg), clean...)
+	r.log.Log(r.ctx, level, r.clean(msg), clean...)
+}
+
+// clean is s as the run keeps any text: secrets redacted, control
+// characters escaped.
+func (r *run) clean(s string) string {
+	return transports.Printable(transports.Redact(s, r.redact))
 }
 
 // unitEvent is event about unit u: its agent (or stage, for an agentless
@@ -147,14 +153,14 @@ func (r *run) logMessage(m notify.Message) {
 	for i, a := range args {
 		clean[i] = r.cleanValue(a)
 	}
-	r.log.Log(context.Background(), level, r.clean(m.Text), clean...)
+	r.log.Log(r.ctx, level, r.clean(m.Text), clean...)
 }
 
 // logEnd logs how a run ended, unless the engine failed (the caller says
 // that, knowing whether it was a shutdown, a fenced write or a failure): a
 // run that found everything healthy and did nothing at debug; one that
 // found something, acted or alerted at info; a skipped run at info.
-func logEnd(log *slog.Logger, rep *Report, err error) {
+func logEnd(ctx context.Context, log *slog.Logger, rep *Report, err error) {
 	switch {
 	case err != nil || rep == nil:
 		return
@@ -175,6 +181,6 @@ func logEnd(log *slog.Logger, rep *Report, err error) {
 	if rep.OverallSeverity == contracts.SeverityHealthy && len(rep.Actions) == 0 && len(rep.Alerts) == 0 && len(rep.Errors) == 0 {
 		level = slog.LevelDebug
 	}
-	log.Log(context.Background(), level, "run finished", "severity", rep.OverallSeverity.String(), "duration_ms", rep.DurationMS,
+	log.Log(ctx, level, "run finished", "severity", rep.OverallSeverity.String(), "duration_ms", rep.DurationMS,
 		"repairs_ran", ran, "repairs_failed", failed, "alerts", len(rep.Alerts), "errors", len(rep.Errors))
 }

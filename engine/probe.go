@@ -1,10 +1,10 @@
 package engine
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -96,7 +96,7 @@ func (r *run) probe(ctx context.Context, stages []*stageRun) probed {
 // target travel as one batch; once a target is unreachable, later steps on
 // it are unreachable too without another attempt.
 func (r *run) probeStage(ctx context.Context, sr *stageRun) {
-	sr.report.Target = describeTarget(r.c, sr.target)
+	sr.report.Target = r.c.Chain(sr.target)
 	if r.e.opts.Recordings != nil {
 		r.replayStage(ctx, sr)
 		return
@@ -227,8 +227,9 @@ func (r *run) execBatch(ctx context.Context, sr *stageRun, tgt string, batch []*
 	return out
 }
 
-// probeNative runs an http or tcp step, from an ssh target's vantage point
-// when it has via=.
+// probeNative runs a step the engine probes itself: an http or tcp step
+// from an ssh target's vantage point when it has via=, an agent step's
+// session with its stage's briefing (steps.WithSession).
 func (r *run) probeNative(ctx context.Context, sr *stageRun, step *contracts.Step) *steps.Observation {
 	probe := steps.Kinds[step.Kind].Probe
 	if probe == nil {
@@ -248,7 +249,25 @@ func (r *run) probeNative(ctx context.Context, sr *stageRun, step *contracts.Ste
 	sctx, cancel := context.WithTimeout(ctx, r.e.stepTimeout(step))
 	defer cancel()
 	sctx = r.probeContext(sctx, sr, step)
+	sctx = steps.WithSession(sctx, steps.Session{Contract: r.c.Name, Stage: sr.id, Agent: sr.agent, Secrets: r.secrets, Brief: r.briefer(sr, step)})
 	return probe(sctx, step, steps.WithSecrets(sr.vars, r.secrets), d)
+}
+
+// briefer renders the briefing of sr's stage for a session of step whose
+// report goes to a path of the session's: `contractd brief --stage` as of
+// now, its report section narrowed to step (Briefing.ForReport). It is
+// called only by the kinds that brief a session.
+func (r *run) briefer(sr *stageRun, step *contracts.Step) func(string) ([]byte, error) {
+	return func(reportPath string) ([]byte, error) {
+		b, err := Brief(r.c, sr.stage.ID, r.st, r.e.opts.Clock.Now())
+		if err != nil {
+			return nil, err
+		}
+		b.ForReport(step.ID, reportPath)
+		var out bytes.Buffer
+		err = WriteBrief(&out, b)
+		return out.Bytes(), err
+	}
 }
 
 // probeContext names the stage and steps a probe is for in ctx (Probe),
@@ -292,8 +311,8 @@ func (sr *stageRun) record(r *run, step *contracts.Step, o *steps.Observation) {
 		rep.Error = o.Err.Error()
 	}
 	rep.Note = o.Result.Note
-	rep.Stdout = truncate(o.Result.Stdout, 2048)
-	rep.Stderr = truncate(o.Result.Stderr, 2048)
+	rep.Stdout = transports.Shorten(o.Result.Stdout, 2048)
+	rep.Stderr = transports.Shorten(o.Result.Stderr, 2048)
 	sr.report.Steps = append(sr.report.Steps, rep)
 	if r.e.opts.Progress != nil {
 		r.e.opts.Progress(Event{Stage: sr.id, Step: step.ID, Severity: o.Severity, Duration: o.Duration})
@@ -384,13 +403,6 @@ func exportedValues(step *contracts.Step, o *steps.Observation) map[string]float
 	return m
 }
 
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return s[:n] + fmt.Sprintf("… [%d bytes]", len(s))
-}
-
 // releaser returns what to call when a stage is done: with ReleaseTargets
 // and an opener that can, it closes each target's connection after the
 // last stage that uses it. The stages end concurrently: each target's
@@ -422,46 +434,16 @@ func (r *run) releaser(stages []*stageRun) func(*stageRun) {
 	}
 }
 
-// describeTarget renders a target's chain, e.g. "ssh root@h → pct 112".
-func describeTarget(c *contracts.Contract, name string) string {
-	var parts []string
-	seen := map[string]bool{}
-	for name != "" && name != "local" && !seen[name] {
-		seen[name] = true
-		t, ok := c.Targets[name]
-		if !ok {
-			parts = append(parts, name+"?")
-			break
-		}
-		switch t.Kind() {
-		case "ssh":
-			parts = append(parts, "ssh "+t.SSH)
-		case "pct":
-			parts = append(parts, fmt.Sprintf("pct %d", t.PCT))
-		case "docker":
-			parts = append(parts, "docker "+t.Docker)
-		default:
-			parts = append(parts, "local")
-		}
-		name = t.Via
-	}
-	if len(parts) == 0 {
-		return "local"
-	}
-	for i, j := 0, len(parts)-1; i < j; i, j = i+1, j-1 {
-		parts[i], parts[j] = parts[j], parts[i]
-	}
-	return strings.Join(parts, " → ")
-}
-
 // redactObservation replaces secret values in everything a step kept:
-// output, findings and every string the tables read.
+// output, findings, why its answer was invalid and every string the
+// tables read.
 func redactObservation(o *steps.Observation, secrets []string) {
 	if len(secrets) == 0 {
 		return
 	}
 	o.Result.Stdout = transports.Redact(o.Result.Stdout, secrets)
 	o.Result.Stderr = transports.Redact(o.Result.Stderr, secrets)
+	o.Invalid = transports.Redact(o.Invalid, secrets)
 	for i, f := range o.Findings {
 		o.Findings[i] = transports.Redact(f, secrets)
 	}

@@ -393,7 +393,7 @@ func (r *repairing) act(ctx context.Context, u *unit, sr *stageRun, row *contrac
 		}
 		command = transports.Command{Script: steps.SudoScript(argv), Shell: "sh"}
 	}
-	res, err := r.execAction(actx, target, command)
+	res, err := r.execAction(actx, row, target, command)
 	if err != nil {
 		r.ended(intent, -1)
 	} else {
@@ -401,18 +401,18 @@ func (r *repairing) act(ctx context.Context, u *unit, sr *stageRun, row *contrac
 	}
 	code := res.ExitCode
 	ar.ExitCode = &code
-	ar.Stdout = truncate(transports.Redact(res.Stdout, r.redact), 2048)
-	ar.Stderr = truncate(transports.Redact(res.Stderr, r.redact), 2048)
+	ar.Stdout = transports.Shorten(transports.Redact(res.Stdout, r.redact), 2048)
+	ar.Stderr = transports.Shorten(transports.Redact(res.Stderr, r.redact), 2048)
 	switch {
 	case err != nil:
 		ar.Status, ar.Reason = ActionFailed, "target unreachable: "+err.Error()
 		r.unitEvent(slog.LevelWarn, u, "repair failed: target unreachable", "action", cmd, "condition", row.Condition, "seen", seen, "error", err)
 	case res.TimedOut:
-		timeout, _ := r.e.actionTimeouts()
-		ar.Status, ar.Reason = ActionFailed, strings.TrimSuffix(fmt.Sprintf("timed out after %s (the repair timeout) and was killed: %s", contracts.FormatDuration(timeout), truncate(strings.TrimSpace(transports.Redact(res.Stderr, r.redact)), 200)), ": ")
+		timeout, _ := r.e.actionTimeouts(row)
+		ar.Status, ar.Reason = ActionFailed, strings.TrimSuffix(fmt.Sprintf("timed out after %s (the repair timeout) and was killed: %s", contracts.FormatDuration(timeout), transports.Shorten(strings.TrimSpace(transports.Redact(res.Stderr, r.redact)), 200)), ": ")
 		r.unitEvent(slog.LevelWarn, u, "repair failed: timed out and killed", "action", cmd, "condition", row.Condition, "seen", seen, "timeout", contracts.FormatDuration(timeout))
 	case code != 0:
-		ar.Status, ar.Reason = ActionFailed, fmt.Sprintf("exit code %d: %s", code, truncate(strings.TrimSpace(transports.Redact(res.Stderr, r.redact)), 200))
+		ar.Status, ar.Reason = ActionFailed, fmt.Sprintf("exit code %d: %s", code, transports.Shorten(strings.TrimSpace(transports.Redact(res.Stderr, r.redact)), 200))
 		r.unitEvent(slog.LevelWarn, u, "repair failed", "action", cmd, "condition", row.Condition, "seen", seen, "exit_code", code, "error", ar.Reason)
 	default:
 		ar.Status = ActionRan
@@ -479,14 +479,14 @@ func (r *repairing) guardAlert(u *unit, sr *stageRun, row *contracts.ActionRow, 
 	return false
 }
 
-// execAction runs one repair command on its target under the repair
-// timeout.
-func (r *run) execAction(ctx context.Context, target string, cmd transports.Command) (transports.Result, error) {
+// execAction runs one repair command of row on its target, within the
+// row's timeout.
+func (r *run) execAction(ctx context.Context, row *contracts.ActionRow, target string, cmd transports.Command) (transports.Result, error) {
 	tr, err := r.e.opts.Opener.Open(r.c, target)
 	if err != nil {
 		return transports.Result{}, err
 	}
-	timeout, deadline := r.e.actionTimeouts()
+	timeout, deadline := r.e.actionTimeouts(row)
 	actx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
 	cmd.Timeout = timeout
@@ -509,7 +509,7 @@ func describeHeld(sr *stageRun, row *contracts.ActionRow) string {
 	for _, p := range row.Reads {
 		if v, ok := steps.Lookup(env, p); ok {
 			if _, fn := v.(func(string, string) int); !fn {
-				seen = append(seen, p+"="+truncate(steps.FormatValue(v), 80))
+				seen = append(seen, p+"="+transports.Shorten(steps.FormatValue(v), 80))
 			}
 		}
 	}

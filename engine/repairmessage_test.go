@@ -1,9 +1,15 @@
 package engine
 
 import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -13,8 +19,8 @@ import (
 
 // TestRepairMessageSaysWhatItWasForAndWhetherItHelped: a row's Message
 // template sees the findings that prompted the repair (not the state after
-// it); a repair that did not help is told in the engine's words, since a
-// template written for the repair that works would say it worked.
+// it), and shapes the message whether the repair helped or not; a row
+// without one is told in the engine's words, which say whether it helped.
 func TestRepairMessageSaysWhatItWasForAndWhetherItHelped(t *testing.T) {
 	dir := t.TempDir()
 	state := filepath.Join(dir, "state")
@@ -22,16 +28,23 @@ func TestRepairMessageSaysWhatItWasForAndWhetherItHelped(t *testing.T) {
 		"| `st.stdout == \"stopped\"` | `cat "+filepath.Join(dir, "next")+" > "+state+"` | restarted {{.Unit}} (was: {{.Findings}}) |\n")
 	c := parse(t, src)
 	pool := localPool(t, transports.PoolOptions{})
-	for _, tc := range []struct{ next, want, not string }{
-		{"running", "restarted svc (was: ", "did not help"},
-		{"stopped", "did not help", "restarted svc"},
+	bare := parse(t, svcContract(state, "| Condition | Action |\n|-----------|--------|\n"+
+		"| `st.stdout == \"stopped\"` | `cat "+filepath.Join(dir, "next")+" > "+state+"` |\n"))
+	for _, tc := range []struct {
+		c               *contracts.Contract
+		next, want, not string
+	}{
+		{c, "running", "restarted svc (was: ", "did not help"},
+		{c, "stopped", "restarted svc (was: ", "did not help"},
+		{bare, "running", "repaired svc: ", "did not help"},
+		{bare, "stopped", "repair of svc did not help", "repaired svc"},
 	} {
-		all := messagesAfterRepair(t, pool, c, state, tc.next)
+		all := messagesAfterRepair(t, pool, tc.c, state, tc.next)
 		if !strings.Contains(all, tc.want) || strings.Contains(all, tc.not) {
 			t.Errorf("repair leaving %q: messages %q; want %q and not %q", tc.next, all, tc.want, tc.not)
 		}
-		if tc.next == "running" && !strings.Contains(all, "stopped") {
-			t.Errorf("the repair message's findings are the state after the repair: %q", all)
+		if tc.c == c && !strings.Contains(all, "(was: stdout (stopped)") {
+			t.Errorf("the repair message's findings are not the state before the repair: %q", all)
 		}
 	}
 }
@@ -144,4 +157,133 @@ func messagesAfterRepair(t *testing.T, pool *transports.Pool, c *contracts.Contr
 		texts = append(texts, a.Text)
 	}
 	return strings.Join(texts, "\n")
+}
+
+// TestRepairThatDidNotHelpIsSentInTheAuthorsWords: with alert_on: repair
+// and the seed watchdog's one-line Message ("restarted <unit> (<reason>)"),
+// a repair that did not help still reaches a real webhook listener in the
+// author's format, which the receiving side parses: the restart did happen,
+// and a template says the outcome with {{.Verify}} when its author wants.
+func TestRepairThatDidNotHelpIsSentInTheAuthorsWords(t *testing.T) {
+	var mu sync.Mutex
+	var got []string
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var body struct{ Text string }
+		if err := json.NewDecoder(r.Body).Decode(&body); err != nil {
+			t.Errorf("webhook body: %v", err)
+		}
+		mu.Lock()
+		got = append(got, body.Text)
+		mu.Unlock()
+	}))
+	defer hook.Close()
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	pool := localPool(t, transports.PoolOptions{})
+	for _, tc := range []struct{ name, message, want string }{
+		{"the seed's line", "restarted {{.Unit}} (stopped: not running)", "msg: restarted svc (stopped: not running)"},
+		{"a line that reads the verdict", "restarted {{.Unit}} ({{.Verify}})", "msg: restarted svc (remediation failed)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mu.Lock()
+			got = nil
+			mu.Unlock()
+			src := svcContract(state, "| Condition | Action | Message |\n|-----------|--------|---------|\n"+
+				"| `st.stdout == \"stopped\"` | `cat "+filepath.Join(dir, "next")+" > "+state+"` | "+tc.message+" |\n")
+			src = strings.Replace(src, "guards: {grace: 0s}\n", "guards: {grace: 0s}\nalert_on: repair\nnotify:\n  - {webhook: {url: \""+hook.URL+"\", format: text}}\n", 1)
+			messagesAfterRepair(t, pool, parse(t, src), state, "stopped")
+			mu.Lock()
+			defer mu.Unlock()
+			if len(got) != 1 || got[0] != tc.want {
+				t.Fatalf("the webhook received %q after a repair that did not help; want exactly [%q]", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestWhySaysDebounceOffWhenDebounceIsZero: with `debounce: 0s`, the trace
+// `contractd why` prints says what the guard decided, "debounce: off", not
+// "allow (no recent repair)" seconds after a repair.
+func TestWhySaysDebounceOffWhenDebounceIsZero(t *testing.T) {
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	src := svcContract(state, "| Condition | Action |\n|-----------|--------|\n"+
+		"| `st.stdout == \"stopped\"` | `true` |\n")
+	src = strings.Replace(src, "guards: {grace: 0s}", "guards: {grace: 0s, debounce: 0s}", 1)
+	c := parse(t, src)
+	pool := localPool(t, transports.PoolOptions{})
+	os.WriteFile(state, []byte("stopped\n"), 0o644)
+	opts := Options{StateDir: t.TempDir(), Opener: PoolOpener{Pool: pool}, Sleep: func(context.Context, time.Duration) error { return nil }}
+	eng, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep *Report
+	for range 2 { // the second run comes right after a repair
+		if rep, err = eng.Run(context.Background(), c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var b strings.Builder
+	WriteTrace(&b, rep)
+	if !strings.Contains(b.String(), "    debounce: off\n") || strings.Contains(b.String(), "no recent repair") {
+		t.Fatalf("why after a repair with debounce 0s:\n%s\nwant \"debounce: off\"", b.String())
+	}
+}
+
+// TestRouteAttemptsAgreeWithItsError: a webhook route that answers 503 is
+// tried 3 times a run (retries: 2); the report's attempts and the words of
+// its error come from one count: 3 after the first run, 6 after the next,
+// where it used to print attempts: 1 beside "(3 attempts)".
+func TestRouteAttemptsAgreeWithItsError(t *testing.T) {
+	var mu sync.Mutex
+	posts := 0
+	hook := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		posts++
+		mu.Unlock()
+		http.Error(w, "down", http.StatusServiceUnavailable)
+	}))
+	defer hook.Close()
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	src := svcContract(state, "| Condition | Action |\n|-----------|--------|\n| `st.stdout == \"stopped\"` | `true` |\n")
+	src = strings.Replace(src, "guards: {grace: 0s}\n", "guards: {grace: 0s, debounce: 0s}\nalert_on: repair\nnotify:\n  - {webhook: {url: \""+hook.URL+"\", retries: 2, backoff: 1ms}}\n", 1)
+	c := parse(t, src)
+	os.WriteFile(state, []byte("stopped\n"), 0o644)
+	eng, err := New(Options{StateDir: t.TempDir(), Opener: PoolOpener{Pool: localPool(t, transports.PoolOptions{})}, Sleep: func(context.Context, time.Duration) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for run, want := range []int{3, 6} {
+		rep, err := eng.Run(context.Background(), c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, a := range rep.Alerts {
+			for _, rd := range a.Routes {
+				if rd.Tried {
+					got = append(got, fmt.Sprintf("attempts %d, error %q, summary %q", rd.Attempts, rd.Error, a.Summary()))
+					if rd.Attempts == want && !strings.Contains(a.Summary(), fmt.Sprintf("(%d attempts)", want)) ||
+						rd.Attempts != want || strings.Contains(rd.Error, "attempts)") {
+						t.Errorf("run %d: %s; want %d attempts, said once, the same in the summary", run+1, got[len(got)-1], want)
+					}
+				}
+			}
+		}
+		if len(got) == 0 {
+			t.Fatalf("run %d: no route tried a message: %+v", run+1, rep.Alerts)
+		}
+		for _, e := range rep.Errors {
+			if strings.Contains(e, "attempts)") && !strings.Contains(e, fmt.Sprintf("(%d attempts)", want)) {
+				t.Errorf("run %d: the run's error counts otherwise: %s", run+1, e)
+			}
+		}
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if posts < 6 {
+		t.Errorf("the listener saw %d posts, want at least 6", posts)
+	}
 }

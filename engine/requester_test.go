@@ -28,7 +28,7 @@ func TestRequesterIsRecordedWithWhatItChanged(t *testing.T) {
 	if err := ReleaseLedger(ctx, st, "mesh", "", h.clock.Now()); err != nil {
 		t.Fatal(err)
 	}
-	l, err := st.ReadLedger("mesh")
+	l, err := ReadLedger(st, "mesh")
 	if err != nil || len(l.Operator) != 2 || l.Operator[0].By != who || !strings.Contains(l.Operator[0].What, "maintenance of agent abiba for 1h: pi upgrade") || !strings.HasPrefix(l.Operator[1].What, "released") {
 		t.Fatalf("operator events %+v, %v", l.Operator, err)
 	}
@@ -46,7 +46,7 @@ func TestRequesterIsRecordedWithWhatItChanged(t *testing.T) {
 	if err != nil || len(hist) != 1 || len(hist[0].Operator) != 2 {
 		t.Fatalf("the run's record does not take the operator events: %+v, %v", hist, err)
 	}
-	if l, _ := st.ReadLedger("mesh"); len(l.Operator) != 0 {
+	if l, _ := ReadLedger(st, "mesh"); len(l.Operator) != 0 {
 		t.Fatalf("the ledger keeps operator events the history has: %+v", l.Operator)
 	}
 

@@ -10,7 +10,6 @@ import (
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine/notify"
-	"github.com/contractd/contractd/engine/store"
 )
 
 // Resend is what one route's resend of the open incidents did.
@@ -80,13 +79,13 @@ func (e *Engine) Resend(ctx context.Context, c *contracts.Contract) ([]Resend, e
 		return nil, fmt.Errorf("resend %s: %w", c.Name, err)
 	}
 	defer unlock()
-	l, err := st.ReadLedger(c.Name)
+	l, err := ReadLedger(st, c.Name)
 	if err != nil {
 		return nil, fmt.Errorf("resend %s: %w", c.Name, err)
 	}
 	out, changed := resend(ctx, c.Name, l, rfs, e.opts.Clock.Now())
 	if changed {
-		if err := st.WriteLedger(c.Name, l); err != nil {
+		if err := WriteLedger(st, c.Name, l); err != nil {
 			return out, fmt.Errorf("resend %s: ledger: %w", c.Name, err)
 		}
 	}
@@ -118,7 +117,7 @@ func (r *run) resendOpen(ctx context.Context, s *said) {
 
 // resend posts l's open incidents to every route in rfs and records each
 // route's failure in l.ResendErrors; it reports whether l changed.
-func resend(ctx context.Context, contract string, l *store.Ledger, rfs []notify.Refresher, now time.Time) ([]Resend, bool) {
+func resend(ctx context.Context, contract string, l *Ledger, rfs []notify.Refresher, now time.Time) ([]Resend, bool) {
 	open := openMessages(contract, l, now)
 	out := make([]Resend, 0, len(rfs))
 	changed := false
@@ -157,7 +156,7 @@ func deliverRefresh(ctx context.Context, rf notify.Refresher, open []notify.Mess
 // openMessages returns a reminder for every open incident of l that the
 // routes may hear of (alert_on kept none of its messages back), in key
 // order, saying what the incident's last message said.
-func openMessages(contract string, l *store.Ledger, now time.Time) []notify.Message {
+func openMessages(contract string, l *Ledger, now time.Time) []notify.Message {
 	keys := make([]string, 0, len(l.Incidents))
 	for k, inc := range l.Incidents {
 		if inc != nil && !inc.Resolved && !inc.Unsent {

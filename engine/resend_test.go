@@ -151,7 +151,7 @@ func TestAlertmanagerRouteThroughRunsAndResends(t *testing.T) {
 			t.Fatalf("refused resend %d: %+v, %v; want New %v", i, rs, err, wantNew)
 		}
 	}
-	l, err := st.ReadLedger(h.c.Name)
+	l, err := ReadLedger(st, h.c.Name)
 	if err != nil || !strings.Contains(l.ResendErrors["am"], "400 Bad Request") {
 		t.Fatalf("ledger's resend errors %v (%v)", l.ResendErrors, err)
 	}

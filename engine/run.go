@@ -25,6 +25,7 @@ var errNotCompiled = errors.New("condition not compiled")
 // comes from deadline.go.
 type run struct {
 	// Set by Run and open; no phase changes them.
+	ctx       context.Context // the run's, for its log records (event); phases take their own
 	e         *Engine
 	c         *contracts.Contract
 	rep       *Report // filled by do from what the phases return
@@ -61,7 +62,7 @@ type run struct {
 	// ledger is the contract's guard state, incidents and outbox, read by
 	// open and changed by the phases in turn: repair and deliver write it
 	// ahead, record writes it last.
-	ledger *store.Ledger
+	ledger *Ledger
 	// mu guards the units' guard state in the ledger (ledger.Units) while
 	// verify's goroutines run, one per repaired unit: each records its
 	// repairs' outcomes (verify.go) while another's probe may read any
@@ -121,7 +122,7 @@ func (e *Engine) Run(ctx context.Context, c *contracts.Contract) (rep *Report, e
 		log = log.With("requested_by", transports.Printable(rep.RequestedBy))
 	}
 	// Deferred first, so it runs last: the run's end as it was returned.
-	defer func() { logEnd(log, rep, err) }()
+	defer func() { logEnd(ctx, log, rep, err) }()
 	// A panic before the run holds its lock has nothing to record.
 	defer func() {
 		if v := recover(); v != nil {
@@ -162,7 +163,7 @@ func (e *Engine) Run(ctx context.Context, c *contracts.Contract) (rep *Report, e
 	}
 	defer unlock()
 
-	r := &run{e: e, c: c, rep: rep, st: st, log: log, secrets: e.secrets(c), gateValues: map[string]any{}, phase: "open",
+	r := &run{ctx: ctx, e: e, c: c, rep: rep, st: st, log: log, secrets: e.secrets(c), gateValues: map[string]any{}, phase: "open",
 		fleet: fleetOf(ctx), recurring: guard.Recurring{Windows: c.Maintenance, Clock: e.opts.Clock}}
 	if unwritable != nil {
 		var ue *store.UnwritableError
@@ -221,7 +222,7 @@ func (r *run) do(ctx context.Context) (*Report, error) {
 	r.add(depended)
 	repaired := r.repair(rctx, units)
 	r.add(repaired.said)
-	r.verify(rctx, repaired.jobs)
+	r.verify(rctx, repaired.jobs).settle()
 	rep.Agents = agentReports(units)
 	if r.unshared != "" || r.unwritable != "" {
 		return r.reportOnly(units) // nothing can be recorded: no alerts, nothing sent or written
@@ -246,14 +247,14 @@ func (r *run) open() (said, error) {
 	r.notifiers = r.buildNotifiers(&s)
 	r.chain = guard.NewChain(c.Guards, c.Schedule, r.e.opts.Clock)
 	var err error
-	r.ledger, err = r.st.ReadLedger(c.Name)
+	r.ledger, err = ReadLedger(r.st, c.Name)
 	if r.unwritable != "" {
 		// Read what can be read (hysteresis, maintenance windows); a
 		// ledger that cannot be is not an engine failure here: nothing
 		// will be decided from it.
 		r.noRepair, r.noRepairBy = r.unwritable, "state"
 		if err != nil {
-			r.ledger = store.NewLedger(c.Name)
+			r.ledger = NewLedger(c.Name)
 		}
 		r.state, _, _ = r.st.ReadSnapshot(c.Name)
 		if r.state == nil {
@@ -264,7 +265,7 @@ func (r *run) open() (said, error) {
 	if errors.Is(err, store.ErrUnavailable) {
 		r.unshared = err.Error()
 		r.noRepair = "nothing can be recorded: " + err.Error()
-		r.ledger = store.NewLedger(c.Name)
+		r.ledger = NewLedger(c.Name)
 		r.state = map[string]any{}
 		return s, nil
 	}
@@ -276,7 +277,7 @@ func (r *run) open() (said, error) {
 		// and says why, loudly.
 		r.noRepair, r.noRepairBy = "ledger was corrupt and moved aside: "+err.Error(), "ledger"
 		s.error(r.noRepair)
-		r.ledger = store.NewLedger(c.Name)
+		r.ledger = NewLedger(c.Name)
 		r.queue(&s, notify.Message{Contract: c.Name, Kind: notify.KindEscalate, Severity: "critical",
 			Text: "state ledger was corrupt and has been moved aside; this run repairs nothing, and the last repair is taken from the snapshot so the debounce still holds: " + err.Error()},
 			&AlertReport{Key: guard.IncidentKey(c.Name, guard.AllUnits, "ledger"), Agent: guard.AllUnits, Condition: "ledger corrupt", Kind: notify.KindEscalate, Severity: "critical"})
@@ -299,7 +300,7 @@ func (r *run) open() (said, error) {
 		r.recordStopped(now, &s)
 		// From this run's first write-ahead record on, the ledger names
 		// it until its history record is written.
-		r.ledger.Run = &store.RunMark{RunID: rep.RunID, StartedAt: rep.StartedAt}
+		r.ledger.Run = &RunMark{RunID: rep.RunID, StartedAt: rep.StartedAt}
 	}
 	r.recoverLedger()
 	prev, _, err := r.st.ReadSnapshot(c.Name)

@@ -152,7 +152,7 @@ func TestSlowRetrySupervisor(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	led, err := st.ReadLedger("sup")
+	led, err := ReadLedger(st, "sup")
 	if err != nil {
 		t.Fatal(err)
 	}

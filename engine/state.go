@@ -26,7 +26,7 @@ func (e *Engine) openStore() (store.Backend, error) {
 
 // lastRepair is the time of the newest repair of any unit: the seed's
 // restart_debounce timestamp.
-func lastRepair(l *store.Ledger) time.Time {
+func lastRepair(l *Ledger) time.Time {
 	var t time.Time
 	for _, u := range l.Units {
 		if u == nil {
@@ -126,20 +126,20 @@ func ReadStatus(st store.Backend, name string, now time.Time) (*Status, error) {
 // the whole contract when agent is "", in st under the contract's run lock
 // (waiting up to 30 s for a run to finish). Windows that have ended by now
 // are dropped on the way. It returns the windows in force afterwards, keyed
-// by agent (store.AllAgents for the whole contract); it fails when the
+// by agent (AllAgents for the whole contract); it fails when the
 // lock cannot be had or the ledger cannot be read or written. A caller
 // that named itself (WithRequester) is kept in the window (By) and in the
 // ledger's operator events, which the next run's history record takes.
 func SetMaintenance(ctx context.Context, st store.Backend, name, agent string, d time.Duration, reason string, now time.Time) (map[string]*guard.Window, error) {
 	if agent == "" {
-		agent = store.AllAgents
+		agent = AllAgents
 	}
 	unlock, err := st.Lock(ctx, name, 30*time.Second)
 	if err != nil {
 		return nil, fmt.Errorf("maintenance %s: %w", name, err)
 	}
 	defer unlock()
-	l, err := st.ReadLedger(name)
+	l, err := ReadLedger(st, name)
 	if err != nil {
 		return nil, err
 	}
@@ -156,7 +156,7 @@ func SetMaintenance(ctx context.Context, st store.Backend, name, agent string, d
 		l.AddOperator(store.OperatorEvent{At: now.UTC(), By: by, What: maintenanceEvent(agent, d, reason)})
 	}
 	l.PruneWindows(now)
-	if err := st.WriteLedger(name, l); err != nil {
+	if err := WriteLedger(st, name, l); err != nil {
 		return nil, err
 	}
 	return l.Maintenance, nil
@@ -167,7 +167,7 @@ func SetMaintenance(ctx context.Context, st store.Backend, name, agent string, d
 // ended".
 func maintenanceEvent(agent string, d time.Duration, reason string) string {
 	who := "agent " + agent
-	if agent == store.AllAgents {
+	if agent == AllAgents {
 		who = "the whole contract"
 	}
 	if d <= 0 {
@@ -183,7 +183,7 @@ func maintenanceEvent(agent string, d time.Duration, reason string) string {
 // Maintenance returns a contract's maintenance windows in st that have not
 // ended by now, by agent. It fails when the ledger cannot be read.
 func Maintenance(st store.Backend, name string, now time.Time) (map[string]*guard.Window, error) {
-	l, err := st.ReadLedger(name)
+	l, err := ReadLedger(st, name)
 	if err != nil {
 		return nil, err
 	}
@@ -194,9 +194,9 @@ func Maintenance(st store.Backend, name string, now time.Time) (map[string]*guar
 // ReleaseLedger is the operator's release of a contract (`contractd reset
 // NAME`) in its ledger: escalations, failed-repair counts and pending
 // repairs of every unit (or of the named unit) are cleared in st
-// (store.Ledger.ClearUnits), under the run lock. Repair times stay, so
+// (Ledger.ClearUnits), under the run lock. Repair times stay, so
 // budgets and the crash-loop guard still hold. The ledger records the
-// release at now (store.Ledger.ReleasedAt): a daemon that runs the contract
+// release at now (Ledger.ReleasedAt): a daemon that runs the contract
 // from a shared store releases its hold-down when it reads it;
 // serve.ReleaseHoldDown releases a daemon's in its state dir. A caller that
 // named itself (WithRequester) is kept in the ledger's operator events. It
@@ -208,7 +208,7 @@ func ReleaseLedger(ctx context.Context, st store.Backend, name, unit string, now
 		return fmt.Errorf("reset %s: %w", name, err)
 	}
 	defer unlock()
-	l, err := st.ReadLedger(name)
+	l, err := ReadLedger(st, name)
 	if err != nil {
 		return err
 	}
@@ -221,5 +221,5 @@ func ReleaseLedger(ctx context.Context, st store.Backend, name, unit string, now
 		}
 		l.AddOperator(store.OperatorEvent{At: now.UTC(), By: by, What: what})
 	}
-	return st.WriteLedger(name, l)
+	return WriteLedger(st, name, l)
 }

@@ -86,7 +86,7 @@ func Summarize(s store.Backend, name string, now time.Time) (*Summary, error) {
 			}
 		}
 	}
-	l, err := s.ReadLedger(name)
+	l, err := ReadLedger(s, name)
 	if errors.Is(err, store.ErrUnavailable) {
 		return nil, err
 	}
@@ -173,7 +173,7 @@ func DeclaredWindows(c *contracts.Contract, now time.Time) map[string]*guard.Win
 		w := &guard.Window{Since: since, Until: until, Reason: mw.Reason, By: guard.ByContract}
 		agents := mw.Agents
 		if len(agents) == 0 {
-			agents = []string{store.AllAgents}
+			agents = []string{AllAgents}
 		}
 		for _, a := range agents {
 			out[a] = guard.Later(out[a], w)

@@ -57,7 +57,7 @@ func Spec(c *contracts.Contract, name string) (*transports.Spec, error) {
 
 func spec(c *contracts.Contract, name string, seen map[string]bool) (*transports.Spec, error) {
 	if name == "" || name == "local" {
-		if t, ok := c.Targets["local"]; !ok || t.Kind() == "local" {
+		if t, ok := c.Targets["local"]; !ok || t.Kind == "local" {
 			return &transports.Spec{Name: "local", Kind: "local"}, nil
 		}
 	}
@@ -71,24 +71,24 @@ func spec(c *contracts.Contract, name string, seen map[string]bool) (*transports
 	}
 	s := &transports.Spec{
 		Name:           name,
-		Kind:           t.Kind(),
+		Kind:           t.Kind,
 		KnownHosts:     t.KnownHosts,
 		HostKeyPolicy:  t.HostKey,
 		Identity:       t.Identity,
 		ConnectTimeout: t.ConnectTimeout,
-		VMID:           t.PCT,
-		Container:      t.Docker,
 		// A container's link runs pct or docker through sudo on its
 		// parent; a local or ssh target's sudo is its repairs' (the
 		// engine's, see repair.go), not its transport's.
 		Sudo: t.SudoHop(),
 	}
-	if t.SSH != "" {
-		user, host, port, err := transports.ParseSSHAddr(t.SSH)
-		if err != nil {
-			return nil, fmt.Errorf("target %s: %w", name, err)
-		}
-		s.User, s.Host, s.Port = user, host, port
+	k, ok := transports.KindOf(t.Kind)
+	if !ok {
+		return nil, fmt.Errorf("target %s: unknown transport kind %q: %w", name, t.Kind, transports.ErrInvalidSpec)
+	}
+	// The address as the kind reads it: the one function lint checked it
+	// with.
+	if err := k.Address(t.Address, s); err != nil {
+		return nil, fmt.Errorf("target %s: %w: %w", name, err, transports.ErrInvalidSpec)
 	}
 	if t.Via != "" {
 		parent, err := spec(c, t.Via, seen)

@@ -208,3 +208,45 @@ func TestBudgetHeldRepairOfADegradedUnitIsToldOnce(t *testing.T) {
 		t.Fatalf("healthy again: messages %+v; want one resolve", msgs)
 	}
 }
+
+// TestUnknownNeverResolvesAnIncident: a critical unit whose next runs are
+// unknown (its probe's output lost the field) kept nothing open: the
+// incident resolved with "web is unknown again (was critical)". Nothing is
+// resolved on unknown; the unit judged healthy again resolves it.
+func TestUnknownNeverResolvesAnIncident(t *testing.T) {
+	c := parse(t, strings.Replace(unknownContract, "ALERT_ON", "guards: {unknown_after: 9}", 1))
+	var out atomic.Value
+	out.Store(`{"used_pct": 97}`)
+	box := &fakeTarget{name: "box", exec: func(ctx context.Context, cmd transports.Command) (transports.Result, error) {
+		return transports.Result{Stdout: out.Load().(string)}, nil
+	}}
+	rec := &recorder{}
+	clk := clock.NewFake(time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC))
+	eng, err := New(Options{StateDir: t.TempDir(), Opener: &fakeOpener{targets: map[string]*fakeTarget{"box": box}},
+		Clock: clk, Notifiers: []notify.Notifier{rec}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func() {
+		t.Helper()
+		clk.Advance(time.Minute)
+		if _, err := eng.Run(context.Background(), c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	run()
+	if k := rec.kinds(); len(k) != 1 || k[0] != notify.KindOpen {
+		t.Fatalf("critical: messages %v, want one open", rec.msgs)
+	}
+	out.Store(`{}`)
+	run()
+	run()
+	if n := rec.count(); n != 1 {
+		t.Fatalf("unknown: %d messages (%v); an unknown run resolved the critical incident", n, rec.msgs)
+	}
+	out.Store(`{"used_pct": 20}`)
+	run()
+	if k := rec.kinds(); len(k) != 2 || k[1] != notify.KindResolved {
+		t.Fatalf("healthy again: messages %v, want the resolve", rec.msgs)
+	}
+}

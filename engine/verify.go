@@ -18,12 +18,13 @@ import (
 // repair become the stages' state for the rest of the run (stageRun.
 // verified): alerts, the report and the snapshot say what the unit is
 // after its repair, not before — all of it, not only the stage whose row
-// asked for the repair. Each repaired unit ends with its final severity.
+// asked for the repair. It returns what it decided of each repaired unit:
+// its severity after its repairs, which the caller settles (settle).
 //
 // Units verify concurrently, one goroutine each. A goroutine writes its
-// own unit, stages and jobs; the guard state they share is the ledger's,
-// so it records its outcomes holding r.mu, which restarts() takes to read.
-func (r *run) verify(ctx context.Context, jobs []*verifyJob) {
+// own stages and jobs; the guard state they share is the ledger's, so it
+// records its outcomes holding r.mu, which restarts() takes to read.
+func (r *run) verify(ctx context.Context, jobs []*verifyJob) verified {
 	r.enter("verify", nil)
 	byUnit := map[*unit][]*verifyJob{}
 	var order []*unit
@@ -98,17 +99,34 @@ func (r *run) verify(ctx context.Context, jobs []*verifyJob) {
 	}
 	wg.Wait()
 	r.rethrow()
+	out := verified{}
 	for _, u := range order {
-		r.settleRepaired(u)
+		if sev, ok := r.afterRepair(u); ok {
+			out[u] = sev
+		}
+	}
+	return out
+}
+
+// verified is what verify decided: the severity of each repaired unit
+// whose repairs all cleared their conditions, as probed after them.
+type verified map[*unit]contracts.Severity
+
+// settle makes each unit's final severity (what the report, alerts and
+// snapshot say) the one verify decided.
+func (v verified) settle() {
+	for u, sev := range v {
+		u.final = sev
 	}
 }
 
-// settleRepaired sets a repaired unit's final severity from its stages as
-// probed after the repair. When every repair was verified remediated and
-// the unit is healthy now, the unit is healthy again at once: the repair is
-// why it changed, so recover_after does not hold it back and no incident
-// opens for the fault it fixed.
-func (r *run) settleRepaired(u *unit) {
+// afterRepair is a repaired unit's severity as its stages were probed
+// after the repair, and whether it replaces the settled one: only when
+// every repair was verified remediated (or undecided). When the unit is
+// healthy now it is healthy again at once (its guard state says so): the
+// repair is why it changed, so recover_after does not hold it back and no
+// incident opens for the fault it fixed.
+func (r *run) afterRepair(u *unit) (contracts.Severity, bool) {
 	now := contracts.SeveritySkipped
 	for _, sr := range u.stages {
 		if sr.report.Status != StatusSkipped {
@@ -117,14 +135,15 @@ func (r *run) settleRepaired(u *unit) {
 	}
 	for _, j := range u.repairs {
 		if j.report.Verify != guard.Remediated && j.report.Verify != guard.Undecided {
-			return // still failing: the unit keeps its settled severity
+			return 0, false // still failing: the unit keeps its settled severity
 		}
 	}
 	switch now {
 	case contracts.SeverityHealthy:
 		r.chain.SettleHealthy(u.state)
-		u.final = contracts.SeverityHealthy
+		return now, true
 	case contracts.SeverityDegraded, contracts.SeverityCritical, contracts.SeverityUnknown:
-		u.final = now
+		return now, true
 	}
+	return 0, false
 }

@@ -85,7 +85,7 @@ func TestARepairIsRecordedBeforeItRunsAndACrashNeverRepeatsIt(t *testing.T) {
 	var crashed string
 	h.w.onRepair(func() {
 		crashed = copyDir(t, h.dir)
-		l, err := mustStore(t, crashed).ReadLedger("mesh")
+		l, err := ReadLedger(mustStore(t, crashed), "mesh")
 		if err != nil {
 			t.Errorf("ledger during the repair: %v", err)
 			return
@@ -117,7 +117,7 @@ func TestARepairIsRecordedBeforeItRunsAndACrashNeverRepeatsIt(t *testing.T) {
 	if !hasEvent(logs, "mesh: repair interrupted", "agent=abiba", "stopped_run=") {
 		t.Errorf("log %q does not say the repair was interrupted", logs)
 	}
-	l, _ := mustStore(t, crashed).ReadLedger("mesh")
+	l, _ := ReadLedger(mustStore(t, crashed), "mesh")
 	if len(l.Intents) != 0 {
 		t.Errorf("intents left after verification: %+v", l.Intents)
 	}
@@ -230,7 +230,7 @@ func TestAStateDirDeletedMidRunIsWrittenAgain(t *testing.T) {
 		}
 	})
 	h.run()
-	l, err := mustStore(t, h.dir).ReadLedger("mesh")
+	l, err := ReadLedger(mustStore(t, h.dir), "mesh")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -114,7 +114,7 @@ func TestAThrowawayStepKindIsOneFile(t *testing.T) {
 		for _, tc := range []struct{ name, from, to, want string }{
 			{"an undefined reference", "${greeting} world", "${greting} world", `undefined var "greting" (did you mean "greeting"?)`},
 			{"a block of two lines", "${greeting} world\n", "a\nb\n", "echo step: the block must hold one line"},
-			{"on= on a kind the engine probes", "```echo {id=say}", "```echo {id=say on=box}", "on applies only to bash and sh steps (an http, tcp or echo step probes"},
+			{"on= on a kind the engine probes", "```echo {id=say}", "```echo {id=say on=box}", "step runs from the engine's host; http and tcp steps probe from an ssh target with via="},
 			{"a shell expansion", "${greeting} world", "${greeting:-hi} world", "${greeting:-hi}: an http, tcp or echo step fills only ${name}"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {

@@ -69,7 +69,8 @@ func Lookup(env map[string]any, field string) (any, bool) {
 // builds: the step's values, earlier steps by id, vars, state, functions).
 // A row's severity is its worst matching column; a row where no column
 // matches is unknown and names itself; the step is its worst row. An
-// unreachable step is unreachable whatever its table says.
+// unreachable step is unreachable whatever its table says, and one whose
+// answer is invalid (Observation.Invalid) is unknown.
 func Evaluate(step *contracts.Step, o *Observation, env map[string]any) {
 	if o.Err != nil {
 		o.Severity = contracts.SeverityUnreachable
@@ -80,6 +81,11 @@ func Evaluate(step *contracts.Step, o *Observation, env map[string]any) {
 			msg = "unreachable: " + msg
 		}
 		o.Findings = append(o.Findings, msg)
+		return
+	}
+	if o.Invalid != "" {
+		o.Severity = contracts.SeverityUnknown
+		o.Findings = append(o.Findings, o.Invalid+" → unknown")
 		return
 	}
 	if len(step.Health) == 0 {

@@ -24,13 +24,15 @@ type Kind struct {
 
 // builtin lists the step kinds. The probes are http.go and tcp.go, beside
 // their contract halves in contracts (execstep.go, httpstep.go,
-// tcpstep.go); the exec kinds share ExecCommand and FromResult. A new kind
-// is one file holding its Kind (contract half and probe) and a row here.
+// tcpstep.go); the exec kinds share ExecCommand and FromResult; agent.go
+// holds its kind whole. A new kind is one file holding its Kind (contract
+// half and probe) and a row here.
 var builtin = []Kind{
 	{contracts.BashStep, nil, replayExec},
 	{contracts.ShStep, nil, replayExec},
 	{contracts.HTTPStep, probeHTTP, replayHTTP},
 	{contracts.TCPStep, probeTCP, replayTCP},
+	agentKind,
 }
 
 // Kinds is every step kind by name: the rows of builtin, registered when

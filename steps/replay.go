@@ -15,27 +15,31 @@ import (
 // into the observation its probe would have made (Kind.Replay), with
 // nothing sent to a target.
 type Recording struct {
-	Stdout string `yaml:"stdout"`
-	Stderr string `yaml:"stderr"`
-	Exit   int    `yaml:"exit"`
+	Stdout string `yaml:"stdout" doc:"what the step printed on standard output (an exec step), or a tcp step's banner"`
+	Stderr string `yaml:"stderr" doc:"what it printed on standard error"`
+	Exit   int    `yaml:"exit" doc:"its exit status (default 0)"`
 	// Timeout: the command ran past its deadline (exec), or nothing
 	// answered before the step's deadline (http, tcp).
-	Timeout bool `yaml:"timeout"`
+	Timeout bool `yaml:"timeout" doc:"the command ran past its deadline (exec), or nothing answered before the step's deadline (http, tcp)"`
 	// Unreachable: the target could not be reached at all (a transport
 	// error, not a probe that failed).
-	Unreachable bool `yaml:"unreachable"`
+	Unreachable bool `yaml:"unreachable" doc:"the target could not be reached at all"`
 	// Refused: an http or tcp probe's connection was refused.
-	Refused bool `yaml:"refused"`
+	Refused bool `yaml:"refused" doc:"an http or tcp probe's connection was refused"`
 	// HTTP is an http step's answer.
-	HTTP *RecordedHTTP `yaml:"http"`
+	HTTP *RecordedHTTP `yaml:"http" doc:"an http step's answer"`
+	// Report is the report an agent step's harness wrote: a map is the
+	// JSON object it encodes to, a string the file's text as written;
+	// none means no report was written.
+	Report any `yaml:"report" doc:"an agent step's report: a map is the JSON object it encodes to, a string the file's text as written; none means no report was written"`
 }
 
 // RecordedHTTP is a recorded HTTP answer; a Body that is not a string is
 // the JSON it encodes to (and the answer's Content-Type is JSON).
 type RecordedHTTP struct {
-	Status  int               `yaml:"status"`
-	Headers map[string]string `yaml:"headers"`
-	Body    any               `yaml:"body"`
+	Status  int               `yaml:"status" doc:"the HTTP status"`
+	Headers map[string]string `yaml:"headers" doc:"the answer's headers"`
+	Body    any               `yaml:"body" doc:"the body: a string as sent, or any other value as the JSON it encodes to (the answer then is JSON)"`
 }
 
 // ReplayFn turns a recording into the observation of a step of its kind.

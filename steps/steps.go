@@ -28,7 +28,11 @@ type Observation struct {
 	Result     transports.Result
 	HTTPStatus string // http steps; "000" when nothing answered
 	Err        error  // the target was unreachable
-	Duration   time.Duration
+	// Invalid says why the step's answer cannot be judged (an agent's
+	// report that is late, missing or not as declared): the step is
+	// unknown whatever its table says. "" for an answer to judge.
+	Invalid  string
+	Duration time.Duration
 }
 
 // Unreachable reports whether the step could not reach its target.
@@ -119,7 +123,7 @@ func splitLines(s string) []any {
 // stdout is not overwritten in its stage's merged values by one nobody
 // saw.
 func unseen(o *Observation, err error) {
-	o.Err = err
+	o.Err, o.Invalid = err, ""
 	for k := range o.Values {
 		switch k {
 		case "unreachable", "timed_out", "duration":

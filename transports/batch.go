@@ -128,10 +128,15 @@ else
 	# step's new session gets its own mark (sessionMark, passed as $1), so
 	# that a reaper still finds the step and spares only what the step
 	# itself detached. Without setsid the step runs in a subshell that
-	# passes the wrapper's TERM on to it.
+	# passes the wrapper's deadline (ALRM) on to it. Either way the shell
+	# that starts the step traps TERM and waits for the step again, so a
+	# step that kills its parent (kill $PPID) ends when it ends, not at
+	# its deadline; and the grace after TERM ends as soon as that shell
+	# has ended (__v: a zombie its busy parent has not reaped yet counts
+	# as ended, though kill -0 still finds it).
 	__e='` + sessionMark + `'
-	__g='__d=$2; shift 2; sleep "$__d" </dev/null >/dev/null 2>&1 & __t=$!; ( trap "kill -TERM \$__q 2>/dev/null; sleep 2; kill -KILL \$__q 2>/dev/null; wait \$__q; exit 124" TERM; "$@" & __q=$!; wait $__q; __c=$?; kill -PIPE $__t 2>/dev/null; exit $__c ) & __p=$!; trap "kill $__t 2>/dev/null; wait $__t 2>/dev/null; kill -TERM $__p 2>/dev/null; wait $__p; exit 124" TERM; wait $__t 2>/dev/null; if [ $? = 0 ]; then kill -TERM $__p 2>/dev/null; wait $__p; exit 124; fi; wait $__p'
-	if command -v setsid >/dev/null 2>&1; then __g='__e=$1 __d=$2; shift 2; sleep "$__d" </dev/null >/dev/null 2>&1 & __t=$!; setsid sh -c "$__e; \"\$@\"; __c=\$?; kill -PIPE $__t 2>/dev/null; exit \$__c" sh "$@" & __p=$!; __k() { kill -TERM -$__p 2>/dev/null; __i=0; while [ $__i -lt 20 ] && kill -0 -$__p 2>/dev/null; do if sleep 0.1 2>/dev/null; then __i=$((__i + 1)); else sleep 1; __i=$((__i + 10)); fi; done; kill -KILL -$__p 2>/dev/null; wait $__p; exit 124; }; trap "kill $__t 2>/dev/null; wait $__t 2>/dev/null; __k" TERM; wait $__t 2>/dev/null; if [ $? = 0 ]; then __k; fi; wait $__p; __c=$?; if kill -0 -$__p 2>/dev/null; then sleep 0.1 2>/dev/null || sleep 1; kill -KILL -$__p 2>/dev/null; fi; exit $__c'; fi
+	__g='__d=$2; shift 2; sleep "$__d" </dev/null >/dev/null 2>&1 & __t=$!; ( ` + liveFunc + `; trap : TERM; trap "kill -TERM \$s 2>/dev/null; __i=0; while [ \$__i -lt 20 ] && __v \$s; do if sleep 0.1 2>/dev/null; then __i=\$((__i + 1)); else sleep 1; __i=\$((__i + 10)); fi; done; kill -KILL \$s 2>/dev/null; wait \$s; exit 124" ALRM; "$@" & s=$!; ` + waitStep + `; kill -PIPE $__t 2>/dev/null; exit $c ) & __p=$!; trap "kill $__t 2>/dev/null; wait $__t 2>/dev/null; kill -ALRM $__p 2>/dev/null; wait $__p; exit 124" TERM; wait $__t 2>/dev/null; if [ $? = 0 ]; then kill -ALRM $__p 2>/dev/null; wait $__p; exit 124; fi; wait $__p'
+	if command -v setsid >/dev/null 2>&1; then __g='__e=$1 __d=$2; shift 2; sleep "$__d" </dev/null >/dev/null 2>&1 & __t=$!; setsid sh -c "$__e; trap : TERM; \"\$@\" & s=\$!; ` + waitStepQuoted + `; kill -PIPE $__t 2>/dev/null; exit \$c" sh "$@" & __p=$!; ` + liveFunc + `; __k() { kill -TERM -$__p 2>/dev/null; __i=0; while [ $__i -lt 20 ] && __v $__p; do if sleep 0.1 2>/dev/null; then __i=$((__i + 1)); else sleep 1; __i=$((__i + 10)); fi; done; kill -KILL -$__p 2>/dev/null; wait $__p; exit 124; }; trap "kill $__t 2>/dev/null; wait $__t 2>/dev/null; __k" TERM; wait $__t 2>/dev/null; if [ $? = 0 ]; then __k; fi; wait $__p; __c=$?; if kill -0 -$__p 2>/dev/null; then sleep 0.1 2>/dev/null || sleep 1; kill -KILL -$__p 2>/dev/null; fi; exit $__c'; fi
 	__run() {
 		if [ "$1" = 0 ]; then printf '\n%s 0 o\n' "$__B"; printf '\n%s 0 e\n' "$__B" >&2; fi
 		__s=sh; if [ "$3" = bash ]; then __s=$__b; fi

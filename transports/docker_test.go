@@ -35,7 +35,7 @@ func TestDockerContainer(t *testing.T) {
 	t.Parallel()
 	c := busyboxContainer(t)
 	p, book := newPool(t, PoolOptions{})
-	tr := open(t, p, &Spec{Kind: "docker", Container: c.Name})
+	tr := open(t, p, &Spec{Kind: "docker", Addr: c.Name})
 	ctx := testCtx(t)
 
 	cases := []struct {
@@ -79,7 +79,7 @@ func TestDockerContainer(t *testing.T) {
 	})
 	t.Run("through ssh", func(t *testing.T) {
 		s := startSSHD(t, sshd.Options{})
-		viaSSH := open(t, p, &Spec{Kind: "docker", Container: c.Name, Via: sshSpec(s)})
+		viaSSH := open(t, p, &Spec{Kind: "docker", Addr: c.Name, Via: sshSpec(s)})
 		rs, err := viaSSH.ExecBatch(ctx, []Command{{Script: "echo a"}, {Script: "hostname; exit 2"}})
 		if err != nil || len(rs) != 2 || rs[0].Stdout != "a\n" || rs[1].ExitCode != 2 || strings.TrimSpace(rs[1].Stdout) == "" {
 			t.Fatalf("docker via ssh: %+v, %v", rs, err)
@@ -124,7 +124,7 @@ func TestDockerContainer(t *testing.T) {
 		})
 	})
 	t.Run("missing container is unreachable", func(t *testing.T) {
-		_, err := open(t, p, &Spec{Kind: "docker", Container: c.Name + "-absent"}).Exec(ctx, Command{Script: "true"})
+		_, err := open(t, p, &Spec{Kind: "docker", Addr: c.Name + "-absent"}).Exec(ctx, Command{Script: "true"})
 		if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "No such container") {
 			t.Fatalf("err = %v, want ErrUnreachable with docker's message", err)
 		}
@@ -271,7 +271,7 @@ func leavesNothing(t *testing.T, c *dockerimg.Container, shell string) {
 	}
 
 	p, _ := newPool(t, PoolOptions{})
-	tr := open(t, p, &Spec{Kind: "docker", Container: c.Name})
+	tr := open(t, p, &Spec{Kind: "docker", Addr: c.Name})
 	// The deadline's timer must stop when the command is done, every
 	// time: a command that waited for its timer would take its whole
 	// timeout (30 s), far beyond half of it even on a loaded machine.
@@ -293,7 +293,7 @@ func leavesNothing(t *testing.T, c *dockerimg.Container, shell string) {
 	only(t, "ten batches of timed steps", none)
 
 	rp, _ := residentPool(t, ResidentOptions{})
-	rtr := open(t, rp, &Spec{Kind: "docker", Container: c.Name})
+	rtr := open(t, rp, &Spec{Kind: "docker", Addr: c.Name})
 	var loop string
 	for i := 0; i < 10; i++ {
 		start := time.Now()
@@ -319,4 +319,51 @@ func leavesNothing(t *testing.T, c *dockerimg.Container, shell string) {
 	})
 	rp.Close()
 	only(t, "the resident session, closed,", none)
+}
+
+// TestBusyboxDeadlinesReportedAsTheyHappened: on a busybox container (no
+// bash, busybox's timeout), a step that obeys TERM at its 2 s deadline is
+// reported timed out after 2.x s, not with the KILL grace added; a step
+// that kills its parent (`kill $PPID`) after 1 s ended then, with its
+// output, and is not timed out: only the deadline firing is a timeout. The
+// same holds for a lone command, a batch step and a resident session's.
+func TestBusyboxDeadlinesReportedAsTheyHappened(t *testing.T) {
+	slow(t)
+	t.Parallel()
+	c := busyboxContainer(t)
+	ctx := testCtx(t)
+	for _, resident := range []bool{false, true} {
+		opts := PoolOptions{}
+		if resident {
+			opts.Resident = &ResidentOptions{}
+		}
+		p, _ := newPool(t, opts)
+		tr := open(t, p, &Spec{Kind: "docker", Addr: c.Name})
+		for _, batch := range []bool{false, true} {
+			run := func(cmd Command) Result {
+				t.Helper()
+				if !batch {
+					res, err := tr.Exec(ctx, cmd)
+					if err != nil {
+						t.Fatal(err)
+					}
+					return res
+				}
+				rs, err := tr.ExecBatch(ctx, []Command{{Script: "echo first", Timeout: 5 * time.Second}, cmd})
+				if err != nil || len(rs) != 2 || rs[0].Stdout != "first\n" {
+					t.Fatalf("batch: %+v, %v", rs, err)
+				}
+				return rs[1]
+			}
+			how := fmt.Sprintf("resident=%v batch=%v", resident, batch)
+			res := run(Command{Script: "sleep 10", Timeout: 2 * time.Second})
+			if !res.TimedOut || res.Duration < 2*time.Second || res.Duration >= 3*time.Second {
+				t.Errorf("%s: sleep 10 under timeout=2s: timed out %v after %s (exit %d); want timed out after 2.x s", how, res.TimedOut, res.Duration, res.ExitCode)
+			}
+			res = run(Command{Script: "sleep 1; echo out; kill $PPID", Timeout: 4 * time.Second})
+			if res.TimedOut || res.Stdout != "out\n" || res.Duration < time.Second || res.Duration >= 2*time.Second {
+				t.Errorf("%s: kill $PPID after 1 s under timeout=4s: timed out %v after %s (exit %d, stdout %q); want not timed out, out, after 1.x s", how, res.TimedOut, res.Duration, res.ExitCode, res.Stdout)
+			}
+		}
+	}
 }

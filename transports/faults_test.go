@@ -292,7 +292,7 @@ func TestBusyboxStepIgnoringTERMIsKilled(t *testing.T) {
 		n, _ := strconv.Atoi(strings.TrimSpace(string(out)))
 		return n
 	}
-	for _, tr := range []Transport{open(t, func() *Pool { p, _ := newPool(t, PoolOptions{}); return p }(), &Spec{Kind: "docker", Container: c.Name}), open(t, p, &Spec{Kind: "docker", Container: c.Name})} {
+	for _, tr := range []Transport{open(t, func() *Pool { p, _ := newPool(t, PoolOptions{}); return p }(), &Spec{Kind: "docker", Addr: c.Name}), open(t, p, &Spec{Kind: "docker", Addr: c.Name})} {
 		rs, err := tr.ExecBatch(testCtx(t), []Command{
 			// Ten seconds: a resident session's shell must start within its
 			// first step's deadline, and a loaded machine takes seconds to
@@ -346,7 +346,7 @@ func TestResidentLocalChainsAreNotBounded(t *testing.T) {
 	s := startSSHD(t, sshd.Options{})
 	ssh := open(t, p, sshSpec(s))
 	loopPID(t, ssh)
-	other := open(t, p, &Spec{Kind: "docker", Container: "none-such", Via: sshSpec(s)})
+	other := open(t, p, &Spec{Kind: "docker", Addr: "none-such", Via: sshSpec(s)})
 	for i := 0; i < 3; i++ {
 		other.Exec(testCtx(t), Command{Script: "true"})
 	}
@@ -381,7 +381,7 @@ func TestReaperSparesWhatARunDetached(t *testing.T) {
 		{"ssh", open(t, fresh, sshSpec(s)), false, func() string { return psArgs(t, s) }, nil},
 		{"ssh batch", open(t, fresh, sshSpec(s)), true, func() string { return psArgs(t, s) }, nil},
 		{"local", open(t, fresh, &Spec{Kind: "local"}), false, func() string { return hostPS(t) }, nil},
-		{"busybox docker batch", open(t, fresh, &Spec{Kind: "docker", Container: c.Name}), true, func() string { return hostPS(t) }, nil},
+		{"busybox docker batch", open(t, fresh, &Spec{Kind: "docker", Addr: c.Name}), true, func() string { return hostPS(t) }, nil},
 		{"resident ssh, loop killed", open(t, resident, sshSpec(s)), false, func() string { return psArgs(t, s) },
 			func(_ func(), loop int) { syscall.Kill(loop, syscall.SIGKILL) }},
 	}

@@ -22,6 +22,24 @@ type Local struct {
 
 var _ Transport = (*Local)(nil)
 
+// localKind is the engine's own host: `local: true`, with no address and
+// nothing to run through.
+var localKind = Kind{
+	Name:    "local",
+	Doc:     "the engine's own host",
+	Value:   ValueTrue,
+	Example: "true",
+	Address: func(v string, s *Spec) error {
+		if v != "" && v != "true" {
+			return fmt.Errorf("only local: true is meaningful")
+		}
+		return nil
+	},
+	Via:      ViaNone,
+	Open:     openLocal,
+	Resident: true,
+}
+
 func openLocal(p *Pool, spec *Spec, _ runner) (Transport, error) {
 	return &Local{logf: p.logf}, nil
 }
@@ -186,7 +204,7 @@ func pipesHeld(pipes ...*os.File) bool {
 const detachGrace = 100 * time.Millisecond
 
 // reapLocal kills every process on this host whose environment carries the
-// run token (TERM, then KILL after a second), containers' processes
+// run token (TERM, then KILL to those still running a second later), containers' processes
 // included when we may read their /proc entries, except those that left
 // the session the run was marked with (see reaper).
 func reapLocal(tok string) {
@@ -213,10 +231,29 @@ func reapLocal(tok string) {
 	for _, p := range pids {
 		syscall.Kill(p, syscall.SIGTERM)
 	}
-	time.Sleep(time.Second)
+	// Most obey TERM at once: the run is not held a second longer than
+	// they take to die.
+	for end := time.Now().Add(time.Second); time.Now().Before(end) && anyRunning(pids); {
+		time.Sleep(20 * time.Millisecond)
+	}
 	for _, p := range find() {
 		syscall.Kill(p, syscall.SIGKILL)
 	}
+}
+
+// anyRunning reports whether one of pids still runs: a zombie (in a
+// container whose PID 1 never reaps, for good) has ended.
+func anyRunning(pids []int) bool {
+	for _, p := range pids {
+		stat, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(p), "stat"))
+		if err != nil {
+			continue
+		}
+		if i := bytes.LastIndexByte(stat, ')'); i >= 0 && i+2 < len(stat) && stat[i+2] != 'Z' && stat[i+2] != 'X' {
+			return true
+		}
+	}
+	return false
 }
 
 // leftItsSession reports whether the process pid, whose environment is env,

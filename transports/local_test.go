@@ -84,10 +84,10 @@ func TestOpenRejectsBadSpecs(t *testing.T) {
 		{"unknown kind", &Spec{Kind: "telnet"}, `unknown kind "telnet"`},
 		{"ssh without host", &Spec{Kind: "ssh", User: "root"}, "ssh needs user and host"},
 		{"ssh bad policy", &Spec{Kind: "ssh", User: "root", Host: "h", HostKeyPolicy: "yolo"}, `host key policy "yolo"`},
-		{"ssh through docker", &Spec{Kind: "ssh", User: "root", Host: "h", Via: &Spec{Kind: "docker", Container: "c"}}, "can only hop through another ssh host"},
+		{"ssh through docker", &Spec{Kind: "ssh", User: "root", Host: "h", Via: &Spec{Kind: "docker", Addr: "c"}}, "can only hop through another ssh host"},
 		{"pct without vmid", &Spec{Kind: "pct", Via: &Spec{Kind: "local"}}, "VMID"},
-		{"docker name with shell characters", &Spec{Kind: "docker", Container: "web; rm -rf /"}, `container name "web; rm -rf /"`},
-		{"bad parent", &Spec{Kind: "pct", VMID: 1, Via: &Spec{Kind: "ssh"}}, "ssh needs user and host"},
+		{"docker name with shell characters", &Spec{Kind: "docker", Addr: "web; rm -rf /"}, `container name "web; rm -rf /"`},
+		{"bad parent", &Spec{Kind: "pct", Addr: "1", Via: &Spec{Kind: "ssh"}}, "ssh needs user and host"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -178,7 +178,7 @@ func TestRegistryRejectsDuplicates(t *testing.T) {
 			t.Fatal("duplicate kind did not panic")
 		}
 	}()
-	registry(kind{"local", openLocal}, kind{"local", openLocal})
+	registry(localKind, localKind)
 }
 
 // slowFirstWrite is a reader of a command's output that is not scheduled

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -32,7 +33,7 @@ func pctHost(t *testing.T) (*sshd.Server, string) {
 }
 
 func pctSpec(s *sshd.Server, vmid int) *Spec {
-	return &Spec{Kind: "pct", VMID: vmid, Via: sshSpec(s)}
+	return &Spec{Kind: "pct", Addr: strconv.Itoa(vmid), Via: sshSpec(s)}
 }
 
 func TestPCTOverSSH(t *testing.T) {
@@ -107,11 +108,11 @@ func TestPCTOnTheEnginesHost(t *testing.T) {
 	t.Setenv("PCT_ROOT", root)
 	p, _ := newPool(t, PoolOptions{})
 
-	res, err := open(t, p, &Spec{Kind: "pct", VMID: 200}).Exec(testCtx(t), Command{Script: "echo $CT_NAME; exit 1"})
+	res, err := open(t, p, &Spec{Kind: "pct", Addr: "200"}).Exec(testCtx(t), Command{Script: "echo $CT_NAME; exit 1"})
 	if err != nil || res.Stdout != "local200\n" || res.ExitCode != 1 {
 		t.Fatalf("got %+v, %v", res, err)
 	}
-	_, err = open(t, p, &Spec{Kind: "pct", VMID: 404}).Exec(testCtx(t), Command{Script: "true"})
+	_, err = open(t, p, &Spec{Kind: "pct", Addr: "404"}).Exec(testCtx(t), Command{Script: "true"})
 	if !errors.Is(err, ErrUnreachable) || !strings.Contains(err.Error(), "404.conf' does not exist") {
 		t.Fatalf("unknown VMID: err = %v, want ErrUnreachable", err)
 	}

@@ -19,34 +19,10 @@ import (
 // and Dialer dials, once Pool.Close has been called.
 var ErrPoolClosed = errors.New("transport pool closed")
 
-// opener builds the transport of one link; parent is the runner of Via
-// (nil when the link runs on the engine's host).
+// opener builds the transport of one link of a kind that is not a wrapper
+// (Kind.Open); parent is the runner of Via (nil when the link runs on the
+// engine's host).
 type opener func(p *Pool, spec *Spec, parent runner) (Transport, error)
-
-// kinds is the one explicit list of transport kinds.
-var kinds = registry(
-	kind{"local", openLocal},
-	kind{"ssh", openSSH},
-	kind{"pct", openPCT},
-	kind{"docker", openDocker},
-)
-
-type kind struct {
-	name string
-	open opener
-}
-
-// registry builds the kind map and panics at init on a duplicate name.
-func registry(ks ...kind) map[string]opener {
-	m := make(map[string]opener, len(ks))
-	for _, k := range ks {
-		if _, dup := m[k.name]; dup {
-			panic("transports: duplicate kind " + k.name)
-		}
-		m[k.name] = k.open
-	}
-	return m
-}
 
 // PoolOptions configure a Pool.
 type PoolOptions struct {
@@ -95,6 +71,23 @@ type Pool struct {
 	khCache map[string]knownHostsEntry // parsed known_hosts files by path
 
 	res *residentSet // nil without PoolOptions.Resident
+
+	said map[string]bool // what firstTime has seen; under mu
+}
+
+// firstTime reports whether what has not been asked about before in this
+// pool: for what is logged once.
+func (p *Pool) firstTime(what string) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.said[what] {
+		return false
+	}
+	if p.said == nil {
+		p.said = map[string]bool{}
+	}
+	p.said[what] = true
+	return true
 }
 
 // DefaultMaxSessions stays below OpenSSH's default MaxSessions of 10, with
@@ -160,11 +153,14 @@ func (p *Pool) open(spec *Spec) (Transport, error) {
 		}
 		parent = t.(runner)
 	}
-	open, ok := kinds[spec.Kind]
+	k, ok := KindOf(spec.Kind)
 	if !ok {
 		return nil, fmt.Errorf("kind %q: %w", spec.Kind, ErrInvalidSpec)
 	}
-	return open(p, spec, parent)
+	if k.Wrap != nil {
+		return openWrapped(p, k, spec, parent), nil
+	}
+	return k.Open(p, spec, parent)
 }
 
 // Dialer is how an http or tcp step reaches "the loopback of that host".
@@ -175,15 +171,15 @@ type Dialer interface {
 // Dialer returns a dialer that opens TCP connections from the host of
 // spec: through the pooled ssh connection (direct-tcpip) for an ssh spec,
 // or directly for local. It returns an error wrapping ErrInvalidSpec for
-// pct and docker links, which have no tunnel.
+// a link of a kind with no tunnel (Kind.Tunnel: pct, docker).
 func (p *Pool) Dialer(spec *Spec) (Dialer, error) {
 	if err := spec.validate(); err != nil {
 		return nil, err
 	}
-	switch spec.Kind {
-	case "local":
+	switch k, _ := KindOf(spec.Kind); {
+	case spec.Kind == "local":
 		return &net.Dialer{}, nil
-	case "ssh":
+	case k.Tunnel:
 		return sshDialer{p: p, spec: spec}, nil
 	}
 	return nil, fmt.Errorf("%s: no tcp tunnel through %s links: %w", spec.chain(), spec.Kind, ErrInvalidSpec)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"os"
 	"strings"
@@ -712,9 +713,13 @@ type residentSet struct {
 type residentChain struct {
 	idle       []*resident
 	retryAfter time.Time
-	// lost says why an idle session of the chain ended since the last
-	// run; the next run reports it with the session that replaces it.
-	lost string
+	// lost says why a session of the chain was lost since the last run
+	// and nothing has said so yet: the session that replaces it notes it
+	// on the results it serves and logs it, once, at lostLevel (INFO for
+	// a loop that ended while idle, as a container's redeploy ends it;
+	// WARN for one that stopped answering).
+	lostWhy   string
+	lostLevel slog.Level
 	// bounded says the chain's last run found its host's bound reached.
 	bounded bool
 }
@@ -723,6 +728,15 @@ func newResidentSet(opts ResidentOptions, logf logger) *residentSet {
 	return &residentSet{
 		opts: opts.withDefaults(), logf: logf,
 		chains: map[string]*residentChain{}, hosts: map[string]int{}, all: map[*resident]bool{},
+	}
+}
+
+// lost records why a session of the chain was lost, for the session that
+// replaces it to say at level; a loss already waiting to be said keeps
+// its words, since it came first. Callers hold the set's mu.
+func (c *residentChain) lost(why string, level slog.Level) {
+	if c.lostWhy == "" {
+		c.lostWhy, c.lostLevel = why, level
 	}
 }
 
@@ -739,12 +753,12 @@ func (s *residentSet) chain(key string) *residentChain {
 // returns nil when the chain should use a fresh session this time, with a
 // note when that is worth reporting, or an error when the target cannot be
 // reached at all (what a fresh session would report too).
-func (s *residentSet) acquire(ctx context.Context, t *residentTransport, limit time.Duration) (*resident, string, error) {
+func (s *residentSet) acquire(ctx context.Context, t *residentTransport, limit time.Duration) (*resident, string, slog.Level, error) {
 	key, host := residentKey(t.spec), residentHost(t.spec)
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
-		return nil, "", nil
+		return nil, "", 0, nil
 	}
 	c := s.chain(key)
 	for len(c.idle) > 0 {
@@ -758,20 +772,24 @@ func (s *residentSet) acquire(ctx context.Context, t *residentTransport, limit t
 		r.mu.Lock()
 		ok := !r.ended && r.protoErr == nil
 		why := r.endReason()
+		level := slog.LevelInfo // a loop that ended: a redeploy, a restart
+		if r.protoErr != nil {
+			level = slog.LevelWarn
+		}
 		r.mu.Unlock()
 		if ok {
 			s.mu.Unlock()
-			return r, "", nil
+			return r, "", 0, nil
 		}
 		// Broken while idle (a protocol error, a loop that ended): kill
 		// what is left of it on the target, not only forget it.
 		s.dropLocked(r)
-		c.lost = why
+		c.lost(why, level)
 		go r.close(true)
 	}
 	if time.Now().Before(c.retryAfter) {
 		s.mu.Unlock()
-		return nil, "", nil
+		return nil, "", 0, nil
 	}
 	if host != "local" && s.hosts[host] >= s.opts.MaxPerHost {
 		// Said once while the chain stays over the bound, not every run.
@@ -781,7 +799,7 @@ func (s *residentSet) acquire(ctx context.Context, t *residentTransport, limit t
 		if say {
 			s.logf.info(nil, t, "%d resident sessions already open on this host (the bound); using fresh sessions until one closes", s.opts.MaxPerHost)
 		}
-		return nil, "", nil
+		return nil, "", 0, nil
 	}
 	c.bounded = false
 	// The place is the session's from here until its loop has ended
@@ -798,27 +816,27 @@ func (s *residentSet) acquire(ctx context.Context, t *residentTransport, limit t
 		}
 		s.mu.Unlock()
 		if !fallback {
-			return nil, "", err
+			return nil, "", 0, err
 		}
 		note := fmt.Sprintf("resident session could not start (%v); ran in a fresh session", err)
 		s.logf.warn(nil, t, "%s; fresh sessions for %s", note, s.opts.RetryAfter)
-		return nil, note, nil
+		return nil, note, 0, nil
 	}
 	s.mu.Lock()
 	if s.closed {
 		s.mu.Unlock()
 		go r.close(false)
-		return nil, "", nil
+		return nil, "", 0, nil
 	}
 	s.all[r] = true
-	note := ""
-	if c.lost != "" {
-		note = "resident session restarted: the last one " + c.lost
-		c.lost = ""
+	note, level := "", slog.LevelDebug
+	if c.lostWhy != "" {
+		note, level = "resident session restarted: the last one "+c.lostWhy, c.lostLevel
+		c.lostWhy = ""
 	}
 	s.mu.Unlock()
 	s.logf.debug(nil, t, "resident session started")
-	return r, note, nil
+	return r, note, level, nil
 }
 
 // release returns r to its chain's idle sessions, to be closed once unused
@@ -871,7 +889,7 @@ func (s *residentSet) tick(r *resident, gen int) {
 		why := fmt.Sprintf("failed its health check (%v)", err)
 		s.discard(r, why)
 		s.mu.Lock()
-		s.chain(r.key).lost = why
+		s.chain(r.key).lost(why, slog.LevelWarn)
 		s.mu.Unlock()
 		return
 	}
@@ -919,12 +937,13 @@ func (s *residentSet) dropLocked(r *resident) {
 	delete(s.all, r)
 }
 
-// discard kills a broken session and forgets it.
+// discard kills a broken session and forgets it. What replaces it says
+// why, once, so this is logged for debugging only.
 func (s *residentSet) discard(r *resident, why string) {
 	s.mu.Lock()
 	s.dropLocked(r)
 	s.mu.Unlock()
-	s.logf.warn(nil, label(r.name), "resident session closed: %s", why)
+	s.logf.debug(nil, label(r.name), "resident session closed: %s", why)
 	r.close(true)
 }
 
@@ -940,8 +959,8 @@ func (s *residentSet) gone(r *resident) {
 		r.mu.Lock()
 		why := r.endReason()
 		r.mu.Unlock()
-		s.chain(r.key).lost = "ended while idle (" + why + ")"
-		s.logf.warn(nil, label(r.name), "idle resident session ended: %s", why)
+		s.chain(r.key).lost("ended while idle ("+why+")", slog.LevelInfo)
+		s.logf.debug(nil, label(r.name), "idle resident session ended: %s", why)
 	}
 }
 
@@ -1063,7 +1082,7 @@ func (t *residentTransport) run(ctx context.Context, cmds []Command, single bool
 	if dl, ok := ctx.Deadline(); ok {
 		limit = min(limit, time.Until(dl))
 	}
-	r, note, err := t.set.acquire(ctx, t, limit)
+	r, note, level, err := t.set.acquire(ctx, t, limit)
 	if err != nil {
 		t.runner.logger().failed(nil, t, err)
 		if single {
@@ -1078,7 +1097,7 @@ func (t *residentTransport) run(ctx context.Context, cmds []Command, single bool
 	if err == nil {
 		t.set.release(r, t.spec.ResidentTTL)
 		if note != "" {
-			t.runner.logger().info(nil, t, "%s", note)
+			t.runner.logger().event(level, nil, t, "%s", note)
 			for i := range out {
 				out[i].Note = note
 			}
@@ -1089,7 +1108,11 @@ func (t *residentTransport) run(ctx context.Context, cmds []Command, single bool
 	if !errors.As(err, &broken) {
 		// The caller's deadline ended mid-request: the loop is busy with a
 		// command nobody waits for any more.
-		t.set.discard(r, "cancelled mid-request: "+err.Error())
+		why := "was cancelled mid-request: " + err.Error()
+		t.set.discard(r, why)
+		t.set.mu.Lock()
+		t.set.chain(r.key).lost(why, slog.LevelInfo)
+		t.set.mu.Unlock()
 		if single {
 			out[0].TimedOut = true
 		}
@@ -1099,10 +1122,14 @@ func (t *residentTransport) run(ctx context.Context, cmds []Command, single bool
 	note = fmt.Sprintf("resident session broken (%s); ran in a fresh session", broken.why)
 	switch {
 	case !broken.acked:
+		t.runner.logger().warn(nil, t, "%s", note)
 		return t.fresh(ctx, cmds, single, note)
 	case single:
-		return out, fmt.Errorf("%s: resident session lost during the command (%s): %w", t, broken.why, ErrUnreachable)
+		err := fmt.Errorf("%s: resident session lost during the command (%s): %w", t, broken.why, ErrUnreachable)
+		t.runner.logger().failed(nil, t, err)
+		return out, err
 	}
+	t.runner.logger().warn(nil, t, "%s", note)
 	var again []int
 	for i, res := range out {
 		if res.NotRun {
@@ -1121,12 +1148,9 @@ func (t *residentTransport) run(ctx context.Context, cmds []Command, single bool
 }
 
 // fresh runs cmds without resident sessions, as the transport always did,
-// and puts note on every result.
+// and puts note on every result; the caller has logged it.
 func (t *residentTransport) fresh(ctx context.Context, cmds []Command, single bool, note string) ([]Result, error) {
 	logf := t.runner.logger()
-	if note != "" {
-		logf.warn(nil, t, "%s", note)
-	}
 	var out []Result
 	var err error
 	if single {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"strconv"
@@ -305,7 +306,7 @@ func TestResidentSessionsPerHostAreBounded(t *testing.T) {
 	s, _ := pctHost(t)
 	p, book := residentPool(t, ResidentOptions{MaxPerHost: 2})
 	host := residentHost(sshSpec(s))
-	trs := []Transport{open(t, p, sshSpec(s)), open(t, p, pctSpec(s, 112)), open(t, p, &Spec{Kind: "pct", VMID: 112, Via: sshSpec(s), Sudo: false, Name: "again"})}
+	trs := []Transport{open(t, p, sshSpec(s)), open(t, p, pctSpec(s, 112)), open(t, p, &Spec{Kind: "pct", Addr: "112", Via: sshSpec(s), Sudo: false, Name: "again"})}
 	for i, tr := range trs[:2] {
 		if _, err := tr.Exec(testCtx(t), Command{Script: "true"}); err != nil {
 			t.Fatalf("transport %d: %v", i, err)
@@ -316,7 +317,7 @@ func TestResidentSessionsPerHostAreBounded(t *testing.T) {
 	}
 	// A third chain on the same host (a docker container there, say)
 	// runs in a fresh session while two are open.
-	third := open(t, p, &Spec{Kind: "docker", Container: "none-such", Via: sshSpec(s)})
+	third := open(t, p, &Spec{Kind: "docker", Addr: "none-such", Via: sshSpec(s)})
 	third.Exec(testCtx(t), Command{Script: "true"})
 	if got := p.ResidentSessions()[host]; got != 2 {
 		t.Fatalf("%d resident sessions on the host after a third chain, want 2", got)
@@ -424,7 +425,7 @@ func TestResidentPCTAndDockerLoopsLiveInTheContainer(t *testing.T) {
 	}
 
 	c := busyboxContainer(t)
-	dk := open(t, p, &Spec{Kind: "docker", Container: c.Name})
+	dk := open(t, p, &Spec{Kind: "docker", Addr: c.Name})
 	first := ""
 	for i := 0; i < 2; i++ {
 		// Without bash a command runs as its own sh, a child of the loop.
@@ -491,7 +492,7 @@ func TestResidentDockerSessionRecovers(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p, book := residentPool(t, ResidentOptions{HealthEvery: time.Hour})
-			dk := open(t, p, &Spec{Kind: "docker", Container: c.Name})
+			dk := open(t, p, &Spec{Kind: "docker", Addr: c.Name})
 			rs, err := dk.ExecBatch(testCtx(t), []Command{{Script: "echo $PPID"}, {Script: "true"}})
 			if err != nil {
 				t.Fatal(err)
@@ -516,5 +517,156 @@ func TestResidentDockerSessionRecovers(t *testing.T) {
 				t.Errorf("the run after: %+v, %v; want a new resident loop and no note", next, err)
 			}
 		})
+	}
+}
+
+// levelBook collects a pool's log records at INFO and above, as the
+// daemon logs them by default, one "LEVEL msg" line each.
+type levelBook struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (b *levelBook) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelInfo }
+func (b *levelBook) Handle(_ context.Context, r slog.Record) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.lines = append(b.lines, r.Level.String()+" "+r.Message)
+	return nil
+}
+func (b *levelBook) WithAttrs([]slog.Attr) slog.Handler { return b }
+func (b *levelBook) WithGroup(string) slog.Handler      { return b }
+
+// matching returns the lines that contain s.
+func (b *levelBook) matching(s string) []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []string
+	for _, l := range b.lines {
+		if strings.Contains(l, s) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// leveledPool returns a resident pool logging into a levelBook.
+func leveledPool(t *testing.T, opts ResidentOptions) (*Pool, *levelBook) {
+	t.Helper()
+	book := &levelBook{}
+	p := NewPool(PoolOptions{Resident: &opts, Log: slog.New(book)})
+	t.Cleanup(func() { p.Close() })
+	return p, book
+}
+
+// TestResidentReplacementSaidOnce: an idle ssh loop stopped (SIGSTOP, a
+// hung target) is replaced, and the replacement is noted once, on the
+// stage it affected, and logged once, at WARN: when two stages meet it at
+// once (one waits on the stopped loop and runs in a fresh session, the
+// other starts a new resident session) and when the health check finds it
+// first (the stage whose run starts the new session says so).
+func TestResidentReplacementSaidOnce(t *testing.T) {
+	t.Parallel()
+	slow(t)
+	s := startSSHD(t, sshd.Options{})
+	steps := []Command{{Script: "echo a", Timeout: 10 * time.Second}, {Script: "echo b", Timeout: 10 * time.Second}}
+	for _, tc := range []struct {
+		name string
+		opts ResidentOptions
+		why  string
+	}{
+		{"met by two stages", ResidentOptions{HealthEvery: time.Hour, AckTimeout: time.Second}, "no answer within"},
+		{"found by the health check", ResidentOptions{HealthEvery: 200 * time.Millisecond, AckTimeout: 500 * time.Millisecond}, "health check"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			p, book := leveledPool(t, tc.opts)
+			tr := open(t, p, sshSpec(s))
+			pid := loopPID(t, tr)
+			syscall.Kill(pid, syscall.SIGSTOP)
+			t.Cleanup(func() { syscall.Kill(pid, syscall.SIGCONT) })
+			if tc.opts.HealthEvery < time.Hour {
+				wait.Until(t, "the health check closes the stopped loop", func() (bool, string) {
+					return len(p.ResidentSessions()) == 0, fmt.Sprint(p.ResidentSessions())
+				})
+			}
+			var mu sync.Mutex
+			var notes []string
+			for run := 0; run < 2; run++ {
+				var wg sync.WaitGroup
+				for stage := 0; stage < 2; stage++ {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						rs, err := tr.ExecBatch(testCtx(t), steps)
+						if err != nil || len(rs) != 2 || rs[0].Stdout != "a\n" || rs[1].Stdout != "b\n" || rs[0].Note != rs[1].Note {
+							t.Errorf("run %d stage %d: %+v, %v", run, stage, rs, err)
+							return
+						}
+						if rs[0].Note != "" {
+							mu.Lock()
+							notes = append(notes, fmt.Sprintf("run %d stage %d: %s", run, stage, rs[0].Note))
+							mu.Unlock()
+						}
+					}()
+				}
+				wg.Wait()
+			}
+			logged := book.matching(tc.why)
+			if len(notes) != 1 || !strings.Contains(notes[0], tc.why) || len(logged) != 1 || !strings.HasPrefix(logged[0], "WARN ") {
+				t.Errorf("the replacement of the stopped loop is noted on %q and logged as %q; want one note and one WARN line saying %q\nall: %q", notes, logged, tc.why, book.lines)
+			}
+		})
+	}
+}
+
+// TestExpectedResidentLifeEventsAreInfo: an idle loop that ends (exit 137,
+// as a container's redeploy ends it) is an expected life event: its
+// replacement is noted and logged once at INFO, and nothing is a WARN.
+func TestExpectedResidentLifeEventsAreInfo(t *testing.T) {
+	t.Parallel()
+	p, book := leveledPool(t, ResidentOptions{})
+	tr := open(t, p, &Spec{Kind: "local"})
+	pid := loopPID(t, tr)
+	syscall.Kill(pid, syscall.SIGKILL)
+	wait.Until(t, "the idle loop's end is seen", func() (bool, string) {
+		return len(p.ResidentSessions()) == 0, fmt.Sprint(p.ResidentSessions())
+	})
+	for i := 0; i < 2; i++ {
+		res, err := tr.Exec(testCtx(t), Command{Script: "echo fine"})
+		if err != nil || res.Stdout != "fine\n" || (i == 0) != strings.Contains(res.Note, "ended while idle (the loop ended (exit 137)") {
+			t.Fatalf("run %d after the loop ended: %+v, %v; want the first noted", i, res, err)
+		}
+	}
+	if warns, said := book.matching("WARN "), book.matching("exit 137"); len(warns) != 0 || len(said) != 1 || !strings.HasPrefix(said[0], "INFO ") {
+		t.Errorf("log: %q; want the end said once at INFO and no WARN", book.lines)
+	}
+}
+
+// TestSlowLoginReapSaidOnce: on a host whose login takes longer than the
+// reaper's deadline, every command stopped at its deadline leaves a reap
+// that cannot finish; that is expected there (the target's own timeout
+// still stops the command), so it is said once, at INFO, not a WARN a run.
+func TestSlowLoginReapSaidOnce(t *testing.T) {
+	t.Parallel()
+	slow(t)
+	dir := t.TempDir()
+	rc := dir + "/slow-login"
+	if err := os.WriteFile(rc, []byte("sleep "+strconv.Itoa(int(reapTimeout/time.Second)+2)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// bash reads BASH_ENV before it runs a session's command: a slow login.
+	s := startSSHD(t, sshd.Options{Env: map[string]string{"BASH_ENV": rc}})
+	book := &levelBook{}
+	p := NewPool(PoolOptions{Log: slog.New(book)})
+	t.Cleanup(func() { p.Close() })
+	tr := open(t, p, sshSpec(s))
+	for i := 0; i < 2; i++ {
+		if _, err := tr.Exec(testCtx(t), Command{Script: "true", Timeout: time.Second}); !errors.Is(err, ErrTimeout) {
+			t.Fatalf("run %d: err = %v, want the login to outlast the deadline", i, err)
+		}
+	}
+	if reaps := book.matching("reap "); len(reaps) != 1 || !strings.HasPrefix(reaps[0], "INFO ") {
+		t.Errorf("reap lines %q; want one, at INFO\nall: %q", reaps, book.lines)
 	}
 }

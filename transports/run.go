@@ -46,10 +46,27 @@ func (l logger) event(level slog.Level, secrets []string, target fmt.Stringer, f
 	msg := Printable(Redact(fmt.Sprintf(format, args...), secrets))
 	name := Printable(target.String())
 	if l.slog != nil {
-		l.slog.Log(context.Background(), level, msg, "target", name)
+		l.record(level, msg, "target", name)
 		return
 	}
 	l.logf("%s: %s", name, msg)
+}
+
+// record writes one record at level. A pool's events belong to no one
+// command (a dial, a keepalive, a resident session's life, a failure the
+// pool reports after its caller has its result), so they carry no context:
+// slog's leveled methods.
+func (l logger) record(level slog.Level, msg string, args ...any) {
+	switch {
+	case level >= slog.LevelError:
+		l.slog.Error(msg, args...)
+	case level >= slog.LevelWarn:
+		l.slog.Warn(msg, args...)
+	case level >= slog.LevelInfo:
+		l.slog.Info(msg, args...)
+	default:
+		l.slog.Debug(msg, args...)
+	}
 }
 
 // label names a target for logger's methods.
@@ -65,7 +82,7 @@ func (l logger) failed(secrets []string, target fmt.Stringer, err error) {
 	}
 	msg := Printable(Redact(err.Error(), secrets))
 	if l.slog != nil {
-		l.slog.Log(context.Background(), slog.LevelWarn, msg, "target", Printable(target.String()))
+		l.record(slog.LevelWarn, msg, "target", Printable(target.String()))
 		return
 	}
 	l.logf("%s", msg)

@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 )
 
 // killAfter is the grace between the polite signal (SIGTERM) and SIGKILL,
@@ -132,9 +133,37 @@ func (c *capture) text(secrets []string) string {
 	s := Redact(string(c.buf), secrets)
 	if c.total > int64(len(c.buf)) {
 		s = redactTail(s, secrets)
-		s += fmt.Sprintf("\n[captured %d of %d bytes]", len(c.buf), c.total)
+		s += fmt.Sprintf(captureNote, len(c.buf), c.total)
 	}
 	return s
+}
+
+// captureNote ends a capture cut at its cap.
+const captureNote = "\n[captured %d of %d bytes]"
+
+// Shorten cuts output a transport captured to its first n bytes (whole
+// characters) for a report, marked "… [L bytes]" with the length it had.
+// The "[captured N of M bytes]" note of a capture cut at its cap stays at
+// the end: it says how much the command printed in all.
+func Shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	body, note := s, ""
+	if i := strings.LastIndex(s, "\n[captured "); i >= 0 {
+		var kept, total int64
+		if _, err := fmt.Sscanf(s[i:], captureNote, &kept, &total); err == nil && fmt.Sprintf(captureNote, kept, total) == s[i:] {
+			body, note = s[:i], s[i:]
+		}
+	}
+	if len(body) <= n {
+		return s
+	}
+	cut := n
+	for cut > 0 && !utf8.RuneStart(body[cut]) {
+		cut--
+	}
+	return body[:cut] + fmt.Sprintf("… [%d bytes]", len(body)) + note
 }
 
 // markerWriter strips the start marker line from a stream and remembers
@@ -216,10 +245,28 @@ func remoteSeconds(deadline time.Time, ok bool, now time.Time) int {
 // usual path (a shell can miss a signal that arrives as it sets up a
 // trap). At the deadline, or on TERM from anyone, the program passes TERM
 // to its whole process group, so that the script's children die too, and
-// KILL 2 s later to whatever ignored it.
-const groupKill = `__d=$1; shift; sleep "$__d" </dev/null >/dev/null 2>&1 & __t=$!; ` +
-	`trap "trap : TERM; kill -TERM 0; i=0; while [ \$i -lt 20 ] && kill -0 \$p 2>/dev/null; do if sleep 0.1 2>/dev/null; then i=\$((i + 1)); else sleep 1; i=\$((i + 10)); fi; done; kill -KILL 0" TERM; ` +
-	`exec 3<&0; ( "$@" <&3 3<&-; c=$?; kill -PIPE $__t 2>/dev/null; exit $c ) & p=$!; exec 3<&-; wait $__t 2>/dev/null; if [ $? = 0 ]; then kill -TERM $$; fi; wait $p`
+// KILL to whatever ignored it once the script's subshell has ended or 2 s
+// later, having reaped its own children first. The subshell traps TERM and
+// waits for the script again (waitStep), so a script that kills its parent
+// (`kill $PPID`) still stops the timer when it is done.
+const groupKill = `__d=$1; shift; sleep "$__d" </dev/null >/dev/null 2>&1 & __t=$!; ` + liveFunc + `; ` +
+	`trap "trap : TERM; kill -TERM 0; i=0; while [ \$i -lt 20 ] && __v \$p; do if sleep 0.1 2>/dev/null; then i=\$((i + 1)); else sleep 1; i=\$((i + 10)); fi; done; if ! __v \$p; then wait \$p; wait \$__t; fi; kill -KILL 0" TERM; ` +
+	`exec 3<&0; ( trap : TERM; "$@" <&3 3<&- & s=$!; ` + waitStep + `; kill -PIPE $__t 2>/dev/null; exit $c ) & p=$!; exec 3<&-; wait $__t 2>/dev/null; if [ $? = 0 ]; then kill -TERM $$; fi; wait $p`
+
+// liveFunc defines __v PID, which succeeds while the process PID runs: a
+// zombie (dead, its parent busy in a trap and not reaping yet) has ended,
+// though `kill -0` still finds it. Without /proc it is `kill -0`.
+const liveFunc = `__v() { __y=; read -r __y 2>/dev/null </proc/$1/stat; case $__y in "") kill -0 $1 2>/dev/null ;; *") Z "*) return 1 ;; esac; }`
+
+// waitStep waits for the step $s and leaves its exit status in c. The
+// shell that runs it traps TERM (to ":") so that a step that signals its
+// parent (`kill $PPID`) does not end the shell that ends the deadline's
+// timer when the step is done; a wait the trap interrupts is waited again.
+// The step itself starts with TERM at its default and dies of it.
+const waitStep = `while wait $s; c=$?; [ $c -gt 128 ] && kill -0 $s 2>/dev/null; do :; done`
+
+// waitStepQuoted is waitStep inside a double-quoted `sh -c` argument.
+const waitStepQuoted = `while wait \$s; c=\$?; [ \$c -gt 128 ] && kill -0 \$s 2>/dev/null; do :; done`
 
 // launcher is the constant program of the fixed argv every script runs
 // under. It picks the shell (bash with --norc so an ssh login does not

@@ -26,14 +26,15 @@ const DefaultConnectTimeout = 10 * time.Second
 // Spec; transports does not import contracts.
 type Spec struct {
 	Name string
-	Kind string // "local", "ssh", "pct", "docker"
+	Kind string // a Kind's name: "local", "ssh", "pct", "docker"
 
 	User string // ssh
 	Host string // ssh
 	Port int    // ssh; 0 means 22
 
-	VMID      int    // pct
-	Container string // docker
+	// Addr is a wrapped kind's address as written: a pct VMID, a docker
+	// container (Kind.Address checks it and sets it).
+	Addr string
 
 	Via *Spec // parent link; nil means the engine's host
 
@@ -66,17 +67,18 @@ func ParseSSHAddr(s string) (user, host string, port int, err error) {
 	return user, host, port, nil
 }
 
-// validate checks one link and its parents. It returns an error wrapping
+// validate checks one link and its parents by their kinds: a known kind,
+// a valid address, and what it runs through. It returns an error wrapping
 // ErrInvalidSpec naming the first bad field.
 func (s *Spec) validate() error {
 	if s == nil {
 		return fmt.Errorf("nil spec: %w", ErrInvalidSpec)
 	}
+	k, ok := KindOf(s.Kind)
+	if !ok {
+		return fmt.Errorf("%s: unknown kind %q (want %s): %w", s.label(), s.Kind, KindNames("or"), ErrInvalidSpec)
+	}
 	switch s.Kind {
-	case "local":
-		if s.Via != nil {
-			return fmt.Errorf("%s: a local link cannot have via: %w", s.label(), ErrInvalidSpec)
-		}
 	case "ssh":
 		if s.User == "" || s.Host == "" {
 			return fmt.Errorf("%s: ssh needs user and host: %w", s.label(), ErrInvalidSpec)
@@ -89,19 +91,15 @@ func (s *Spec) validate() error {
 		default:
 			return fmt.Errorf("%s: host key policy %q: want strict or accept-new: %w", s.label(), s.HostKeyPolicy, ErrInvalidSpec)
 		}
-		if s.Via != nil && s.Via.Kind != "ssh" && s.Via.Kind != "local" {
-			return fmt.Errorf("%s: ssh can only hop through another ssh host, not %s: %w", s.label(), s.Via.Kind, ErrInvalidSpec)
-		}
-	case "pct":
-		if s.VMID <= 0 {
-			return fmt.Errorf("%s: pct needs a VMID > 0: %w", s.label(), ErrInvalidSpec)
-		}
-	case "docker":
-		if err := addr.Container(s.Container); err != nil {
+	default:
+		// The address as the kind reads it, so a Spec built by hand is
+		// held to what a contract's target is.
+		if err := k.Address(s.Addr, &Spec{}); err != nil {
 			return fmt.Errorf("%s: %w: %w", s.label(), err, ErrInvalidSpec)
 		}
-	default:
-		return fmt.Errorf("%s: unknown kind %q: %w", s.label(), s.Kind, ErrInvalidSpec)
+	}
+	if err := s.validLink(k); err != nil {
+		return err
 	}
 	if s.Via != nil {
 		return s.Via.validate()
@@ -125,22 +123,16 @@ func (s *Spec) connectTimeout() time.Duration {
 
 func (s *Spec) addr() string { return net.JoinHostPort(s.Host, strconv.Itoa(s.port())) }
 
-// label names one link for messages.
+// label names one link for messages: "ssh root@h:22", "pct 112",
+// "docker web", "local".
 func (s *Spec) label() string {
 	switch s.Kind {
 	case "ssh":
 		return "ssh " + s.User + "@" + s.addr()
-	case "pct":
-		return "pct " + strconv.Itoa(s.VMID)
-	case "docker":
-		return "docker " + s.Container
-	case "local":
-		return "local"
-	}
-	if s.Name != "" {
+	case "":
 		return s.Name
 	}
-	return s.Kind
+	return Link(s.Kind, s.Addr)
 }
 
 // chain names the whole chain, outermost first: "ssh root@h:22 → pct 112".

@@ -16,6 +16,8 @@ import (
 	"golang.org/x/crypto/ssh"
 	"golang.org/x/crypto/ssh/agent"
 	"golang.org/x/crypto/ssh/knownhosts"
+
+	"github.com/contractd/contractd/transports/addr"
 )
 
 // SSH runs scripts on a host over a pooled golang.org/x/crypto/ssh
@@ -27,6 +29,32 @@ type SSH struct {
 }
 
 var _ Transport = (*SSH)(nil)
+
+// sshKind is a host over ssh: user@host or user@host:port (user@[::1]:2222
+// for IPv6), strict host keys by default, through another ssh host with
+// via (a jump host).
+var sshKind = Kind{
+	Name:    "ssh",
+	Doc:     "a host over ssh, as user@host or user@host:port; through another ssh host with via",
+	Value:   ValueString,
+	Example: "root@192.168.68.15",
+	Address: func(v string, s *Spec) error {
+		user, host, port, err := addr.SSH(v)
+		if ae := (*addr.Error)(nil); errors.As(err, &ae) {
+			return fmt.Errorf("expected user@host or user@host:port, got %q: %s", v, ae.Why)
+		} else if err != nil {
+			return fmt.Errorf("expected user@host or user@host:port, got %q: %w", v, err)
+		}
+		s.User, s.Host, s.Port = user, host, port
+		return nil
+	},
+	Via:      ViaOptional,
+	Parents:  []string{"ssh"},
+	Options:  []string{"known_hosts", "host_key", "identity", "connect_timeout"},
+	Open:     openSSH,
+	Tunnel:   true,
+	Resident: true,
+}
 
 func openSSH(p *Pool, spec *Spec, _ runner) (Transport, error) {
 	return &SSH{pool: p, spec: spec}, nil
@@ -188,11 +216,11 @@ reap TERM; sleep 1; reap KILL
 // reap runs the reaper for tok in a new session on the same connection,
 // bounded by its own short deadline since ctx is already done.
 func (s *SSH) reap(ctx context.Context, tok string) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), reapTimeout)
 	defer cancel()
 	sess, release, err := s.session(rctx)
 	if err != nil {
-		s.pool.logf.warn(nil, s, "reap %s: %v", tok, err)
+		s.reapFailed(rctx, tok, err)
 		return
 	}
 	defer release()
@@ -205,9 +233,28 @@ func (s *SSH) reap(ctx context.Context, tok string) {
 		err = rctx.Err()
 	}
 	if err != nil {
-		s.pool.logf.warn(nil, s, "reap %s: %v", tok, err)
+		s.reapFailed(rctx, tok, err)
 	}
 }
+
+// reapFailed logs a reap that did not finish. One cut off by its own
+// deadline is what every reap on a host whose login takes longer does, and
+// the target's own timeout still stops the command: it is said once per
+// host, at INFO. Anything else is a warning.
+func (s *SSH) reapFailed(rctx context.Context, tok string, err error) {
+	if rctx.Err() == nil {
+		s.pool.logf.warn(nil, s, "reap %s: %v", tok, err)
+		return
+	}
+	if s.pool.firstTime("slow reap " + chainKey(s.spec)) {
+		s.pool.logf.info(nil, s, "reap %s: not done within %s (a login on this host takes longer?); the command's own timeout on the target still stops it; said once", tok, reapTimeout)
+		return
+	}
+	s.pool.logf.debug(nil, s, "reap %s: %v", tok, err)
+}
+
+// reapTimeout bounds a reap: a session, the login and the reaper.
+const reapTimeout = 5 * time.Second
 
 // exitStatus maps Session.Wait's outcome to an exit code; a session that
 // ended without a status means the connection died.

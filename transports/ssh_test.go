@@ -455,7 +455,7 @@ func TestSSHDialerReachesLoopbackOfHost(t *testing.T) {
 		t.Fatalf("body = %q", body)
 	}
 
-	if _, err := p.Dialer(&Spec{Kind: "docker", Container: "web"}); !errors.Is(err, ErrInvalidSpec) {
+	if _, err := p.Dialer(&Spec{Kind: "docker", Addr: "web"}); !errors.Is(err, ErrInvalidSpec) {
 		t.Fatalf("Dialer for docker: err = %v, want ErrInvalidSpec", err)
 	}
 	closed, _ := net.Listen("tcp", "127.0.0.1:0")

@@ -25,7 +25,7 @@ The web front end. Reports go to #ops.
 
 ### Web {#web agent=web}
 
-` + "```sh {id=probe as=json}\necho '{\"status\": \"down\", \"queue\": 7}'\n```" + `
+` + "```sh {id=probe as=json fields=\"status:string queue:int load:float\"}\necho '{\"status\": \"down\", \"queue\": 7, \"load\": 0.5}'\n```" + `
 
 | Field | Healthy | Critical |
 |-------|---------|----------|
@@ -43,8 +43,9 @@ Expected: ` + "`ok`" + `
 `
 
 // contractd brief lists the open incident a watchdog must not report
-// again, the only repair allowed, and the report's fields; --stage keeps
-// one stage, and an unknown one is named with the nearest.
+// again, the only repair allowed, and the report's fields with their
+// declared types; --stage keeps one stage, and an unknown one is named
+// with the nearest.
 func TestBriefListsTheOpenIncident(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "briefed.md")
@@ -67,7 +68,8 @@ func TestBriefListsTheOpenIncident(t *testing.T) {
 		"# Briefing: stage web of contract briefed",
 		"- open since ", // the incident the run opened
 		"- when `probe.status == \"down\"`: `systemctl restart web` (report-only agent: logged, never run)",
-		"| web | probe | `queue` | `< 5` | — | `≥ 5` |",
+		"| web | probe | `queue` | int | `< 5` | — | `≥ 5` |",
+		"| web | probe | `load` | float | — | — | — |", // declared, judged by no cell
 		"Recent messages",
 		"### Web {#web agent=web}", // the stage as written
 	} {

@@ -31,6 +31,10 @@ type Main struct {
 	Environ func() []string
 	// IsTerminal reports whether w is a terminal (live progress).
 	IsTerminal func(w io.Writer) bool
+	// helpFlags, when set, receives a command's flags when the command is
+	// asked for its help, instead of the help being printed: the manual
+	// page and the completions are made from the commands' own --help.
+	helpFlags func(fs *flag.FlagSet)
 }
 
 // NewMain returns a Main wired to the process's streams and environment.
@@ -65,8 +69,12 @@ func init() {
 		"brief":       {"[--stage ID] [--json] [--state-dir DIR | --etcd URL[,URL…]] CONTRACT", "print the briefing an agent needs to watch a contract: steps, tables, allowed repairs, what was already alerted, the report to write", (*Main).cmdBrief},
 		"mcp":         {"[--allow-actions] [--dir DIR] [--state-dir DIR | --etcd URL[,URL…]]", "serve the MCP tools over stdio, for an agent that starts contractd", (*Main).cmdMCP},
 		"sudoers":     {"[--user NAME] [--host TARGET] DIR|FILE...", "print the sudoers lines that allow exactly the commands contracts run through sudo", (*Main).cmdSudoers},
+		"lsp":         {"[--inventory FILE] [--var KEY=VALUE]... [--max-file-size SIZE]", "serve the language server over stdio, for an editor: lint's diagnostics as you type, hover, completion, definitions, quick fixes", (*Main).cmdLSP},
+		"schema":      {schemaNames, "print the JSON Schema of a contract's front matter, an inventory or a test file, for editors", (*Main).cmdSchema},
 		"version":     {"", "print the version", (*Main).cmdVersion},
 		"help":        {"[COMMAND]", "show this help, or a command's", (*Main).cmdHelp},
+		"man":         {"", "print contractd's manual page (roff), made from every command's --help", (*Main).cmdMan},
+		"completion":  {"bash | zsh", "print a completion script for bash or zsh, made from every command's --help", (*Main).cmdCompletion},
 	}
 }
 
@@ -140,7 +148,8 @@ func (m *Main) invokedAsCommand(name string, rest []string) bool {
 	return true
 }
 
-// version is set at build time with -ldflags "-X main.version=…".
+// version is set at build time with -ldflags "-X main.version=…" (see
+// buildinfo.go).
 var version = "dev"
 
 func (m *Main) cmdVersion(ctx context.Context, args []string) int {
@@ -148,7 +157,7 @@ func (m *Main) cmdVersion(ctx context.Context, args []string) int {
 		m.errorf("version takes no arguments")
 		return exitUsage
 	}
-	fmt.Fprintln(m.Stdout, "contractd", version)
+	writeVersion(m.Stdout)
 	return exitOK
 }
 
@@ -188,8 +197,12 @@ func (m *Main) usage(w io.Writer) {
 	}
 	fmt.Fprintf(tw, "  NAME\tany command a contract declares (e.g. zulip-status), also as a symlink named NAME\n")
 	tw.Flush()
-	fmt.Fprint(w, "\n`contractd COMMAND --help` describes a command and its flags. Exit codes: 0 done (sick agents included),\n1 the engine failed or lint found errors, 2 bad usage or a contract that does not load;\n130/143 a run SIGINT/SIGTERM interrupted (it recorded what it did); with --nagios 0/1/2/3 for OK/WARNING/CRITICAL/UNKNOWN.\n")
+	fmt.Fprint(w, "\n`contractd COMMAND --help` describes a command and its flags. "+exitCodesText)
 }
+
+// exitCodesText says what the exit codes mean, in the tool's help and its
+// manual page.
+const exitCodesText = "Exit codes: 0 done (sick agents included),\n1 the engine failed or lint found errors, 2 bad usage or a contract that does not load;\n130/143 a run SIGINT/SIGTERM interrupted (it recorded what it did); with --nagios 0/1/2/3 for OK/WARNING/CRITICAL/UNKNOWN.\n"
 
 // A message of several lines (a contract's diagnostics) prints as several
 // lines, the later ones indented, each made printable on its own: no
@@ -236,7 +249,11 @@ func (m *Main) parse(fs *flag.FlagSet, args []string) ([]string, error) {
 	for {
 		err := fs.Parse(args)
 		if errors.Is(err, flag.ErrHelp) {
-			m.help(m.Stdout, fs)
+			if m.helpFlags != nil {
+				m.helpFlags(fs)
+			} else {
+				m.help(m.Stdout, fs)
+			}
 			return nil, errHelp
 		}
 		if err != nil {
@@ -269,29 +286,48 @@ func (m *Main) help(w io.Writer, fs *flag.FlagSet) {
 	default:
 		fmt.Fprintf(w, "usage: contractd %s [flags]   (or a symlink named %s)\n\nRun the contract that declares the command %s: a running daemon is asked first.\n", name, name, name)
 	}
-	var any bool
+	flags := describeFlags(fs)
+	if len(flags) > 0 {
+		fmt.Fprint(w, "\nflags:\n")
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fs.VisitAll(func(f *flag.Flag) {
-		if !any {
-			fmt.Fprint(w, "\nflags:\n")
-			any = true
-		}
-		arg, usage := flag.UnquoteUsage(f)
-		dash := "--"
-		if len(f.Name) == 1 {
-			dash = "-"
-		}
-		left := dash + f.Name
-		if arg != "" {
-			left += " " + arg
+	for _, f := range flags {
+		left := f.Flag
+		if f.Arg != "" {
+			left += " " + f.Arg
 		}
 		def := ""
-		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "0s" {
-			def = fmt.Sprintf(" (default %s)", f.DefValue)
+		if f.Default != "" {
+			def = fmt.Sprintf(" (default %s)", f.Default)
 		}
-		fmt.Fprintf(tw, "  %s\t%s%s\n", left, usage, def)
-	})
+		fmt.Fprintf(tw, "  %s\t%s%s\n", left, f.Usage, def)
+	}
 	tw.Flush()
+}
+
+// flagDoc is one flag as a command's help shows it.
+type flagDoc struct {
+	Flag    string // --name, or -n for a one-letter name
+	Arg     string // the value's name (DURATION, FILE); "" for a switch
+	Usage   string
+	Default string // "" when the default is the zero value
+}
+
+// describeFlags returns fs's flags in order, as help shows them.
+func describeFlags(fs *flag.FlagSet) []flagDoc {
+	var out []flagDoc
+	fs.VisitAll(func(f *flag.Flag) {
+		arg, usage := flag.UnquoteUsage(f)
+		d := flagDoc{Flag: "--" + f.Name, Arg: arg, Usage: usage}
+		if len(f.Name) == 1 {
+			d.Flag = "-" + f.Name
+		}
+		if f.DefValue != "" && f.DefValue != "false" && f.DefValue != "0" && f.DefValue != "0s" {
+			d.Default = f.DefValue
+		}
+		out = append(out, d)
+	})
+	return out
 }
 
 func upperFirst(s string) string {

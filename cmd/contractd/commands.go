@@ -218,7 +218,7 @@ func (m *Main) cmdExplain(ctx context.Context, args []string) int {
 	}
 	now := time.Now()
 	if *asJSON {
-		return m.writeJSON(contracts.ExplainAt(cs[0], now))
+		return m.writeJSON(contracts.ExplainAsOf(cs[0], now))
 	}
 	if err := contracts.WriteExplainTextAt(m.Stdout, cs[0], now); err != nil {
 		m.errorf("%v", err)

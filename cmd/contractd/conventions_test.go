@@ -3,12 +3,14 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -69,7 +71,8 @@ func TestHelpIsOnStdoutAndExitsZero(t *testing.T) {
 	}
 	for _, args := range [][]string{{"--version"}, {"version"}} {
 		code, out, errs := runMain(t, append([]string{"contractd"}, args...)...)
-		if code != 0 || out != "contractd "+version+"\n" || errs != "" {
+		b := buildInfo()
+		if want := fmt.Sprintf("contractd %s (commit %s, built %s, %s)\n", b.Version, b.Revision, b.Date, runtime.Version()); code != 0 || out != want || errs != "" {
 			t.Errorf("contractd %v: exit %d, %q %q", args, code, out, errs)
 		}
 	}

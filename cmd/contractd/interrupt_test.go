@@ -96,7 +96,7 @@ func (c *interruptCase) agree(t *testing.T) []engine.HistoryRecord {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := s.ReadLedger("crashy")
+	l, err := engine.ReadLedger(s, "crashy")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,36 +2,61 @@ package main
 
 import (
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
 
-// layers ranks the project's packages: a package imports only packages of a
-// lower rank, so imports run one way (CONTRIBUTING.md, "The layers").
-// fixtures and docs are test support and the demo's, outside the ranks.
-var layers = map[string]int{
-	"transports/addr":        0,
-	"engine/clock":           0,
-	"transports":             1,
-	"contracts/fill":         1,
-	"contracts/calendar":     1,
-	"contracts":              2,
-	"steps":                  3,
-	"engine/guard":           4,
-	"engine/notify":          5,
-	"engine/store":           6,
-	"engine/store/etcdstore": 7,
-	"engine":                 8,
-	"engine/replay":          9,
-	"engine/serve":           9,
-	"engine/mcpserver":       10,
-	"cmd/contractd":          11,
+// rooms places each package of the product in a room: the parts of the
+// house CONTRIBUTING.md ("The rooms") draws. fixtures and docs are test
+// support and the demo's, outside the rooms.
+var rooms = map[string]string{
+	"cmd/contractd":          "cli",
+	"lsp":                    "editor",
+	"schema":                 "editor",
+	"engine/serve":           "daemon",
+	"engine/mcpserver":       "daemon",
+	"engine":                 "run",
+	"engine/replay":          "run",
+	"engine/guard":           "guards",
+	"engine/notify":          "routes",
+	"engine/store":           "state",
+	"engine/store/etcdstore": "state",
+	"steps":                  "kinds",
+	"contracts":              "format",
+	"contracts/fill":         "format",
+	"contracts/calendar":     "format",
+	"transports":             "transports",
+	"transports/addr":        "transports",
+	"engine/clock":           "clock",
 }
 
-// No import runs back up the layers: contracts imports nothing of steps or
-// the engine, steps nothing of the engine, the engine nothing of serve, and
-// every package of the product has a rank (a new one is placed on purpose).
-func TestImportsRunOneWay(t *testing.T) {
+// arrows are the rooms each room may import; a room may always import
+// itself. Every other import between rooms is one that never should exist:
+// the editor's help (the language server, the schemas) reads the format,
+// the step kinds and the test files' runner and drives nothing; the daemon
+// drives runs, a run drives everything below it, the guards and
+// routes decide and deliver but keep no state of their own, state is bytes
+// and files (it knows nothing of what a ledger holds), the format knows
+// the transports only by their table of kinds, and the transports and the
+// clock import nothing of the project.
+var arrows = map[string][]string{
+	"cli":        {"editor", "daemon", "run", "guards", "routes", "state", "kinds", "format", "transports", "clock"},
+	"editor":     {"run", "kinds", "format", "transports"},
+	"daemon":     {"run", "guards", "routes", "state", "kinds", "format", "transports", "clock"},
+	"run":        {"guards", "routes", "state", "kinds", "format", "transports", "clock"},
+	"guards":     {"format", "clock"},
+	"routes":     {"format", "transports", "clock"},
+	"state":      {"clock"},
+	"kinds":      {"format", "transports"},
+	"format":     {"transports"},
+	"transports": {},
+	"clock":      {},
+}
+
+// TestImportsFollowTheRooms: every package of the product is in a room,
+// and every import between rooms is an arrow the rooms allow.
+func TestImportsFollowTheRooms(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs go list")
 	}
@@ -40,29 +65,47 @@ func TestImportsRunOneWay(t *testing.T) {
 	if err != nil {
 		t.Fatalf("go list: %v", err)
 	}
+	for _, bad := range strayImports(mod, string(out)) {
+		t.Error(bad)
+	}
+}
+
+// strayImports returns what go list's output (a package and its imports
+// per line) holds that the rooms do not allow, one line each.
+func strayImports(mod, list string) []string {
 	outside := func(p string) bool { return strings.HasPrefix(p, "fixtures") || strings.HasPrefix(p, "docs") }
-	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+	var bad []string
+	for _, line := range strings.Split(strings.TrimSpace(list), "\n") {
 		fields := strings.Fields(line)
 		pkg := strings.TrimPrefix(fields[0], mod)
 		if outside(pkg) {
 			continue
 		}
-		rank, ok := layers[pkg]
+		room, ok := rooms[pkg]
 		if !ok {
-			t.Errorf("package %s has no layer: give it a rank in layers (and CONTRIBUTING.md)", pkg)
+			bad = append(bad, "package "+pkg+" is in no room: place it in rooms (and CONTRIBUTING.md)")
 			continue
 		}
 		for _, imp := range fields[1:] {
-			if !strings.HasPrefix(imp, mod) {
+			dep, ok := strings.CutPrefix(imp, mod)
+			if !ok || outside(dep) {
 				continue
 			}
-			dep := strings.TrimPrefix(imp, mod)
-			if outside(dep) {
-				continue
-			}
-			if r, ok := layers[dep]; ok && r >= rank {
-				t.Errorf("%s imports %s: an import that does not run down the layers", pkg, dep)
+			to, ok := rooms[dep]
+			if ok && to != room && !slices.Contains(arrows[room], to) {
+				bad = append(bad, pkg+" ("+room+") imports "+dep+" ("+to+"): an arrow the rooms do not allow")
 			}
 		}
+	}
+	return bad
+}
+
+// TestTheRoomsRefuseAnArrowUpwards: the check itself, on an import the
+// rooms forbid (transports importing the engine) and one they allow.
+func TestTheRoomsRefuseAnArrowUpwards(t *testing.T) {
+	const mod = "github.com/contractd/contractd/"
+	bad := strayImports(mod, mod+"transports "+mod+"engine "+mod+"transports/addr\n"+mod+"engine "+mod+"transports")
+	if len(bad) != 1 || bad[0] != "transports (transports) imports engine (run): an arrow the rooms do not allow" {
+		t.Fatalf("stray imports %q; want exactly the one from transports to engine", bad)
 	}
 }

@@ -255,5 +255,5 @@ func (s *localSource) Release(ctx context.Context, name string) error {
 	if err := engine.ReleaseLedger(ctx, s.src.st, name, "", time.Now()); err != nil {
 		return err
 	}
-	return serve.ReleaseHoldDown(s.rf.stateDir, name)
+	return serve.ReleaseHoldDown(ctx, s.rf.stateDir, name)
 }

@@ -142,7 +142,7 @@ func (m *Main) cmdServe(ctx context.Context, args []string) int {
 		Runner: eng, Load: withoutNotes(serve.ContractLoader(opts)),
 		NotifyDeps: notify.Deps{Logger: log, Getenv: m.Getenv, PageURL: serve.PageURL(*listen)},
 		Log:        log, Reload: hup, Systemd: serve.SystemdFromEnv(m.Getenv, os.Getpid()),
-		Stagger: stagger, ShutdownGrace: grace, Socket: sock, Build: serve.ReadBuildInfo(version), PageAuth: *pageAuth,
+		Stagger: stagger, ShutdownGrace: grace, Socket: sock, Build: buildInfo(), PageAuth: *pageAuth,
 		HA: ha, Store: shared, MCP: mcpHandler,
 		ResidentSessions: func() int {
 			n := 0

@@ -231,7 +231,7 @@ func (m *Main) printSummaries(sums []*engine.Summary, asJSON bool, none string) 
 
 func incidentLabel(inc *guard.Incident) string {
 	who := inc.Agent
-	if who == store.AllAgents || who == "" {
+	if who == engine.AllAgents || who == "" {
 		who = "contract"
 	}
 	return who + ": " + inc.Condition
@@ -358,7 +358,7 @@ func (m *Main) cmdWhy(ctx context.Context, args []string) int {
 	for _, ev := range h.Operator {
 		say(m.Stdout, "  before it: %s\n", ev.String())
 	}
-	if l, err := src.st.ReadLedger(name); err == nil {
+	if l, err := engine.ReadLedger(src.st, name); err == nil {
 		for _, ev := range l.Operator {
 			say(m.Stdout, "  since then: %s\n", ev.String())
 		}
@@ -432,7 +432,7 @@ func (m *Main) cmdReset(ctx context.Context, args []string) int {
 		m.fail("reset", err)
 		return exitFailed
 	}
-	if err := serve.ReleaseHoldDown(sf.stateDir, name); err != nil {
+	if err := serve.ReleaseHoldDown(ctx, sf.stateDir, name); err != nil {
 		m.fail("reset", err)
 		return exitFailed
 	}
@@ -490,7 +490,7 @@ func (m *Main) cmdMaintenance(ctx context.Context, args []string) int {
 	for _, k := range keys {
 		w := windows[k]
 		who := "whole contract"
-		if k != store.AllAgents {
+		if k != engine.AllAgents {
 			who = "agent " + k
 		}
 		say(m.Stdout, "%s: %s: %s (%s left): repairs blocked, new alerts held\n", name, who, w.String(), w.Until.Sub(now).Round(time.Second))

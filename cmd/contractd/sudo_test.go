@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"github.com/contractd/contractd/engine"
 	"github.com/contractd/contractd/fixtures/need"
 	"github.com/contractd/contractd/fixtures/sshd"
+	"github.com/contractd/contractd/fixtures/users"
 	"github.com/contractd/contractd/transports"
 )
 
@@ -93,12 +93,18 @@ func TestRepairThroughSudoOverSSH(t *testing.T) {
 	os.Chmod(base, 0o755)
 	run := func(name string, args ...string) {
 		t.Helper()
-		if out, err := exec.Command(name, args...).CombinedOutput(); err != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		if out, err := users.Run(ctx, name, args...); err != nil {
 			t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
 		}
 	}
 	run(useradd, "-m", "-d", filepath.Join(base, "home"), "-s", "/bin/sh", login)
-	t.Cleanup(func() { exec.Command("userdel", login).Run() })
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		users.Run(ctx, "userdel", login)
+	})
 	// useradd locks the password ("!"), and sshd without PAM refuses any
 	// login to a locked account, keys included: "*" is no password, unlocked.
 	run("usermod", "-p", "*", login)

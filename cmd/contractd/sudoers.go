@@ -12,7 +12,7 @@ import (
 	"strings"
 
 	"github.com/contractd/contractd/contracts"
-	"github.com/contractd/contractd/transports/addr"
+	"github.com/contractd/contractd/transports"
 )
 
 // cmdSudoers prints the sudoers lines that let exactly the commands the
@@ -110,13 +110,14 @@ func lookSudoPath(name string) (string, bool) {
 // and the login that runs sudo there: the engine's own host under --user,
 // or the ssh target's host under its login.
 func (g *sudoers) hostOf(t *contracts.Target) (key, label, login string) {
-	if t == nil || t.Kind() == "local" {
+	if t == nil || t.Kind == "local" {
 		return "local", "the engine's own host (targets that are local; the login is the user contractd runs as, --user)", g.user
 	}
-	u, h, port, err := addr.SSH(t.SSH)
-	if err != nil {
+	var s transports.Spec
+	if k, ok := transports.KindOf(t.Kind); !ok || k.Address(t.Address, &s) != nil {
 		return "", "", "" // lint refused it already
 	}
+	u, h, port := s.User, s.Host, s.Port
 	hp := h
 	if port != 22 {
 		hp += ":" + strconv.Itoa(port)
@@ -175,10 +176,15 @@ func (g *sudoers) add(c *contracts.Contract) {
 			parent = c.Targets[t.Via]
 		}
 		key, label, login := g.hostOf(parent)
-		tool, args := "docker", []string{"exec", "-i", t.Docker}
-		if t.Kind() == "pct" {
-			tool, args = "pct", []string{"exec", strconv.Itoa(t.PCT), "--"}
+		// The wrapper the transport runs on the parent, as its kind
+		// writes it (`pct exec 112 --`, `docker exec -i web`).
+		k, _ := transports.KindOf(t.Kind)
+		var s transports.Spec
+		if k.Wrap == nil || k.Address(t.Address, &s) != nil {
+			continue // lint refused it already
 		}
+		wrap := k.Wrap(&s)
+		tool, args := wrap[0], wrap[1:]
 		path, ok := g.resolve(tool)
 		if !ok {
 			g.errs = append(g.errs, contracts.Diagnostic{Pos: t.Pos, Severity: contracts.DiagError,

@@ -40,10 +40,17 @@ type Step struct {
 	Allowed bool   `json:"allowed"`
 	Status  string `json:"status"` // StatusRun when allowed, else what the guard imposes
 	Reason  string `json:"reason"`
+	// Off says the guard is not in force (its setting is 0): it allows
+	// without looking at anything.
+	Off bool `json:"off,omitempty"`
 }
 
-// String renders the step as "guard: allow (reason)" or "guard: status (reason)".
+// String renders the step as "guard: allow (reason)", "guard: status
+// (reason)" or, for a guard not in force, "guard: off".
 func (s Step) String() string {
+	if s.Off {
+		return s.Guard + ": off"
+	}
 	if s.Allowed {
 		return fmt.Sprintf("%s: allow (%s)", s.Guard, s.Reason)
 	}
@@ -52,6 +59,11 @@ func (s Step) String() string {
 
 func allow(guard, reason string) Step {
 	return Step{Guard: guard, Allowed: true, Status: StatusRun, Reason: reason}
+}
+
+// off is the step of a guard whose setting turns it off.
+func off(guard, reason string) Step {
+	return Step{Guard: guard, Allowed: true, Status: StatusRun, Reason: reason, Off: true}
 }
 
 func deny(guard, status, reason string) Step {

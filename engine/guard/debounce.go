@@ -37,7 +37,10 @@ func (d Debounce) Decide(u *Unit, cand Candidate) Step { return d.Check(u, cand.
 func (d Debounce) Check(u *Unit, cond string) Step {
 	now := d.Clock.Now()
 	last := u.lastRepair()
-	if d.Window <= 0 || last.IsZero() {
+	if d.Window <= 0 {
+		return off(GuardDebounce, "debounce 0s")
+	}
+	if last.IsZero() {
 		return allow(GuardDebounce, "no recent repair")
 	}
 	until := last.Add(d.Window)

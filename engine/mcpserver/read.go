@@ -248,7 +248,7 @@ func (s *server) why(ctx context.Context, req *mcp.CallToolRequest, in ContractI
 	for _, ev := range h.Operator {
 		out.Operator = append(out.Operator, OperatorOut{At: stamp(ev.At), By: ev.By, What: ev.What, Seen: "before_run"})
 	}
-	if l, err := st.ReadLedger(in.Contract); err == nil {
+	if l, err := engine.ReadLedger(st, in.Contract); err == nil {
 		for _, ev := range l.Operator {
 			out.Operator = append(out.Operator, OperatorOut{At: stamp(ev.At), By: ev.By, What: ev.What, Seen: "since_run"})
 		}

@@ -6,8 +6,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"net/http/httptest"
+	"net/mail"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -22,6 +24,7 @@ import (
 	"github.com/contractd/contractd/engine/clock"
 	"github.com/contractd/contractd/engine/notify"
 	"github.com/contractd/contractd/fixtures/agents"
+	"github.com/contractd/contractd/fixtures/mta"
 	"github.com/contractd/contractd/fixtures/wait"
 	_ "github.com/contractd/contractd/steps" // the step kinds the examples use
 )
@@ -93,6 +96,9 @@ type destinations struct {
 	zulip   string // the stand-in's address
 	journal string
 	env     map[string]string
+	// smtp takes mail over STARTTLS after a login, relay plainly; only
+	// an example with an email route starts them.
+	smtp, relay *mta.Server
 }
 
 type hookPost struct {
@@ -104,6 +110,7 @@ const (
 	botEmail  = "contractd-bot@chat.example"
 	botKey    = "zulip-k3y-for-the-docs"
 	hookToken = "hook-t0ken"
+	smtpPass  = "smtpPassw0rd"
 )
 
 func newDestinations(t *testing.T) *destinations {
@@ -166,9 +173,17 @@ func TestDocsNotifyExamplesDeliver(t *testing.T) {
 		t.Run(fmt.Sprintf("line_%d", ex.line), func(t *testing.T) {
 			d := newDestinations(t)
 			src := strings.ReplaceAll(asContract(ex), "/var/log/contractd/", d.logDir+"/")
-			c, ds := contracts.Parse("contract-format.md", []byte(src), contracts.Options{Vars: map[string]string{
+			vars := map[string]string{
 				"hook_url": d.hook.URL + "/services/T000/B000/XXXX", "zulip_site": "http://" + d.zulip,
-				"am_url": d.hook.URL + "/am", "am1": d.hook.URL + "/am1", "am2": d.hook.URL + "/am2"}})
+				"am_url": d.hook.URL + "/am", "am1": d.hook.URL + "/am1", "am2": d.hook.URL + "/am2"}
+			if strings.Contains(ex.yaml, "email:") {
+				d.smtp = mta.Start(t, mta.Options{TLS: true, User: "contractd", Password: smtpPass})
+				d.relay = mta.Start(t, mta.Options{})
+				d.env["SMTP_PASSWORD"] = smtpPass
+				vars["smtp"], vars["relay"] = d.smtp.Addr, d.relay.Addr
+				src = strings.ReplaceAll(src, "/etc/contractd/smtp-ca.pem", d.smtp.CAFile)
+			}
+			c, ds := contracts.Parse("contract-format.md", []byte(src), contracts.Options{Vars: vars})
 			if c == nil {
 				t.Fatalf("example does not load:\n%s\n%s", ds, src)
 			}
@@ -266,6 +281,38 @@ func TestDocsNotifyExamplesDeliver(t *testing.T) {
 							al.GeneratorURL != "http://127.0.0.1:9464/c/"+c.Name || posts[i].ctype != "application/json" {
 							t.Errorf("route %s: posted %+v (%s), want the text as summary, firing since %s, linking the status page", r.Name, al, posts[i].ctype, msg.Time)
 						}
+					}
+				case *contracts.EmailOptions:
+					srv := d.relay
+					if o.Server == d.smtp.Addr {
+						srv = d.smtp
+					}
+					to, err := mail.ParseAddressList(o.To)
+					if err != nil {
+						t.Fatal(err)
+					}
+					var got []string
+					wait.Until(t, fmt.Sprintf("route %s: the MTA to deliver to %d recipients", r.Name, len(to)), func() (bool, string) {
+						msgs, err := srv.Messages()
+						if err != nil {
+							t.Fatal(err)
+						}
+						got = got[:0]
+						for _, m := range msgs {
+							if subject, err := new(mime.WordDecoder).DecodeHeader(m.Header.Get("Subject")); err == nil && subject == line {
+								got = append(got, m.EnvelopeTo)
+							}
+						}
+						return len(msgs) >= len(to), srv.Log()
+					})
+					var want []string
+					for _, a := range to {
+						want = append(want, a.Address)
+					}
+					slices.Sort(got)
+					slices.Sort(want)
+					if !slices.Equal(got, want) {
+						t.Errorf("route %s: the mail with subject %q reached %v, want %v once each", r.Name, line, got, want)
 					}
 				default:
 					t.Errorf("route %s: no check for kind %s", r.Name, r.Kind)

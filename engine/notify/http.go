@@ -81,10 +81,26 @@ func (e errRetry) Unwrap() error { return e.err }
 // the retries are spent, or ctx ends. check judges a response with a 2xx
 // status (nil for "any 2xx is success").
 func (p poster) do(ctx context.Context, build func(context.Context) (*http.Request, error), check func([]byte) error) error {
-	wait := p.backoff
-	var last error
-	tries := 0
-	for attempt := 0; attempt <= p.retries; attempt++ {
+	last, gaveUp := retry(ctx, p.retries, p.backoff, func() error { return p.once(ctx, build, check) })
+	switch {
+	case last == nil:
+		return nil
+	case gaveUp != nil:
+		return p.scrub(fmt.Errorf("post %s: %w (gave up waiting to retry after: %v)", p.where, gaveUp, last))
+	}
+	// How many attempts it took is the Delivery's to say (Attempts).
+	return p.scrub(fmt.Errorf("post %s: %w", p.where, last))
+}
+
+// retry calls once until it returns nil or an error that is not an
+// errRetry, the retries are spent, or ctx ends while it waits to try again.
+// It waits backoff before the first retry, doubling each time, or longer
+// when an errRetry says (Retry-After, at most 30s), and counts each
+// attempt for the Delivery (attempted). It returns the last attempt's
+// error (nil on success) and, when ctx ended during a wait, ctx's error.
+func retry(ctx context.Context, retries int, backoff time.Duration, once func() error) (last, gaveUp error) {
+	wait := backoff
+	for attempt := 0; attempt <= retries; attempt++ {
 		if attempt > 0 {
 			d := wait
 			var r errRetry
@@ -95,24 +111,18 @@ func (p poster) do(ctx context.Context, build func(context.Context) (*http.Reque
 			select {
 			case <-ctx.Done():
 				t.Stop()
-				return p.scrub(fmt.Errorf("post %s: %w (gave up waiting to retry after: %v)", p.where, ctx.Err(), last))
+				return last, ctx.Err()
 			case <-t.C:
 			}
 			wait *= 2
 		}
-		tries++
-		last = p.once(ctx, build, check)
-		if last == nil {
-			return nil
-		}
-		if !errors.As(last, new(errRetry)) {
+		attempted(ctx)
+		last = once()
+		if last == nil || !errors.As(last, new(errRetry)) {
 			break
 		}
 	}
-	if tries > 1 {
-		return p.scrub(fmt.Errorf("post %s: %w (%d attempts)", p.where, last, tries))
-	}
-	return p.scrub(fmt.Errorf("post %s: %w", p.where, last))
+	return last, nil
 }
 
 func (p poster) once(ctx context.Context, build func(context.Context) (*http.Request, error), check func([]byte) error) error {

@@ -1,8 +1,9 @@
 // Package notify delivers alert and repair messages: to a log or a file, to
-// a local command, to a webhook, to Zulip, and to Alertmanager. Each kind lives in its own
-// file, is listed in one map, and is built from the options the contracts
-// package decoded against the kind's schema (contracts.NotifierKinds), so a
-// route that passes lint is a route the run can build.
+// a local command, to a webhook, to Zulip, to Alertmanager, and by email.
+// Each kind lives in its own file, is listed in one map, and is built from
+// the options the contracts package decoded against the kind's schema
+// (contracts.NotifierKinds), so a route that passes lint is a route the
+// run can build.
 //
 // Routes are independent: a route that cannot be built or fails to deliver
 // never stops another. Sender bounds every delivery by the caller's context
@@ -144,6 +145,7 @@ var kinds = map[string]Constructor{
 	"webhook":      newWebhook,
 	"zulip":        newZulip,
 	"alertmanager": newAlertmanager,
+	"email":        newEmail,
 }
 
 // ErrConfig is wrapped by every error about a route that cannot be built.

@@ -57,7 +57,7 @@ type Delivery struct {
 	// waited behind an earlier failure of its route, for the route's
 	// backoff, or for a cancelled context.
 	Tried    bool
-	Attempts int       // attempts so far, this Send's included
+	Attempts int       // attempts so far, this Send's included: each request a route retried within a Send counts
 	Next     time.Time // OutcomeQueued: the earliest time of the next attempt
 	// ReachedBefore: a message from the outbox that another route had
 	// already delivered in an earlier Send.
@@ -171,9 +171,11 @@ func (s Sender) Send(ctx context.Context, out *Outbox, msgs ...Message) []Delive
 					blocked = fmt.Errorf("not tried: %w", ctx.Err())
 				}
 				if blocked == nil {
-					q.Attempts++
 					d.Tried = true
-					if err := Deliver(ctx, n, q.Message); errors.Is(err, ErrRejected) {
+					var tries int
+					err := Deliver(withAttempts(ctx, &tries), n, q.Message)
+					q.Attempts += max(tries, 1)
+					if errors.Is(err, ErrRejected) {
 						// Refused as it is: dropped and reported now, never
 						// retried; the route's next message is tried as usual.
 						d.Err, d.Outcome, d.Attempts = err, OutcomeDropped, q.Attempts
@@ -232,4 +234,22 @@ func (s Sender) Send(ctx context.Context, out *Outbox, msgs ...Message) []Delive
 		results = append(results, per[i]...)
 	}
 	return results
+}
+
+// attemptsKey is the context key of the counter a Send gives each delivery.
+type attemptsKey struct{}
+
+// withAttempts returns ctx carrying n, the count of attempts a notifier
+// makes at one message: the one place a Delivery's Attempts comes from.
+func withAttempts(ctx context.Context, n *int) context.Context {
+	return context.WithValue(ctx, attemptsKey{}, n)
+}
+
+// attempted counts one attempt at the message being delivered, for a
+// notifier that retries within a Send (each HTTP request); one that never
+// calls it makes one attempt per Send.
+func attempted(ctx context.Context) {
+	if n, ok := ctx.Value(attemptsKey{}).(*int); ok {
+		*n++
+	}
 }

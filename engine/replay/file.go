@@ -28,15 +28,15 @@ import (
 type File struct {
 	// Contract is the contract file, relative to the test file; empty
 	// means the test file's name without .test.yaml, plus .md.
-	Contract string `yaml:"contract"`
+	Contract string `yaml:"contract" doc:"the contract file, relative to this file (default: this file's name with .md for .test.yaml)"`
 	// Inventory and Vars override the contract's, as --inventory and
 	// --var do (a URL pointed at http:// rather than https://, say).
-	Inventory string            `yaml:"inventory"`
-	Vars      map[string]string `yaml:"vars"`
+	Inventory string            `yaml:"inventory" doc:"an inventory file the contract loads with, as --inventory (relative to this file)"`
+	Vars      map[string]string `yaml:"vars" doc:"vars that override the contract's, as --var does"`
 	// Start is the fake clock's time at the first run (RFC 3339); empty
 	// means 2026-01-01T00:00:00Z.
-	Start string `yaml:"start"`
-	Runs  []*Run `yaml:"runs"`
+	Start string `yaml:"start" doc:"the fake clock's time at the first run, RFC 3339 (default 2026-01-01T00:00:00Z)"`
+	Runs  []*Run `yaml:"runs" required:"true" doc:"the runs, in order: what the steps answer and what each run must come to"`
 
 	path string
 }
@@ -44,22 +44,22 @@ type File struct {
 // Run is one run of the contract: what its steps answer and what the run
 // must come to.
 type Run struct {
-	Name string `yaml:"name"`
+	Name string `yaml:"name" doc:"the run's name in messages"`
 	// After is how long the fake clock moves before this run (e.g. 15m);
 	// empty means the contract's schedule interval. The first run starts
 	// at Start.
-	After string `yaml:"after"`
+	After string `yaml:"after" type:"duration" doc:"how long the fake clock moves before this run (default: the contract's schedule interval)"`
 	// Steps are the recorded outputs by "stage/step" (a for_each stage as
 	// written in the report: "lab[sol]/health"). A run keeps the outputs
 	// of the run before it and replaces those it lists.
-	Steps map[string]*Output `yaml:"steps"`
+	Steps map[string]*Output `yaml:"steps" key:"stage/step" doc:"the steps' recorded answers by stage/step (a for_each stage as lab[sol]/health); a run keeps the answers of the run before it and replaces those it lists"`
 	// AfterRepair are the outputs of the probe after a repair (by
 	// "stage/step"); a step not listed answers as in Steps.
-	AfterRepair map[string]*Output `yaml:"after_repair"`
+	AfterRepair map[string]*Output `yaml:"after_repair" key:"stage/step" doc:"the answers of the probe after a repair, by stage/step; a step not listed answers as in steps"`
 	// Repairs are the outputs of repair commands, by the command as the
 	// report names it; a repair not listed exits 0.
-	Repairs map[string]*Output `yaml:"repairs"`
-	Expect  Expect             `yaml:"expect"`
+	Repairs map[string]*Output `yaml:"repairs" doc:"the outputs of repair commands, by the command as the report names it; a repair not listed exits 0"`
+	Expect  Expect             `yaml:"expect" doc:"what the run must come to; only what is given is checked"`
 }
 
 // Output is what one step or repair answered: the recording a step's kind
@@ -72,36 +72,36 @@ type HTTPOutput = steps.RecordedHTTP
 // Expect is what a run must come to. Only what is given is checked.
 type Expect struct {
 	// Overall is the run's overall severity.
-	Overall string `yaml:"overall"`
+	Overall string `yaml:"overall" enum:"severity" doc:"the run's overall severity"`
 	// Agents are agents' severities after the run, by agent.
-	Agents map[string]string `yaml:"agents"`
+	Agents map[string]string `yaml:"agents" enum:"severity" doc:"agents' severities after the run, by agent"`
 	// Actions, when given, are every action of the run but log and
 	// monitor rows, in any order: each matches one action on the fields
 	// it gives, and no action is left over. `actions: []` means none.
-	Actions *[]ActionExpect `yaml:"actions"`
+	Actions *[]ActionExpect `yaml:"actions" doc:"every action of the run but log and monitor rows, in any order, each matched on the fields it gives; [] means none"`
 	// Alerts, when given, are every message of the run, in any order,
 	// matched the same way. `alerts: []` means none.
-	Alerts *[]AlertExpect `yaml:"alerts"`
+	Alerts *[]AlertExpect `yaml:"alerts" doc:"every message of the run, in any order, each matched on the fields it gives; [] means none"`
 }
 
 // ActionExpect matches an action of the report on the fields it gives.
 type ActionExpect struct {
-	Agent     string `yaml:"agent"`
-	Stage     string `yaml:"stage"`
-	Action    string `yaml:"action"`    // the command, or alert/escalate
-	Status    string `yaml:"status"`    // ran, failed, pending, blocked, report-only, …
-	Guard     string `yaml:"guard"`     // the guard that decided: debounce, budget, …
-	Verify    string `yaml:"verify"`    // remediated, remediation failed
-	Condition string `yaml:"condition"` // the row's condition as written
+	Agent     string `yaml:"agent" doc:"the agent"`
+	Stage     string `yaml:"stage" doc:"the stage, as the report names it"`
+	Action    string `yaml:"action" doc:"the command, or alert or escalate"`
+	Status    string `yaml:"status" doc:"ran, failed, pending, blocked, report-only, …"`
+	Guard     string `yaml:"guard" doc:"the guard that decided: debounce, budget, …"`
+	Verify    string `yaml:"verify" doc:"the verification: remediated, remediation failed"`
+	Condition string `yaml:"condition" doc:"the row's condition as written"`
 }
 
 // AlertExpect matches a message of the report on the fields it gives.
 type AlertExpect struct {
-	Kind      string `yaml:"kind"` // open, reminder, resolved, repair, escalate
-	Agent     string `yaml:"agent"`
-	Condition string `yaml:"condition"`
-	Severity  string `yaml:"severity"`
-	Text      string `yaml:"text"` // a part of the text
+	Kind      string `yaml:"kind" doc:"open, reminder, resolved, repair or escalate"`
+	Agent     string `yaml:"agent" doc:"the agent"`
+	Condition string `yaml:"condition" doc:"the condition as written"`
+	Severity  string `yaml:"severity" enum:"severity" doc:"the incident's severity"`
+	Text      string `yaml:"text" doc:"a part of the message's text"`
 }
 
 // ErrFile is wrapped by every error about the test file itself.
@@ -114,49 +114,78 @@ func Load(path string) (*File, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrFile, err)
 	}
+	return Parse(path, src)
+}
+
+// Parse checks a test file's text; path names it and places its contract.
+// Its errors are Load's: each is a *FileError.
+func Parse(path string, src []byte) (*File, error) {
+	bad := func(line, col int, format string, args ...any) error {
+		return &FileError{Pos: contracts.Pos{File: path, Line: line, Col: col}, Msg: fmt.Sprintf(format, args...)}
+	}
 	var f File
 	if err := yaml.UnmarshalWithOptions(src, &f, yaml.Strict()); err != nil {
 		var ye yaml.Error
 		if errors.As(err, &ye) {
 			if tok := ye.GetToken(); tok != nil && tok.Position != nil {
-				return nil, fmt.Errorf("%w: %s:%d:%d: %s", ErrFile, path, tok.Position.Line, tok.Position.Column, ye.GetMessage())
+				return nil, bad(tok.Position.Line, tok.Position.Column, "%s", ye.GetMessage())
 			}
-			return nil, fmt.Errorf("%w: %s: %s", ErrFile, path, ye.GetMessage())
+			return nil, bad(0, 0, "%s", ye.GetMessage())
 		}
-		return nil, fmt.Errorf("%w: %s: %v", ErrFile, path, err)
+		return nil, bad(0, 0, "%v", err)
 	}
 	f.path = path
 	if f.Contract == "" {
 		f.Contract = strings.TrimSuffix(filepath.Base(path), ".test.yaml") + ".md"
 	}
 	if len(f.Runs) == 0 {
-		return nil, fmt.Errorf("%w: %s: no runs", ErrFile, path)
+		return nil, bad(0, 0, "no runs")
 	}
 	if _, err := f.start(); err != nil {
-		return nil, fmt.Errorf("%w: %s: start: %v", ErrFile, path, err)
+		return nil, bad(0, 0, "start: %v", err)
 	}
 	for i, r := range f.Runs {
 		if r == nil {
-			return nil, fmt.Errorf("%w: %s: run %d is empty", ErrFile, path, i+1)
+			return nil, bad(0, 0, "run %d is empty", i+1)
 		}
 		if r.After != "" {
 			if d, err := contracts.ParseDuration(r.After); err != nil || d < 0 {
-				return nil, fmt.Errorf("%w: %s: run %d: after %q is not a duration such as 15m", ErrFile, path, i+1, r.After)
+				return nil, bad(0, 0, "run %d: after %q is not a duration such as 15m", i+1, r.After)
 			}
 		}
 		for _, m := range []map[string]*Output{r.Steps, r.AfterRepair} {
 			for k, o := range m {
 				if !strings.Contains(k, "/") {
-					return nil, fmt.Errorf("%w: %s: run %d: step %q: write it as stage/step", ErrFile, path, i+1, k)
+					return nil, bad(0, 0, "run %d: step %q: write it as stage/step", i+1, k)
 				}
 				if o == nil {
-					return nil, fmt.Errorf("%w: %s: run %d: step %q has no output", ErrFile, path, i+1, k)
+					return nil, bad(0, 0, "run %d: step %q has no output", i+1, k)
 				}
 			}
 		}
 	}
 	return &f, nil
 }
+
+// FileError is what is wrong with a test file, and where: Line and Col
+// are 0 when the YAML parser gave no position (the file as a whole). It
+// wraps ErrFile.
+type FileError struct {
+	Pos contracts.Pos
+	Msg string
+}
+
+// Error renders "bad test file: FILE:LINE:COL: MSG" (FILE: MSG without a
+// position).
+func (e *FileError) Error() string {
+	if e.Pos.Line == 0 {
+		return fmt.Sprintf("%v: %s: %s", ErrFile, e.Pos.File, e.Msg)
+	}
+	return fmt.Sprintf("%v: %s: %s", ErrFile, e.Pos, e.Msg)
+}
+
+// Unwrap returns ErrFile.
+func (e *FileError) Unwrap() error { return ErrFile }
 
 // ContractPath is the contract file the test runs.
 func (f *File) ContractPath() string {

@@ -189,8 +189,8 @@ type Daemon struct {
 // directory or an address already in use fails here rather than later. It
 // returns an error naming the missing field, the contract directory that is
 // not one, the state dir that cannot be created, or the listen failure.
-// Nothing runs until Run.
-func New(cfg Config) (*Daemon, error) {
+// Nothing runs until Run; ctx bounds only the wait for the state dir's lock.
+func New(ctx context.Context, cfg Config) (*Daemon, error) {
 	switch {
 	case cfg.Dir == "":
 		return nil, errors.New("serve: Config.Dir is required")
@@ -253,7 +253,7 @@ func New(cfg Config) (*Daemon, error) {
 		st = cfg.Store
 	}
 	view := viewStore(st)
-	lock, err := lockStateDir(cfg.StateDir)
+	lock, err := lockStateDir(ctx, cfg.StateDir)
 	if err != nil {
 		return nil, err
 	}
@@ -317,11 +317,10 @@ const stateDirLockWait = 2 * time.Second
 // function that releases it. The kernel releases the lock when the process
 // dies. It fails with ErrStateDirInUse (naming the holder's pid) when
 // another live daemon still holds it after stateDirLockWait.
-func lockStateDir(dir string) (unlock func(), err error) {
+func lockStateDir(ctx context.Context, dir string) (unlock func(), err error) {
 	// A leading dot: no contract name can make this file name.
 	path := filepath.Join(dir, ".contractd-serve.lock")
-	// New has no context of its own: the wait is bounded by stateDirLockWait.
-	unlock, err = store.LockFile(context.Background(), path, stateDirLockWait)
+	unlock, err = store.LockFile(ctx, path, stateDirLockWait)
 	var held *store.HeldError
 	var open *os.PathError
 	switch {
@@ -361,7 +360,7 @@ func (d *Daemon) Reload() {
 // Serve runs a daemon until ctx is cancelled; it is New followed by Run.
 // It returns nil on a clean stop and the first error otherwise.
 func Serve(ctx context.Context, cfg Config) error {
-	d, err := New(cfg)
+	d, err := New(ctx, cfg)
 	if err != nil {
 		return err
 	}

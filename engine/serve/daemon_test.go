@@ -20,7 +20,6 @@ import (
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine"
 	"github.com/contractd/contractd/engine/clock"
-	"github.com/contractd/contractd/engine/notify"
 	"github.com/contractd/contractd/engine/store"
 	"github.com/contractd/contractd/fixtures/wait"
 	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
@@ -204,7 +203,7 @@ func TestHoldDownAfterThreeFailuresSurvivesRestartAndResetResumes(t *testing.T) 
 
 	// The operator fixes the cause and releases the hold-down.
 	failing.Store(false)
-	if err := ReleaseHoldDown(state, "broken"); err != nil {
+	if err := ReleaseHoldDown(context.Background(), state, "broken"); err != nil {
 		t.Fatal(err)
 	}
 	wait.For(h2.t, "a run after reset", func() bool { return log.count("broken") > HoldDownAfter })
@@ -234,7 +233,7 @@ func TestResetOutsideTheDaemon(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			state := t.TempDir()
-			err := ReleaseHoldDown(state, tc.arg)
+			err := ReleaseHoldDown(context.Background(), state, tc.arg)
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("ReleaseHoldDown(%q) = %v, want error %v", tc.arg, err, tc.wantErr)
 			}
@@ -470,7 +469,7 @@ func TestMetricsScrape(t *testing.T) {
 	writeContract(t, dir, "scraped", "1", "1h", true)
 	exit0, exit1 := 0, 1
 	var ran atomic.Bool
-	h := startDaemon(t, Config{Dir: dir, StateDir: t.TempDir(), Build: BuildInfo{Version: "1.2.3", Revision: "abc", GoVersion: "go1.x"},
+	h := startDaemon(t, Config{Dir: dir, StateDir: t.TempDir(), Build: BuildInfo{Version: "1.2.3", Revision: "abc", Date: "2026-12-01T10:00:00Z", GoVersion: "go1.x"},
 		Runner: &fakeRunner{run: func(ctx context.Context, c *contracts.Contract) (*engine.Report, error) {
 			r := report(c)
 			r.OverallSeverity = contracts.SeverityCritical
@@ -494,16 +493,16 @@ func TestMetricsScrape(t *testing.T) {
 			}
 			// What the metrics count is what the routes really did.
 			delivered := func(route string) engine.RouteDelivery {
-				return engine.RouteDelivery{Route: route, Outcome: notify.OutcomeDelivered, Tried: true, Attempts: 1}
+				return engine.RouteDelivery{Route: route, Outcome: store.OutcomeDelivered, Tried: true, Attempts: 1}
 			}
 			r.Alerts = []*engine.AlertReport{
 				{Key: "scraped/abiba/down", Kind: "open", Routes: []engine.RouteDelivery{
-					delivered("log"), {Route: "webhook", Outcome: notify.OutcomeQueued, Tried: true, Attempts: 1, Error: "connection refused"}}},
+					delivered("log"), {Route: "webhook", Outcome: store.OutcomeQueued, Tried: true, Attempts: 1, Error: "connection refused"}}},
 				{Key: "scraped/koby/down", Kind: "open", Retry: true, Sent: true, ReachedBefore: true, Routes: []engine.RouteDelivery{delivered("webhook")}},
 				{Key: "scraped/abiba/repair", Kind: "repair", Routes: []engine.RouteDelivery{
-					delivered("log"), {Route: "webhook", Outcome: notify.OutcomeQueued, Error: "not tried: webhook failed earlier in this run"}}},
+					delivered("log"), {Route: "webhook", Outcome: store.OutcomeQueued, Error: "not tried: webhook failed earlier in this run"}}},
 				{Key: "scraped/ace/down", Kind: "open", Retry: true, Routes: []engine.RouteDelivery{
-					{Route: "webhook", Outcome: notify.OutcomeDropped, Tried: true, Attempts: 40, Error: "connection refused"}}},
+					{Route: "webhook", Outcome: store.OutcomeDropped, Tried: true, Attempts: 40, Error: "connection refused"}}},
 			}
 			ran.Store(true)
 			return r, nil
@@ -531,7 +530,6 @@ func TestMetricsScrape(t *testing.T) {
 		`contractd_repair_verifications_total{contract="scraped",result="remediation_failed"}`: 1,
 		`contractd_probe_used_pct{agent="abiba",contract="scraped",stage="disk",step="df"}`:    91.5,
 		`contractd_probe_inodes_used{agent="abiba",contract="scraped",stage="disk",step="df"}`: 7,
-		`contractd_build_info{goversion="go1.x",revision="abc",version="1.2.3"}`:               1,
 		`contractd_alerts_sent_total{contract="scraped"}`:                                      2,
 		`contractd_notify_delivered_total{contract="scraped",notifier="log"}`:                  2,
 		`contractd_notify_delivered_total{contract="scraped",notifier="webhook"}`:              1,
@@ -552,6 +550,10 @@ func TestMetricsScrape(t *testing.T) {
 				t.Errorf("%s = %v, want %v", series, got, v)
 			}
 		})
+	}
+	// The build's version, revision and date, as the Makefile stamps them.
+	if v, ok := h.metric(`contractd_build_info{build_date="2026-12-01T10:00:00Z",goversion="go1.x",revision="abc",version="1.2.3"}`); !ok || v != 1 {
+		t.Errorf("contractd_build_info with the build's labels = %v (present %v), want 1", v, ok)
 	}
 	last, ok := h.metric(`contractd_last_run_timestamp_seconds{contract="scraped"}`)
 	if !ok || last < float64(before.Add(-time.Second).Unix()) || last > float64(time.Now().Unix()+1) {
@@ -800,7 +802,7 @@ func TestNewRefusesWhatCannotWork(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			d, err := New(tc.cfg)
+			d, err := New(context.Background(), tc.cfg)
 			if err == nil {
 				d.ln.Close()
 				t.Fatal("New succeeded")
@@ -859,14 +861,14 @@ func TestOneDaemonPerStateDir(t *testing.T) {
 	dir, state := t.TempDir(), t.TempDir()
 	runner := &fakeRunner{run: func(ctx context.Context, c *contracts.Contract) (*engine.Report, error) { return report(c), nil }}
 	h := startDaemon(t, Config{Dir: dir, StateDir: state, Runner: runner})
-	_, err := New(Config{Dir: dir, StateDir: state, Runner: runner, Listen: "127.0.0.1:0"})
+	_, err := New(context.Background(), Config{Dir: dir, StateDir: state, Runner: runner, Listen: "127.0.0.1:0"})
 	if !errors.Is(err, ErrStateDirInUse) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d", os.Getpid())) {
 		t.Fatalf("second daemon on the same state dir: %v, want ErrStateDirInUse naming pid %d", err, os.Getpid())
 	}
 	if err := h.stop(); err != nil {
 		t.Fatal(err)
 	}
-	d, err := New(Config{Dir: dir, StateDir: state, Runner: runner, Listen: "127.0.0.1:0"})
+	d, err := New(context.Background(), Config{Dir: dir, StateDir: state, Runner: runner, Listen: "127.0.0.1:0"})
 	if err != nil {
 		t.Fatalf("after the first daemon stopped: %v", err)
 	}
@@ -991,4 +993,45 @@ func postAPI(t *testing.T, url, auth, body string) (int, map[string]any) {
 	var out map[string]any
 	_ = json.NewDecoder(resp.Body).Decode(&out)
 	return resp.StatusCode, out
+}
+
+// TestOneDurationGrammarEverywhere: the daemon's API reads durations as
+// contracts and the CLI do (`1d` opens a day-long window over HTTP too, a
+// wrong one says why), and explain writes a `1d` budget as `1d`.
+func TestOneDurationGrammarEverywhere(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeContract(t, dir, "manual", "1", "1h", false)
+	h := startDaemon(t, Config{Dir: dir, StateDir: t.TempDir(), TokenFile: writeToken(t),
+		Runner: &fakeRunner{run: func(ctx context.Context, c *contracts.Contract) (*engine.Report, error) { return report(c), nil }}})
+	const auth = "Bearer s3cret-token"
+	before := time.Now()
+	code, body := postAPI(t, h.base+"/contracts/manual/maintenance", auth, `{"agent":"ops","for":"1d","reason":"move"}`)
+	if code != http.StatusOK {
+		t.Fatalf(`POST maintenance {"for":"1d"} = %d %v, want 200`, code, body)
+	}
+	w, _ := body["maintenance"].(map[string]any)["ops"].(map[string]any)
+	until, err := time.Parse(time.RFC3339Nano, fmt.Sprint(w["until"]))
+	if err != nil || until.Before(before.Add(24*time.Hour)) || until.After(time.Now().Add(24*time.Hour)) {
+		t.Errorf("a 1d window ends at %v (%v); want a day from now", w["until"], err)
+	}
+	if code, body := postAPI(t, h.base+"/contracts/manual/maintenance", auth, `{"for":"90"}`); code != http.StatusBadRequest || !strings.Contains(fmt.Sprint(body["error"]), `"90" has no unit`) {
+		t.Errorf(`POST maintenance {"for":"90"} = %d %v; want 400 saying it has no unit`, code, body)
+	}
+	c, ds := contracts.Parse("d.md", []byte("---\nname: d\nruntime_contract: 2\nguards: {budget: \"1 per 1d\", debounce: 36h, repeat: 1w}\n---\n\n## Execution\n\n### S {#s agent=a}\n\n```sh {id=p}\necho ok\n```\n\nExpected: `ok`\n"), contracts.Options{})
+	if c == nil || ds.HasErrors() {
+		t.Fatalf("contract: %s", ds)
+	}
+	var b strings.Builder
+	if err := contracts.WriteExplainText(&b, c); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"1 per 1d", "1d12h", "1w"} {
+		if !strings.Contains(b.String(), want) {
+			t.Errorf("explain lacks %q:\n%s", want, b.String())
+		}
+	}
+	if strings.Contains(b.String(), "24h") || strings.Contains(b.String(), "168h") {
+		t.Errorf("explain writes days as hours:\n%s", b.String())
+	}
 }

@@ -80,7 +80,7 @@ func (d *Daemon) fleet() *engine.Fleet {
 // verdict reads contract name's verdict from the store, for its
 // dependents; ok is false when it cannot be read.
 func (d *Daemon) verdict(name string) (sig, bool) {
-	l, err := d.view.ReadLedger(name)
+	l, err := engine.ReadLedger(d.view, name)
 	if err != nil {
 		return sig{}, false
 	}

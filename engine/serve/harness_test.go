@@ -185,7 +185,7 @@ func startDaemon(t *testing.T, cfg Config) *daemon {
 	if cfg.Debounce == 0 {
 		cfg.Debounce = 50 * time.Millisecond
 	}
-	d, err := New(cfg)
+	d, err := New(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -434,12 +434,16 @@ func (d *Daemon) SetMaintenance(ctx context.Context, name string, req Maintenanc
 	if e == nil {
 		return nil, fmt.Errorf("%w %q", ErrUnknownContract, name)
 	}
-	dur, err := time.ParseDuration(req.For)
-	if req.For == "" {
-		dur, err = 0, nil
+	// The duration grammar of the contracts and the CLI (1d, 1w, 90m).
+	var dur time.Duration
+	if req.For != "" {
+		var err error
+		if dur, err = contracts.ParseDuration(req.For); err != nil {
+			return nil, fmt.Errorf(`%w: "for": %v`, ErrBadRequest, err)
+		}
 	}
-	if err != nil || dur < 0 || (dur > 0) == req.End {
-		return nil, fmt.Errorf(`%w: give either "for" (a positive duration such as "2h") or "end": true`, ErrBadRequest)
+	if dur < 0 || (dur > 0) == req.End {
+		return nil, fmt.Errorf(`%w: give either "for" (a positive duration such as "2h" or "1d") or "end": true`, ErrBadRequest)
 	}
 	if req.Agent != "" {
 		e.mu.Lock()
@@ -458,7 +462,7 @@ func (d *Daemon) SetMaintenance(ctx context.Context, name string, req Maintenanc
 		who = "the whole contract"
 	}
 	if dur > 0 {
-		what = "for " + dur.String()
+		what = "for " + contracts.FormatDuration(dur)
 	}
 	args := []any{"contract", name}
 	if by := engine.Requester(ctx); by != "" {
@@ -628,7 +632,7 @@ func (d *Daemon) Reset(ctx context.Context, name string) (ContractStatus, error)
 			return ContractStatus{}, err
 		}
 	}
-	if err := ReleaseHoldDown(d.cfg.StateDir, name); err != nil {
+	if err := ReleaseHoldDown(ctx, d.cfg.StateDir, name); err != nil {
 		return ContractStatus{}, err
 	}
 	d.syncReset(e)

@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"cmp"
 	"runtime"
 	"runtime/debug"
 	"sync"
@@ -9,7 +10,7 @@ import (
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine"
 	"github.com/contractd/contractd/engine/guard"
-	"github.com/contractd/contractd/engine/notify"
+	"github.com/contractd/contractd/engine/store"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	dto "github.com/prometheus/client_model/go"
@@ -142,7 +143,7 @@ func newMetrics(tickAge func() float64, resident func() int, build BuildInfo) *m
 	info := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name:        "contractd_build_info",
 		Help:        "Always 1; the labels say which build of contractd runs.",
-		ConstLabels: prometheus.Labels{"version": build.Version, "revision": build.Revision, "goversion": build.GoVersion},
+		ConstLabels: prometheus.Labels{"version": build.Version, "revision": build.Revision, "build_date": build.Date, "goversion": build.GoVersion},
 	})
 	info.Set(1)
 	m.reg.MustRegister(m.runs, m.duration, m.agent, m.unknownRuns, m.flapping, m.contract, m.lastRun, m.repairs, m.verified, m.alerts, m.delivered,
@@ -160,27 +161,38 @@ func newMetrics(tickAge func() float64, resident func() int, build BuildInfo) *m
 	return m
 }
 
-// BuildInfo names the running build for contractd_build_info.
+// BuildInfo names the running build for contractd_build_info,
+// `contractd --version` and the status page.
 type BuildInfo struct {
 	Version   string // the release, e.g. 1.4.0; "dev" for a local build
-	Revision  string // the VCS revision it was built from, when known
+	Revision  string // the VCS revision it was built from; "unknown" when nothing says
+	Date      string // when it was built (RFC 3339); "unknown" when nothing says
 	GoVersion string
 }
 
-// ReadBuildInfo returns the build's revision and Go version from the
-// binary's embedded build information, with version as given.
-func ReadBuildInfo(version string) BuildInfo {
-	b := BuildInfo{Version: version, GoVersion: runtime.Version()}
+// ReadBuildInfo returns the build's description: version, revision and
+// date as the build set them (the Makefile, with -ldflags -X), else what
+// the Go toolchain embeds (the module's version, vcs.revision, vcs.time),
+// else "dev" for the version and "unknown" for the others; and the Go
+// version. It never fails.
+func ReadBuildInfo(version, revision, date string) BuildInfo {
+	b := BuildInfo{Version: version, Revision: revision, Date: date, GoVersion: runtime.Version()}
 	if bi, ok := debug.ReadBuildInfo(); ok {
+		if b.Version == "" && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+			b.Version = bi.Main.Version // go install …@v1.2.3
+		}
 		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" {
+			switch {
+			case s.Key == "vcs.revision" && b.Revision == "":
 				b.Revision = s.Value
+			case s.Key == "vcs.time" && b.Date == "":
+				b.Date = s.Value
 			}
 		}
 	}
-	if b.Version == "" {
-		b.Version = "dev"
-	}
+	b.Version = cmp.Or(b.Version, "dev")
+	b.Revision = cmp.Or(b.Revision, "unknown")
+	b.Date = cmp.Or(b.Date, "unknown")
 	return b
 }
 
@@ -351,12 +363,12 @@ func (m *metrics) record(name, result string, seconds float64, rep *engine.Repor
 		}
 		for _, rd := range a.Routes {
 			switch {
-			case rd.Outcome == notify.OutcomeDelivered:
+			case rd.Outcome == store.OutcomeDelivered:
 				m.delivered.WithLabelValues(name, rd.Route).Inc()
-			case rd.Outcome == notify.OutcomeDropped:
+			case rd.Outcome == store.OutcomeDropped:
 				m.dropped.WithLabelValues(name, rd.Route).Inc()
 			}
-			if rd.Tried && rd.Outcome != notify.OutcomeDelivered {
+			if rd.Tried && rd.Outcome != store.OutcomeDelivered {
 				m.failures.WithLabelValues(name, rd.Route).Inc()
 			}
 		}

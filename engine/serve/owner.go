@@ -3,6 +3,7 @@ package serve
 import (
 	"time"
 
+	"github.com/contractd/contractd/engine"
 	"github.com/contractd/contractd/engine/store"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -74,7 +75,7 @@ func (d *Daemon) ownershipChanged(name string, _ bool, from string) {
 		if _, last, err = d.view.ReadSnapshot(name); err != nil {
 			d.log.Error("snapshot unreadable", "contract", name, "error", err)
 		}
-		if l, err := d.view.ReadLedger(name); err == nil && l.Run != nil {
+		if l, err := engine.ReadLedger(d.view, name); err == nil && l.Run != nil {
 			inFlight = true
 		}
 	}

@@ -122,3 +122,42 @@ func TestPageAuthCoversTheFindings(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusPageKeepsColumnsBesideALongLine: beside a 20,000-character
+// output line (which wraps), the stage, agent and via columns of the last
+// run keep their width: each name stays on one line in Chromium, instead
+// of being squeezed to a character or two per line.
+func TestStatusPageKeepsColumnsBesideALongLine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a headless Chromium")
+	}
+	chromium := need.Chromium(t)
+	h := hostilePageDaemon(t, Config{})
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(chromium), chromedp.NoSandbox, chromedp.Flag("disable-gpu", true), chromedp.WindowSize(1200, 860))
+	actx, cancel := chromedp.NewExecAllocator(t.Context(), opts...)
+	defer cancel()
+	ctx, cancel := chromedp.NewContext(actx)
+	defer cancel()
+	ctx, cancel = context.WithTimeout(ctx, 90*time.Second)
+	defer cancel()
+	if err := chromedp.Do(ctx, chromedp.Navigate(h.base+"/c/web"), chromedp.WaitVisible(`table.stages`)); err != nil {
+		t.Fatalf("chromium /c/web: %v", err)
+	}
+	// For the columns stage (2), agent (3) and via (5) of each stage row:
+	// its text, how many lines it takes, and the cell's width in px.
+	cells, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll('table.stages tr')].slice(1).flatMap(tr =>
+		[1, 2, 4].map(i => { const td = tr.cells[i], r = document.createRange(); r.selectNodeContents(td);
+			const lines = new Set([...r.getClientRects()].map(x => Math.round(x.top))).size;
+			return td.textContent + ': ' + lines + ' line(s), ' + Math.round(td.getBoundingClientRect().width) + ' px'; }))`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(cells) == 0 {
+		t.Fatal("no stage rows on /c/web")
+	}
+	for _, c := range cells {
+		if !strings.Contains(c, ": 1 line(s), ") {
+			t.Errorf("a column beside the long line is squeezed: %s", c)
+		}
+	}
+}

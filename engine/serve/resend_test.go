@@ -252,11 +252,11 @@ type hangingStore struct {
 	release chan struct{}
 }
 
-func (h *hangingStore) ReadLedger(name string) (*store.Ledger, error) {
+func (h *hangingStore) ReadLedger(name string, decode func([]byte) error) error {
 	if h.hang.Load() {
 		<-h.release
 	}
-	return h.Store.ReadLedger(name)
+	return h.Store.ReadLedger(name, decode)
 }
 
 // A store that does not answer never holds a scrape up: /metrics answers

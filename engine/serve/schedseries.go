@@ -7,7 +7,6 @@ import (
 
 	"github.com/contractd/contractd/engine"
 	"github.com/contractd/contractd/engine/guard"
-	"github.com/contractd/contractd/engine/store"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -103,7 +102,7 @@ func (s *scheduleSeries) Collect(ch chan<- prometheus.Metric) {
 		if !ok && len(c.Maintenance) == 0 {
 			continue // never read yet (or unreadable: the run that reads it reports it)
 		}
-		agents := map[string]bool{store.AllAgents: true}
+		agents := map[string]bool{engine.AllAgents: true}
 		for _, a := range engine.Agents(c) {
 			agents[a] = true
 		}
@@ -170,5 +169,5 @@ func (s *scheduleSeries) read(names []string) <-chan struct{} {
 // covered reports whether a window in force covers agent: its own or the
 // whole contract's.
 func covered(windows map[string]*guard.Window, agent string, now time.Time) bool {
-	return windows[agent].Active(now) || windows[store.AllAgents].Active(now)
+	return windows[agent].Active(now) || windows[engine.AllAgents].Active(now)
 }

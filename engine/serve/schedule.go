@@ -205,7 +205,7 @@ func (d *Daemon) syncReset(e *entry) bool {
 	if d.cfg.HA != nil {
 		// A reset made on any host (`contractd reset --etcd`, another
 		// instance's API) is in the shared ledger.
-		if l, err := d.view.ReadLedger(e.name); err == nil && l.ReleasedAt.After(st.ResetAt) {
+		if l, err := engine.ReadLedger(d.view, e.name); err == nil && l.ReleasedAt.After(st.ResetAt) {
 			st.ResetAt = l.ReleasedAt
 		}
 	}
@@ -558,7 +558,7 @@ func (d *Daemon) save(e *entry) {
 	if d.stateWatch.current() != nil {
 		return // said once, by watchState; the next run that can write saves it
 	}
-	err := updateState(d.cfg.StateDir, e.name, func(onDisk *SchedulerState) {
+	err := updateState(d.runCtx, d.cfg.StateDir, e.name, func(onDisk *SchedulerState) {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		d.applyResetLocked(e, *onDisk)

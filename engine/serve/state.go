@@ -133,12 +133,12 @@ const stateLockWait = 10 * time.Second
 // so the daemon's saves and `contractd reset` never overwrite each other.
 // A corrupt file is moved aside and change sees a fresh state; that error
 // is returned after the write succeeds.
-func updateState(stateDir, name string, change func(*SchedulerState)) error {
+func updateState(ctx context.Context, stateDir, name string, change func(*SchedulerState)) error {
 	s, err := store.Open(stateDir)
 	if err != nil {
 		return err
 	}
-	unlock, err := s.Lock(context.Background(), name+".scheduler", stateLockWait)
+	unlock, err := s.Lock(ctx, name+".scheduler", stateLockWait)
 	if err != nil {
 		return fmt.Errorf("scheduler state %s: %w", name, err)
 	}
@@ -162,14 +162,14 @@ func updateState(stateDir, name string, change func(*SchedulerState)) error {
 // scheduled has nothing to release: ReleaseHoldDown returns nil and writes
 // nothing. It returns an error for a name that cannot be a file name, and wrapped read or write
 // errors; a corrupt state file is moved aside and replaced by a released one.
-func ReleaseHoldDown(stateDir, name string) error {
+func ReleaseHoldDown(ctx context.Context, stateDir, name string) error {
 	if name == "" || filepath.Base(name) != name || name == "." || name == ".." {
 		return fmt.Errorf("reset %q: not a contract name", name)
 	}
 	if _, err := os.Stat(StatePath(stateDir, name)); errors.Is(err, fs.ErrNotExist) {
 		return nil
 	}
-	err := updateState(stateDir, name, func(st *SchedulerState) {
+	err := updateState(ctx, stateDir, name, func(st *SchedulerState) {
 		guard.Release(&st.Scheduler)
 		st.NextRunAt = time.Time{}
 		st.ResetAt = time.Now().UTC()

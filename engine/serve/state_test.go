@@ -1,6 +1,7 @@
 package serve
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -22,8 +23,8 @@ func TestResetDuringASaveIsKept(t *testing.T) {
 		t.Fatal(err)
 	}
 	resetDone := make(chan error, 1)
-	err := updateState(state, "broken", func(st *SchedulerState) {
-		go func() { resetDone <- ReleaseHoldDown(state, "broken") }()
+	err := updateState(context.Background(), state, "broken", func(st *SchedulerState) {
+		go func() { resetDone <- ReleaseHoldDown(context.Background(), state, "broken") }()
 		// Give the reset every chance to write first; it can only do so
 		// if nothing serialises it against this save.
 		select {

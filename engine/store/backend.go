@@ -16,12 +16,13 @@ type Backend interface {
 	// Lock takes the contract's run lock, waiting up to wait. It fails
 	// with an error wrapping ErrLocked when another holds it past wait.
 	Lock(ctx context.Context, name string, wait time.Duration) (unlock func(), err error)
-	// ReadLedger returns the contract's ledger, an empty one when it has
-	// none. A corrupt ledger is set aside and comes back empty with an
-	// error wrapping ErrCorrupt.
-	ReadLedger(name string) (*Ledger, error)
-	// WriteLedger replaces the contract's ledger in one write.
-	WriteLedger(name string, l *Ledger) error
+	// ReadLedger hands the contract's ledger, as stored, to decode (the
+	// engine's, which owns what a ledger holds); it calls nothing when
+	// there is none. A copy decode refuses is set aside, and ReadLedger
+	// returns an error wrapping ErrCorrupt.
+	ReadLedger(name string, decode func([]byte) error) error
+	// WriteLedger replaces the contract's ledger with b in one write.
+	WriteLedger(name string, b []byte) error
 	// ReadSnapshot returns the Maintains snapshot and when it was written;
 	// nil and the zero time when there is none.
 	ReadSnapshot(name string) (map[string]any, time.Time, error)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/contractd/contractd/engine"
 	"github.com/contractd/contractd/engine/clock"
 	"github.com/contractd/contractd/engine/store"
 )
@@ -32,7 +33,7 @@ func Example() {
 	}
 	defer unlock()
 
-	ledger, err := st.ReadLedger("zulip-health")
+	ledger, err := engine.ReadLedger(st, "zulip-health")
 	repairsAllowed := true
 	if errors.Is(err, store.ErrCorrupt) {
 		repairsAllowed = false // alert about err; guards were not reset silently
@@ -43,10 +44,10 @@ func Example() {
 	ledger.Unit("abiba").Repairs = append(ledger.Unit("abiba").Repairs, clock.Now())
 
 	st.WriteSnapshot("zulip-health", map[string]any{"zulip_server_status": "up"})
-	st.WriteLedger("zulip-health", ledger)
+	engine.WriteLedger(st, "zulip-health", ledger)
 	st.AppendHistory("zulip-health", store.RunRecord{RunID: "r1", StartedAt: clock.Now(), OverallSeverity: "critical"})
 
-	again, _ := st.ReadLedger("zulip-health")
+	again, _ := engine.ReadLedger(st, "zulip-health")
 	snap, at, _ := st.ReadSnapshot("zulip-health")
 	runs, _ := st.History("zulip-health", 10)
 	fmt.Println(repairsAllowed, len(again.Units["abiba"].Repairs), snap["zulip_server_status"], at.Format(time.RFC3339), len(runs))

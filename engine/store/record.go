@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/contractd/contractd/engine/notify"
 )
 
 // RunRecord is one run of a contract as its history keeps it: enough to
@@ -170,16 +168,48 @@ type Alert struct {
 	Routes []RouteDelivery `json:"routes"`
 }
 
+// OperatorEvent is one change an operator made to a contract's ledger.
+type OperatorEvent struct {
+	At   time.Time `json:"at"`
+	By   string    `json:"by"`   // the caller, e.g. "mcp claude-code 1.2 (stdio)"
+	What string    `json:"what"` // "maintenance of web for 2h: upgrade", "released"
+}
+
+// String renders "2026-11-30T02:00:00Z by mcp claude-code 1.2 (stdio): released".
+func (e OperatorEvent) String() string {
+	return e.At.UTC().Format(time.RFC3339) + " by " + e.By + ": " + e.What
+}
+
+// Outcome is what became of a message at a route, as a run record keeps
+// it (the engine's notify.Outcome, by the same words).
+type Outcome string
+
+// Outcomes of a message at a route.
+const (
+	OutcomeDelivered Outcome = "delivered"
+	OutcomeQueued    Outcome = "queued" // retried later from the outbox
+	OutcomeDropped   Outcome = "dropped"
+)
+
 // RouteDelivery is what became of one message at one notify route.
 type RouteDelivery struct {
-	Route   string         `json:"route"`   // the route's name
-	Outcome notify.Outcome `json:"outcome"` // delivered, queued (retried later) or dropped
-	Error   string         `json:"error,omitempty"`
+	Route   string  `json:"route"`   // the route's name
+	Outcome Outcome `json:"outcome"` // delivered, queued (retried later) or dropped
+	Error   string  `json:"error,omitempty"`
 	// Tried is false when the route did not attempt the message this run:
 	// it waited behind an earlier failure or for the route's backoff.
 	Tried       bool      `json:"tried"`
 	Attempts    int       `json:"attempts"`
 	NextAttempt time.Time `json:"next_attempt,omitzero"` // queued: not before this
+}
+
+// AttemptsNote is " (N attempts)" when the route tried the message more
+// than once, from Attempts, else "".
+func (rd RouteDelivery) AttemptsNote() string {
+	if rd.Attempts > 1 {
+		return fmt.Sprintf(" (%d attempts)", rd.Attempts)
+	}
+	return ""
 }
 
 // FirstSent reports whether this run is the first to deliver the message
@@ -190,7 +220,7 @@ func (a *Alert) FirstSent() bool {
 		return false
 	}
 	for _, rd := range a.Routes {
-		if rd.Outcome == notify.OutcomeDelivered {
+		if rd.Outcome == OutcomeDelivered {
 			return true
 		}
 	}
@@ -205,7 +235,7 @@ func (a *Alert) Summary() string {
 		return "not sent: " + a.Error
 	}
 	var parts []string
-	for _, o := range []notify.Outcome{notify.OutcomeDelivered, notify.OutcomeQueued, notify.OutcomeDropped} {
+	for _, o := range []Outcome{OutcomeDelivered, OutcomeQueued, OutcomeDropped} {
 		var names []string
 		var why string
 		for _, rd := range a.Routes {
@@ -214,7 +244,7 @@ func (a *Alert) Summary() string {
 			}
 			names = append(names, rd.Route)
 			if why == "" && rd.Error != "" {
-				why = rd.Error
+				why = rd.Error + rd.AttemptsNote()
 			}
 		}
 		if len(names) == 0 {

@@ -300,34 +300,33 @@ func (s *Store) Lock(ctx context.Context, name string, wait time.Duration) (func
 	return func() { once.Do(func() { <-ch }) }, nil
 }
 
-// ReadLedger returns the contract's ledger (an empty one when it has
-// none) and remembers its revision for the next write. A ledger that does
-// not validate is moved aside to ledger.corrupt-STAMP and an empty one
-// comes back with an error wrapping store.ErrCorrupt. It fails with
-// store.ErrUnavailable when etcd cannot be reached.
-func (s *Store) ReadLedger(name string) (*store.Ledger, error) {
+// ReadLedger hands the contract's ledger to decode (nothing when it has
+// none) and remembers its revision for the next write. A ledger decode
+// refuses is moved aside to ledger.corrupt-STAMP, and ReadLedger returns
+// an error wrapping store.ErrCorrupt. It fails with store.ErrUnavailable
+// when etcd cannot be reached.
+func (s *Store) ReadLedger(name string, decode func([]byte) error) error {
 	key, err := s.key(name, "ledger")
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if _, err := s.fence(name); errors.Is(err, store.ErrUnavailable) {
-		return nil, err
+		return err
 	}
 	resp, err := s.get(key)
 	if err != nil {
-		return nil, unavailable("read ledger "+name, err)
+		return unavailable("read ledger "+name, err)
 	}
 	if len(resp.Kvs) == 0 {
 		s.setRev(name, 0)
-		return store.NewLedger(name), nil
+		return nil
 	}
 	kv := resp.Kvs[0]
-	l, why := store.DecodeLedger(name, kv.Value)
-	if why != nil {
-		return store.NewLedger(name), s.moveAside(name, key, kv.ModRevision, kv.Value, why)
+	if why := decode(kv.Value); why != nil {
+		return s.moveAside(name, key, kv.ModRevision, kv.Value, why)
 	}
 	s.setRev(name, kv.ModRevision)
-	return l, nil
+	return nil
 }
 
 // staleRev is the revision kept for a contract whose ledger write was
@@ -374,12 +373,8 @@ var ErrConflict = store.ErrConflict
 // instance no longer owns the contract, ErrConflict when another writer
 // changed the ledger, and store.ErrUnavailable when etcd cannot be
 // reached; the ledger in etcd is then unchanged.
-func (s *Store) WriteLedger(name string, l *store.Ledger) error {
+func (s *Store) WriteLedger(name string, b []byte) error {
 	key, err := s.key(name, "ledger")
-	if err != nil {
-		return err
-	}
-	b, err := store.EncodeLedger(name, l)
 	if err != nil {
 		return err
 	}
@@ -397,7 +392,7 @@ func (s *Store) WriteLedger(name string, l *store.Ledger) error {
 	if !known {
 		// Never read here: an operator's write must not overwrite what a
 		// run wrote; read first.
-		if _, err := s.ReadLedger(name); err != nil && !errors.Is(err, store.ErrCorrupt) {
+		if err := s.ReadLedger(name, func([]byte) error { return nil }); err != nil {
 			return err
 		}
 		rev, _ = s.rev(name)

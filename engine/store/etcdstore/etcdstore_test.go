@@ -8,13 +8,15 @@ import (
 	"testing"
 	"time"
 
+	"sync/atomic"
+
+	"github.com/contractd/contractd/engine"
 	"github.com/contractd/contractd/engine/guard"
 	"github.com/contractd/contractd/engine/store"
 	"github.com/contractd/contractd/fixtures/etcdcluster"
 	"github.com/contractd/contractd/fixtures/wait"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
-	"sync/atomic"
 )
 
 // cluster starts a one-member etcd and returns a client on it.
@@ -61,19 +63,19 @@ func TestStoreKeepsTheStateOfAContract(t *testing.T) {
 	fence, _ := owner(t, cli, "svc")
 	s := New(context.Background(), cli, "/t/", Options{Fence: fence, HistoryLimit: 3})
 
-	l, err := s.ReadLedger("svc")
+	l, err := engine.ReadLedger(s, "svc")
 	if err != nil || len(l.Units) != 0 {
 		t.Fatalf("a contract that never ran: %v, %v", l, err)
 	}
 	l.Unit("svc").Repairs = []time.Time{time.Date(2026, 11, 29, 19, 30, 0, 0, time.UTC)}
-	if err := s.WriteLedger("svc", l); err != nil {
+	if err := engine.WriteLedger(s, "svc", l); err != nil {
 		t.Fatal(err)
 	}
-	l.Intents = append(l.Intents, &store.Intent{Unit: "svc", Condition: "down", Started: time.Now()})
-	if err := s.WriteLedger("svc", l); err != nil {
+	l.Intents = append(l.Intents, &engine.Intent{Unit: "svc", Condition: "down", Started: time.Now()})
+	if err := engine.WriteLedger(s, "svc", l); err != nil {
 		t.Fatalf("a second write of the same owner: %v", err)
 	}
-	back, err := New(context.Background(), cli, "/t/", Options{}).ReadLedger("svc")
+	back, err := engine.ReadLedger(New(context.Background(), cli, "/t/", Options{}), "svc")
 	if err != nil || len(back.Units["svc"].Repairs) != 1 || len(back.Intents) != 1 {
 		t.Fatalf("read back by another instance: %+v, %v", back, err)
 	}
@@ -122,35 +124,35 @@ func TestWriteOfALostOwnerIsFenced(t *testing.T) {
 	cli := cluster(t)
 	fence, session := owner(t, cli, "svc")
 	s := New(context.Background(), cli, "/t/", Options{Fence: fence})
-	l, err := s.ReadLedger("svc")
+	l, err := engine.ReadLedger(s, "svc")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.WriteLedger("svc", l); err != nil {
+	if err := engine.WriteLedger(s, "svc", l); err != nil {
 		t.Fatal(err)
 	}
 	// Another instance takes over: the first one's lease ends, the other wins.
 	session.Close()
 	otherFence, _ := owner(t, cli, "svc")
 	other := New(context.Background(), cli, "/t/", Options{Fence: otherFence})
-	ol, err := other.ReadLedger("svc")
+	ol, err := engine.ReadLedger(other, "svc")
 	if err != nil {
 		t.Fatal(err)
 	}
 	ol.Unit("svc").Repairs = []time.Time{time.Now().UTC()}
-	if err := other.WriteLedger("svc", ol); err != nil {
+	if err := engine.WriteLedger(other, "svc", ol); err != nil {
 		t.Fatalf("the new owner's write: %v", err)
 	}
 
-	l.Intents = append(l.Intents, &store.Intent{Unit: "svc", Condition: "down", Started: time.Now()})
-	err = s.WriteLedger("svc", l)
+	l.Intents = append(l.Intents, &engine.Intent{Unit: "svc", Condition: "down", Started: time.Now()})
+	err = engine.WriteLedger(s, "svc", l)
 	if !errors.Is(err, store.ErrFenced) {
 		t.Fatalf("the old owner's intent: %v, want ErrFenced", err)
 	}
 	if err := s.WriteSnapshot("svc", map[string]any{}); !errors.Is(err, store.ErrFenced) {
 		t.Fatalf("the old owner's snapshot: %v, want ErrFenced", err)
 	}
-	back, _ := other.ReadLedger("svc")
+	back, _ := engine.ReadLedger(other, "svc")
 	if len(back.Intents) != 0 || len(back.Units["svc"].Repairs) != 1 {
 		t.Fatalf("the refused write changed the ledger: %+v", back)
 	}
@@ -164,34 +166,34 @@ func TestOperatorChangeIsNotOverwritten(t *testing.T) {
 	cli := cluster(t)
 	fence, _ := owner(t, cli, "svc")
 	run := New(context.Background(), cli, "/t/", Options{Fence: fence})
-	l, err := run.ReadLedger("svc")
+	l, err := engine.ReadLedger(run, "svc")
 	if err != nil {
 		t.Fatal(err)
 	}
 	op := run.Unfenced()
-	ol, err := op.ReadLedger("svc")
+	ol, err := engine.ReadLedger(op, "svc")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ol.Maintenance = map[string]*guard.Window{store.AllAgents: {Since: time.Now(), Until: time.Now().Add(time.Hour)}}
-	if err := op.WriteLedger("svc", ol); err != nil {
+	ol.Maintenance = map[string]*guard.Window{engine.AllAgents: {Since: time.Now(), Until: time.Now().Add(time.Hour)}}
+	if err := engine.WriteLedger(op, "svc", ol); err != nil {
 		t.Fatalf("the operator's write: %v", err)
 	}
-	if err := run.WriteLedger("svc", l); !errors.Is(err, ErrConflict) {
+	if err := engine.WriteLedger(run, "svc", l); !errors.Is(err, ErrConflict) {
 		t.Fatalf("the run's stale write: %v, want ErrConflict", err)
 	}
-	if err := run.WriteLedger("svc", l); !errors.Is(err, ErrConflict) {
+	if err := engine.WriteLedger(run, "svc", l); !errors.Is(err, ErrConflict) {
 		t.Fatalf("the run's next write of the same stale ledger: %v, want ErrConflict", err)
 	}
-	back, _ := op.ReadLedger("svc")
-	if back.Maintenance[store.AllAgents] == nil {
+	back, _ := engine.ReadLedger(op, "svc")
+	if back.Maintenance[engine.AllAgents] == nil {
 		t.Fatal("the maintenance window was overwritten")
 	}
-	fresh, err := run.ReadLedger("svc")
+	fresh, err := engine.ReadLedger(run, "svc")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := run.WriteLedger("svc", fresh); err != nil {
+	if err := engine.WriteLedger(run, "svc", fresh); err != nil {
 		t.Fatalf("a write after a new read: %v", err)
 	}
 }
@@ -205,7 +207,7 @@ func TestCorruptLedgerIsMovedAside(t *testing.T) {
 		t.Fatal(err)
 	}
 	s := New(ctx, cli, "/t/", Options{})
-	l, err := s.ReadLedger("svc")
+	l, err := engine.ReadLedger(s, "svc")
 	var ce *store.CorruptError
 	if !errors.As(err, &ce) || l == nil || len(l.Units) != 0 {
 		t.Fatalf("ReadLedger = %v, %v; want an empty ledger and a CorruptError", l, err)
@@ -225,10 +227,10 @@ func TestUnavailableFailsFast(t *testing.T) {
 	cli := cluster(t)
 	down := func(string) ([]clientv3.Cmp, error) { return nil, fmt.Errorf("%w: test", store.ErrUnavailable) }
 	s := New(context.Background(), cli, "/t/", Options{Fence: down})
-	if _, err := s.ReadLedger("svc"); !errors.Is(err, store.ErrUnavailable) {
+	if _, err := engine.ReadLedger(s, "svc"); !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("ReadLedger: %v", err)
 	}
-	if err := s.WriteLedger("svc", store.NewLedger("svc")); !errors.Is(err, store.ErrUnavailable) {
+	if err := engine.WriteLedger(s, "svc", engine.NewLedger("svc")); !errors.Is(err, store.ErrUnavailable) {
 		t.Fatalf("WriteLedger: %v", err)
 	}
 	unlock, err := s.Lock(context.Background(), "svc", 0)
@@ -271,7 +273,7 @@ func TestWritesRideOutLeaderKills(t *testing.T) {
 	var rounds atomic.Int64 // rounds of writes done, for the test to wait on
 	go func() {
 		var r result
-		l, err := s.ReadLedger("svc")
+		l, err := engine.ReadLedger(s, "svc")
 		if err != nil {
 			r.errs = append(r.errs, err)
 		}
@@ -293,7 +295,7 @@ func TestWritesRideOutLeaderKills(t *testing.T) {
 			}
 			if l != nil {
 				l.Unit("svc").Repairs = append(l.Unit("svc").Repairs[:0], time.Now().UTC())
-				timed("ledger", func() error { return s.WriteLedger("svc", l) })
+				timed("ledger", func() error { return engine.WriteLedger(s, "svc", l) })
 			}
 			timed("snapshot", func() error { return s.WriteSnapshot("svc", map[string]any{"i": i}) })
 			timed("history", func() error { return s.AppendHistory("svc", record(i)) })
@@ -335,33 +337,33 @@ func TestRetriedLedgerWriteThatLandedIsNoConflict(t *testing.T) {
 	cli := cluster(t)
 	fence, _ := owner(t, cli, "svc")
 	s := New(context.Background(), cli, "/t/", Options{Fence: fence})
-	l, err := s.ReadLedger("svc")
+	l, err := engine.ReadLedger(s, "svc")
 	if err != nil {
 		t.Fatal(err)
 	}
 	l.Unit("svc").Repairs = []time.Time{time.Date(2026, 11, 29, 19, 30, 0, 0, time.UTC)}
 	// The first attempt, landed unseen: the same bytes, put behind the
 	// store's back.
-	b, err := store.EncodeLedger("svc", l)
+	b, err := engine.EncodeLedger("svc", l)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if _, err := cli.Put(context.Background(), "/t/contracts/svc/ledger", string(b)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.WriteLedger("svc", l); err != nil {
+	if err := engine.WriteLedger(s, "svc", l); err != nil {
 		t.Fatalf("the write an earlier attempt made: %v, want success", err)
 	}
 	// The revision it holds is the landed one: the next write goes through.
 	l.Unit("svc").Repairs = append(l.Unit("svc").Repairs, time.Date(2026, 11, 29, 20, 0, 0, 0, time.UTC))
-	if err := s.WriteLedger("svc", l); err != nil {
+	if err := engine.WriteLedger(s, "svc", l); err != nil {
 		t.Fatalf("the next write: %v", err)
 	}
 	// Another value in its place is a conflict, as before.
 	if _, err := cli.Put(context.Background(), "/t/contracts/svc/ledger", string(b)); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.WriteLedger("svc", l); !errors.Is(err, ErrConflict) {
+	if err := engine.WriteLedger(s, "svc", l); !errors.Is(err, ErrConflict) {
 		t.Fatalf("a ledger another wrote: %v, want ErrConflict", err)
 	}
 }
