@@ -19,7 +19,7 @@ type depending struct {
 	fleet   *Fleet
 	units   []*unit
 	ledgers map[string]*Ledger // other contracts' ledgers, as their owners wrote them
-	checked map[string]error         // host checks of this run, by target: nil when reached
+	checked map[string]error   // host checks of this run, by target: nil when reached
 }
 
 // targetDown is a target of the contract that a host check could not
