@@ -222,10 +222,17 @@ func (r *alerting) maintenance() {
 // targets raises the incident of each target of the contract a host
 // check found down that suppresses units: the one alert for them.
 func (r *alerting) targets() {
-	for _, name := range sortedKeys(r.down) {
-		td := r.down[name]
+	for _, host := range sortedKeys(r.down) {
+		td := r.down[host]
+		if !td.failing() {
+			continue // not yet unreachable_after runs in a row
+		}
+		name, also := td.names[0], ""
+		if len(td.names) > 1 {
+			also = ", also named " + strings.Join(td.names[1:], ", ")
+		}
 		r.raised.add(r.c.Name, &intent{source: guard.SourceTarget, agent: contracts.TargetPrefix + name, condition: "unreachable", severity: contracts.SeverityCritical,
-			text: fmt.Sprintf("target %s (%s) cannot be reached: %s%s", name, r.c.Chain(name), steps.FirstLine(td.err.Error()), suppressedNote(td.units))})
+			text: fmt.Sprintf("target %s (%s%s) cannot be reached: %s%s", name, r.c.Chain(name), also, steps.FirstLine(td.err.Error()), suppressedNote(td.unitNames()))})
 	}
 }
 
@@ -292,10 +299,16 @@ func (r *alerting) mayResolve(in *intent) (bool, string) {
 		return true, fmt.Sprintf("maintenance window ended: %s", strings.TrimPrefix(in.condition, "maintenance: "))
 	case guard.SourceTarget:
 		name := strings.TrimPrefix(in.agent, contracts.TargetPrefix)
-		if _, down := r.down[name]; down {
-			return false, ""
+		for _, td := range r.down {
+			if contains(td.names, name) {
+				return false, ""
+			}
 		}
-		return true, fmt.Sprintf("target %s is reached again (%s)", name, r.c.Chain(name))
+		text := fmt.Sprintf("target %s is reached again (%s)", name, r.c.Chain(name))
+		if units := behind(r.c, name); len(units) > 0 {
+			text += "; judged on their own again: " + strings.Join(units, ", ")
+		}
+		return true, text
 	}
 	if in.agent == guard.AllUnits {
 		return r.seen.gateOK, fmt.Sprintf("%s cleared", in.condition)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"time"
 
@@ -22,11 +23,34 @@ type depending struct {
 	checked map[string]error   // host checks of this run, by target: nil when reached
 }
 
-// targetDown is a target of the contract that a host check could not
-// reach, with the units it suppressed: its incident is the one alert.
+// targetDown is a host of the contract that a host check could not
+// reach, by the names the contract gives it (two targets at one address
+// are one host), with the units it suppresses: its incident is the one
+// alert.
 type targetDown struct {
+	names []string // sorted
 	err   error
-	units []string
+	units []*unit
+}
+
+// failing reports whether the host counts as down for its incident: one
+// of the units it suppresses is unreachable past unreachable_after.
+func (td *targetDown) failing() bool {
+	for _, u := range td.units {
+		if u.settled.Failing {
+			return true
+		}
+	}
+	return false
+}
+
+// unitNames names the units it suppresses.
+func (td *targetDown) unitNames() []string {
+	out := make([]string, 0, len(td.units))
+	for _, u := range td.units {
+		out = append(out, u.name())
+	}
+	return out
 }
 
 // depend is the phase after judge: every unit that is not healthy is
@@ -65,12 +89,24 @@ func (r *run) depend(ctx context.Context, units []*unit) (map[string]*targetDown
 		u.suppressed = guard.Dependencies{Self: r.c.Name + "/" + u.name(), Clock: r.e.opts.Clock}.Judge(u.state, u.raw, deps)
 		if sup := u.suppressed; sup != nil {
 			if name, ok := strings.CutPrefix(sup.Root, contracts.TargetPrefix); ok && d.checked[name] != nil {
-				td := down[name]
+				// The root cause is a host of this contract's own: the
+				// contract speaks for it, at the units' own pace
+				// (unreachable_after), and its verdict says so.
+				u.localRoot = true
+				host := identity(r.c, name)
+				if host == "" {
+					host = name
+				}
+				td := down[host]
 				if td == nil {
 					td = &targetDown{err: d.checked[name]}
-					down[name] = td
+					down[host] = td
 				}
-				td.units = append(td.units, u.name())
+				if !contains(td.names, name) {
+					td.names = append(td.names, name)
+					sort.Strings(td.names)
+				}
+				td.units = append(td.units, u)
 			}
 		}
 	}
@@ -247,4 +283,33 @@ func (r *run) judged(units []*unit) {
 		}
 		u.state.Judged = j
 	}
+}
+
+// behind names the units of c that depend on the host of target: those
+// reached through it (or through another name of the same host), and all
+// of them when depends_on names it.
+func behind(c *contracts.Contract, target string) []string {
+	host := identity(c, target)
+	same := func(name string) bool { return name == target || host != "" && identity(c, name) == host }
+	all := false
+	for _, r := range c.DependsOn {
+		if r.Target != "" && same(r.Target) {
+			all = true
+		}
+	}
+	var out []string
+	for _, sr := range expandStages(c) {
+		if sr.agent == "" || contains(out, unitName(sr)) {
+			continue
+		}
+		through := all
+		for _, h := range hops(c, sr.target) {
+			through = through || same(h)
+		}
+		if through {
+			out = append(out, unitName(sr))
+		}
+	}
+	sort.Strings(out)
+	return out
 }

@@ -31,8 +31,11 @@ type unit struct {
 	repairs    []*verifyJob // repairs that ran this run
 	told       bool         // a message of this run already says what its repairs did
 	slowed     bool         // the slow-retry guard holds its repairs back: its incident tells them
-	// suppressed is set by depend when a dependency of the unit fails.
+	// suppressed is set by depend when a dependency of the unit fails;
+	// localRoot when that is a host of this contract it found down itself,
+	// so the contract's verdict still counts the unit.
 	suppressed *guard.Suppression
+	localRoot  bool
 	// flap is what flap detection made of this run (alert).
 	flap guard.FlapChange
 }
@@ -177,7 +180,7 @@ func overall(units []*unit) contracts.Severity {
 			continue
 		}
 		seen = true
-		if u.suppressed != nil {
+		if u.suppressed != nil && !u.localRoot {
 			sev = steps.Worst(sev, contracts.SeveritySuppressed)
 			continue
 		}
