@@ -74,9 +74,9 @@ func historyRecord(rep *Report) HistoryRecord {
 		h.Agents[name] = a.Severity.String()
 		if a.Suppressed != nil {
 			if h.Suppressed == nil {
-				h.Suppressed = map[string]*guard.Suppression{}
+				h.Suppressed = map[string]*store.Suppression{}
 			}
-			h.Suppressed[name] = a.Suppressed
+			h.Suppressed[name] = &store.Suppression{By: a.Suppressed.By, Root: a.Suppressed.Root, Waiting: a.Suppressed.Waiting, Reason: a.Suppressed.Reason}
 		}
 		if a.Flapping {
 			if h.Flapping == nil {

@@ -40,7 +40,7 @@ type Summary struct {
 	Agents map[string]string `json:"agents"`
 	// Suppressed says, for each agent the last run suppressed, which
 	// dependency held it and its root cause.
-	Suppressed map[string]*guard.Suppression `json:"suppressed,omitempty"`
+	Suppressed map[string]*store.Suppression `json:"suppressed,omitempty"`
 	// Flapping holds each agent flapping in the last run, with the share
 	// of its last runs whose state changed.
 	Flapping  map[string]float64 `json:"flapping,omitempty"`

@@ -15,6 +15,7 @@ import (
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine"
 	"github.com/contractd/contractd/engine/guard"
+	"github.com/contractd/contractd/engine/store"
 	"github.com/contractd/contractd/transports"
 )
 
@@ -129,7 +130,7 @@ type pageAgent struct {
 	Name        string
 	Severity    string
 	Runs        []engine.AgentMark
-	Suppressed  *guard.Suppression
+	Suppressed  *store.Suppression
 	Flapping    bool
 	FlapPercent float64
 }
@@ -154,7 +155,7 @@ func (d *Daemon) contractView(e *entry, now time.Time, down *error) *pageContrac
 		pc.Severity = pc.Status.LastSeverity.String()
 	}
 	var agents map[string]string
-	var suppressed map[string]*guard.Suppression
+	var suppressed map[string]*store.Suppression
 	var flapping map[string]float64
 	if cs.sum != nil {
 		agents, suppressed, flapping = cs.sum.Agents, cs.sum.Suppressed, cs.sum.Flapping

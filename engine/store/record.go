@@ -1,8 +1,6 @@
 package store
 
 import (
-	"github.com/contractd/contractd/engine/guard"
-
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -25,7 +23,7 @@ type RunRecord struct {
 	Agents          map[string]string `json:"agents"`
 	// Suppressed says, for each agent suppressed in the run, which
 	// dependency held it and what the root cause was.
-	Suppressed map[string]*guard.Suppression `json:"suppressed,omitempty"`
+	Suppressed map[string]*Suppression `json:"suppressed,omitempty"`
 	// Flapping holds each agent flapping in the run, with the share of
 	// its last runs whose state changed.
 	Flapping map[string]float64  `json:"flapping,omitempty"`
@@ -45,6 +43,16 @@ type RunRecord struct {
 	// Operator lists what operators who named themselves changed in the
 	// ledger since the run before (Ledger.Operator).
 	Operator []OperatorEvent `json:"operator,omitempty"`
+}
+
+// Suppression is why an agent was suppressed in a run: the dependency it
+// waited for (By), the root cause, whether it waited for the dependency
+// to be judged again, and the reason in words.
+type Suppression struct {
+	By      string `json:"by"`
+	Root    string `json:"root"`
+	Waiting bool   `json:"waiting,omitempty"`
+	Reason  string `json:"reason"`
 }
 
 // Check returns what makes r not a run record: no run id, no start time,
