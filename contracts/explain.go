@@ -39,6 +39,26 @@ type Plan struct {
 	AlertOn  string            `json:"alert_on"`
 	Messages map[string]string `json:"messages"` // kind (open, reminder, resolved, repair) → template
 	Log      string            `json:"log,omitempty"`
+	// DependsOn are the contract's dependencies as written
+	// ("jumphost", "jumphost/jump", "target:docker").
+	DependsOn []string `json:"depends_on"`
+	// Maintenance are the recurring maintenance windows; each one's
+	// next start is filled by ExplainAsOf.
+	Maintenance []PlanWindow `json:"maintenance"`
+}
+
+// PlanWindow is one recurring maintenance window.
+type PlanWindow struct {
+	Calendar string   `json:"calendar"` // normalized, as systemd-analyze prints it
+	For      string   `json:"for"`
+	Agents   []string `json:"agents"` // none: the whole contract
+	Reason   string   `json:"reason,omitempty"`
+	Announce bool     `json:"announce"`
+	// Next is when the window next starts (now, when it is open), and
+	// Until when that occurrence ends; absent when it never comes again.
+	Next  *time.Time `json:"next,omitempty"`
+	Until *time.Time `json:"until,omitempty"`
+	Open  bool       `json:"open,omitempty"` // the window is open now
 }
 
 // PlanRoute is one alert route: its name (how reports and metrics name
@@ -74,6 +94,7 @@ type PlanGuards struct {
 	Repeat           string `json:"repeat"`
 	SlowRetry        string `json:"slow_retry"`   // "after 3 failed repairs in a row: every 5m (5x the 1m interval)", or "off"
 	BlastRadius      string `json:"blast_radius"` // "at most 2 repairs per run; trip at 50% of at least 2 units", or "off"
+	Flapping         string `json:"flapping"`     // "above 30% of 20 runs, until 25%; repairs held", or "off"
 }
 
 // PlanTarget is one named target and its whole transport chain.
@@ -302,17 +323,19 @@ func Explain(c *Contract) *Plan {
 			UnreachableAfter: g.UnreachableAfter, UnknownAfter: max(g.UnknownAfter, 1), RecoverAfter: g.RecoverAfter, After: g.After,
 			Budget: nonEmptyOr(budgetText(g.Budget), "none"), Grace: fmtDuration(g.Grace), EscalateAfter: g.EscalateAfter,
 			Repeat: fmtDuration(g.Repeat), SlowRetry: nonEmptyOr(SlowRetryText(g.SlowRetry, c.Schedule.Every), "off"),
-			BlastRadius: blastText(g.BlastRadius),
+			BlastRadius: blastText(g.BlastRadius), Flapping: flapText(g.Flapping),
 		},
-		Targets:    []PlanTarget{},
-		Vars:       []PlanVar{},
-		Secrets:    append([]string{}, c.Secrets...),
-		Stages:     []PlanStage{},
-		Escalation: []PlanEscalation{},
-		Maintains:  []PlanKey{},
-		Notify:     []string{},
-		Routes:     []PlanRoute{},
-		Messages:   map[string]string{},
+		DependsOn:   []string{},
+		Maintenance: []PlanWindow{},
+		Targets:     []PlanTarget{},
+		Vars:        []PlanVar{},
+		Secrets:     append([]string{}, c.Secrets...),
+		Stages:      []PlanStage{},
+		Escalation:  []PlanEscalation{},
+		Maintains:   []PlanKey{},
+		Notify:      []string{},
+		Routes:      []PlanRoute{},
+		Messages:    map[string]string{},
 	}
 	if c.Schedule.StartDelay > 0 {
 		p.Schedule.StartDelay = fmtDuration(c.Schedule.StartDelay)
@@ -416,7 +439,49 @@ func Explain(c *Contract) *Plan {
 	for kind, t := range c.Messages {
 		p.Messages[kind] = templateText(t)
 	}
+	for _, r := range c.DependsOn {
+		p.DependsOn = append(p.DependsOn, r.String())
+	}
+	for _, w := range c.Maintenance {
+		p.Maintenance = append(p.Maintenance, PlanWindow{Calendar: w.Calendar.Normalized, For: fmtDuration(w.For),
+			Agents: append([]string{}, w.Agents...), Reason: w.Reason, Announce: w.Announce})
+	}
 	return p
+}
+
+// ExplainAsOf is Explain with each maintenance window's next start as of
+// now (the one open now, when one is).
+func ExplainAsOf(c *Contract, now time.Time) *Plan {
+	p := Explain(c)
+	if p == nil {
+		return nil
+	}
+	for i, w := range c.Maintenance {
+		since, until, open := w.Active(now)
+		if !open {
+			since, until, open = w.Next(now)
+			if !open {
+				continue
+			}
+			open = false
+		}
+		since, until = since.UTC(), until.UTC()
+		p.Maintenance[i].Next, p.Maintenance[i].Until, p.Maintenance[i].Open = &since, &until, open
+	}
+	return p
+}
+
+// flapText says what flap detection does: "above 30% of 20 runs, until
+// 25%; repairs held", or "off".
+func flapText(f *Flapping) string {
+	if f == nil {
+		return "off"
+	}
+	held := "repairs held"
+	if f.Repair {
+		held = "repairs go on"
+	}
+	return fmt.Sprintf("above %g%% of %d runs, until %g%%; %s", f.High, f.Runs, f.Low, held)
 }
 
 // templateText is a message template's text as parsed.
@@ -542,7 +607,16 @@ func planAction(c *Contract, st *Stage, a *ActionRow) PlanAction {
 // WriteExplainText writes the plan for people, in the order the engine runs
 // it. It returns the first write error.
 func WriteExplainText(w io.Writer, c *Contract) error {
+	return WriteExplainTextAt(w, c, time.Time{})
+}
+
+// WriteExplainTextAt is WriteExplainText with each maintenance window's
+// next start as of now; a zero now leaves them out.
+func WriteExplainTextAt(w io.Writer, c *Contract, now time.Time) error {
 	p := Explain(c)
+	if !now.IsZero() {
+		p = ExplainAsOf(c, now)
+	}
 	if p == nil {
 		return fmt.Errorf("explain: no contract")
 	}
@@ -564,6 +638,25 @@ func WriteExplainText(w io.Writer, c *Contract) error {
 	}
 	ew.printf("schedule: %s\n", scheduleText(p.Schedule))
 	ew.printf("guards: %s\n", guardsText(p.Guards))
+	if len(p.DependsOn) > 0 {
+		ew.printf("depends on: %s (while one fails, a unit that fails too is suppressed: no repair, no incident; besides, each unit depends on the targets its stage reaches through via)\n", strings.Join(p.DependsOn, ", "))
+	}
+	for i, mw := range p.Maintenance {
+		ew.printf("maintenance: %s", c.Maintenance[i])
+		if mw.Announce {
+			ew.printf(", announced")
+		}
+		switch {
+		case mw.Open:
+			ew.printf("; open now, until %s\n", mw.Until.Format(time.RFC3339))
+		case mw.Next != nil:
+			ew.printf("; next %s until %s\n", mw.Next.Format(time.RFC3339), mw.Until.Format(time.RFC3339))
+		case now.IsZero():
+			ew.printf("\n")
+		default:
+			ew.printf("; never again\n")
+		}
+	}
 	if len(p.Targets) > 0 {
 		ew.printf("targets:\n")
 		for _, t := range p.Targets {
@@ -687,7 +780,7 @@ func guardsText(g PlanGuards) string {
 		fmt.Sprintf("unknown alerts after %d", g.UnknownAfter),
 		fmt.Sprintf("recover after %d", g.RecoverAfter),
 		"budget " + g.Budget, escalate, "slow retry " + g.SlowRetry, "blast radius " + g.BlastRadius,
-		"verify after " + g.Grace, "remind every " + g.Repeat}
+		"verify after " + g.Grace, "remind every " + g.Repeat, "flapping " + g.Flapping}
 	return strings.Join(gs, ", ")
 }
 

@@ -75,7 +75,8 @@ func ExplainAt(c *Contract, line int) string {
 }
 
 // ExplainKey returns what explain says of a front-matter key's setting in
-// force: the schedule, the guards, alert_on; "" for other keys. It never
+// force: the schedule, the guards, alert_on, depends_on, the maintenance
+// windows; "" for other keys. It never
 // fails.
 func ExplainKey(c *Contract, key string) string {
 	p := Explain(c)
@@ -89,6 +90,14 @@ func ExplainKey(c *Contract, key string) string {
 		return "guards: " + guardsText(p.Guards) + "\n"
 	case "alert_on":
 		return "alerts: alert_on " + p.AlertOn + ": " + alertOnText[p.AlertOn] + "\n"
+	case "depends_on":
+		return "depends on: " + strings.Join(p.DependsOn, ", ") + " (while one fails, a unit that fails too is suppressed: no repair, no incident)\n"
+	case "maintenance":
+		var b strings.Builder
+		for _, w := range c.Maintenance {
+			b.WriteString("maintenance: " + w.String() + "\n")
+		}
+		return b.String()
 	}
 	return ""
 }

@@ -35,7 +35,7 @@ var actionNames = slices.Concat([]string{"severity"}, sharedNames)
 
 // Names an escalation row sees.
 var escalationNames = []string{"critical_count", "degraded_count", "unreachable_count", "healthy_count",
-	"unknown_count", "agents", "gate_ok", "critical_agents", "vars", "state", "restarts"}
+	"unknown_count", "suppressed_count", "agents", "gate_ok", "critical_agents", "vars", "state", "restarts"}
 
 // scopeNames are the built-in names of each expression scope, read-only.
 var scopeNames = map[scope]map[string]bool{

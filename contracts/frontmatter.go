@@ -335,7 +335,7 @@ func parseBudget(s string) (*Budget, error) {
 
 var topKeys = []string{"kind", "name", "title", "description", "version", "runtime_contract", "agent",
 	"report_only_agents", "schedule", "commands", "guards", "targets", "notify", "vars", "secrets",
-	"for_each", "alert_on", "log", "messages"}
+	"for_each", "alert_on", "log", "messages", "depends_on", "maintenance"}
 
 // frontMatter is what the front matter decoder found besides the model.
 type frontMatter struct {
@@ -358,6 +358,7 @@ func newContract(path string) *Contract {
 			After:            DefaultAfter,
 			Grace:            DefaultGrace,
 			Repeat:           DefaultRepeat,
+			Flapping:         &Flapping{Low: DefaultFlapLow, High: DefaultFlapHigh, Runs: DefaultFlapRuns},
 		},
 		Targets:   map[string]*Target{},
 		Vars:      map[string]string{},
@@ -460,6 +461,10 @@ func (y *yamlDec) decodeFrontMatter(root ast.Node, c *Contract) frontMatter {
 			fm.logPos = y.textPos(e.value)
 		case "messages":
 			c.Messages = y.decodeMessages(e.value)
+		case "depends_on":
+			c.DependsOn = y.decodeDependsOn(e.value)
+		case "maintenance":
+			c.Maintenance = y.decodeMaintenance(e.value)
 		default:
 			y.unknownKey(e, "front matter", topKeys)
 		}
@@ -520,11 +525,12 @@ var (
 	crashLoopKeys   = []string{"max_restarts", "per", "then"}
 	slowRetryKeys   = []string{"after", "factor"}
 	blastRadiusKeys = []string{"max_repairs", "trip", "min_units"}
+	flappingKeys    = []string{"low", "high", "runs", "repair", "enabled"}
 	inventoryKeys   = []string{"vars", "targets"}
 )
 
 var guardKeys = []string{"debounce", "crash_loop", "unreachable_after", "unknown_after", "recover_after", "after",
-	"budget", "grace", "escalate_after", "repeat", "blast_radius", "slow_retry"}
+	"budget", "grace", "escalate_after", "repeat", "blast_radius", "slow_retry", "flapping"}
 
 func (y *yamlDec) decodeGuards(n ast.Node, g *Guards) {
 	durations := map[string]*time.Duration{"debounce": &g.Debounce, "grace": &g.Grace, "repeat": &g.Repeat}
@@ -586,6 +592,8 @@ func (y *yamlDec) decodeGuards(n ast.Node, g *Guards) {
 			g.BlastRadius = y.decodeBlastRadius(e.value, what)
 		case "slow_retry":
 			g.SlowRetry = y.decodeSlowRetry(e, what)
+		case "flapping":
+			g.Flapping = y.decodeFlapping(e, what)
 		default:
 			y.unknownKey(e, "guards", guardKeys)
 		}
@@ -620,6 +628,70 @@ func (y *yamlDec) decodeSlowRetry(e entry, what string) *SlowRetry {
 	return s
 }
 
+// decodeFlapping reads {low: 25%, high: 30%, runs: 20, repair: false,
+// enabled: true}, each key defaulting to Icinga 2's; enabled: false turns
+// flap detection off.
+func (y *yamlDec) decodeFlapping(e entry, what string) *Flapping {
+	f := &Flapping{Low: DefaultFlapLow, High: DefaultFlapHigh, Runs: DefaultFlapRuns}
+	enabled := true
+	sub, _ := y.mapping(e.value, what)
+	for _, kv := range sub {
+		w := what + "." + kv.key
+		switch kv.key {
+		case "low", "high":
+			frac, ok := y.fraction(kv.value, w, "the runs", "30% or 0.3")
+			if !ok {
+				continue
+			}
+			if kv.key == "low" {
+				f.Low = 100 * frac
+			} else {
+				f.High = 100 * frac
+			}
+		case "runs":
+			if n, ok := y.positive(kv.value, w); ok {
+				if n < 4 || n > 64 {
+					y.d.errorf(y.pos(kv.value), "%s: want 4 to 64 runs, got %d", w, n)
+					continue
+				}
+				f.Runs = n
+			}
+		case "repair":
+			f.Repair, _ = y.boolean(kv.value, w)
+		case "enabled":
+			enabled, _ = y.boolean(kv.value, w)
+		default:
+			y.unknownKey(kv, what, flappingKeys)
+		}
+	}
+	if f.Low > f.High {
+		y.d.errorf(y.pos(e.keyN), "%s: low (%g%%) is above high (%g%%): a unit would stop flapping before it started", what, f.Low, f.High)
+	}
+	if !enabled {
+		return nil
+	}
+	return f
+}
+
+// fraction reads a share written as 50% or 0.5, above 0 and at most 1;
+// of and example say what of and how in an error.
+func (y *yamlDec) fraction(n ast.Node, what, of, example string) (float64, bool) {
+	text, ok := y.scalarText(n, what)
+	if !ok {
+		return 0, false
+	}
+	pct := strings.HasSuffix(text, "%")
+	f, err := strconv.ParseFloat(strings.TrimSuffix(text, "%"), 64)
+	if pct {
+		f /= 100
+	}
+	if err != nil || f <= 0 || f > 1 {
+		y.d.errorf(y.pos(n), "%s: want a fraction of %s such as %s, got %q", what, of, example, text)
+		return 0, false
+	}
+	return f, true
+}
+
 // parseSlowRetry reads a row's `slow_retry="3 then 5x"` or `slow_retry=off`.
 func parseSlowRetry(s string) (*SlowRetry, error) {
 	s = strings.TrimSpace(s)
@@ -651,20 +723,9 @@ func (y *yamlDec) decodeBlastRadius(n ast.Node, what string) *BlastRadius {
 		case "min_units":
 			b.MinUnits, _ = y.positive(s.value, w)
 		case "trip":
-			text, ok := y.scalarText(s.value, w)
-			if !ok {
-				continue
+			if f, ok := y.fraction(s.value, w, "the units", "50% or 0.5"); ok {
+				b.Trip = f
 			}
-			pct := strings.HasSuffix(text, "%")
-			f, err := strconv.ParseFloat(strings.TrimSuffix(text, "%"), 64)
-			if pct {
-				f /= 100
-			}
-			if err != nil || f <= 0 || f > 1 {
-				y.d.errorf(y.pos(s.value), "%s: want a fraction of the units such as 50%% or 0.5, got %q", w, text)
-				continue
-			}
-			b.Trip = f
 		default:
 			y.unknownKey(s, what, blastRadiusKeys)
 		}

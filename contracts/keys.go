@@ -154,6 +154,23 @@ var keySpecs = map[string]keySpec{
 	"guards.slow_retry":               {typ: KeyMapping, doc: "after `after` repairs in a row that did not help, repair only every `factor` times the schedule interval, and keep trying; off when absent"},
 	"guards.slow_retry.after":         {typ: KeyInt, min: 1, doc: "failed repairs in a row before repairs slow down"},
 	"guards.slow_retry.factor":        {typ: KeyInt, min: 2, doc: "repair every factor × schedule.every once slowed"},
+	"guards.flapping":                 {typ: KeyMapping, doc: "flap detection (Icinga 2's): a unit whose state changed in more than high of its last runs flaps until it falls below low; one message when it starts, one when it stops, and its repairs held unless repair"},
+	"guards.flapping.low":             {typ: KeyFraction, doc: "the share of the runs (25% or 0.25) below which a flapping unit stops flapping", def: "25%"},
+	"guards.flapping.high":            {typ: KeyFraction, doc: "the share of the runs (30% or 0.3) above which a unit starts flapping", def: "30%"},
+	"guards.flapping.runs":            {typ: KeyInt, min: 4, doc: "how many of the unit's last runs are counted (4 to 64)", def: fmt.Sprint(DefaultFlapRuns)},
+	"guards.flapping.repair":          {typ: KeyBool, doc: "repairs go on while the unit flaps", def: "false"},
+	"guards.flapping.enabled":         {typ: KeyBool, doc: "false turns flap detection off", def: "true"},
+	"depends_on":                      {typ: KeyList, doc: "what every unit depends on: while one fails, a unit that fails too is suppressed (no repair, no incident); the targets a unit reaches through via count by themselves"},
+	"depends_on.*":                    {typ: KeyString, pattern: depRefPattern, doc: "CONTRACT (another contract of the directory), CONTRACT/AGENT (one of its agents) or target:NAME (a target of this contract)"},
+	"maintenance":                     {typ: KeyList, doc: "recurring maintenance windows: repairs paused, new alerts held"},
+	"maintenance.*":                   {typ: KeyMapping, doc: "one window: from each elapse of calendar, for its duration"},
+	"maintenance.*.calendar":          {typ: KeyString, doc: `when each occurrence starts, in systemd's OnCalendar syntax ("Sun *-*-* 02:00", "Mon..Fri 12:00", "weekly")`},
+	"maintenance.*.for":               {typ: KeyDuration, doc: "how long each occurrence lasts"},
+	"maintenance.*.timezone":          {typ: KeyString, doc: "the IANA time zone the calendar is read in (Europe/Berlin)", def: "UTC"},
+	"maintenance.*.agents":            {typ: KeyList, doc: "the agents it covers; the whole contract when absent"},
+	"maintenance.*.agents.*":          {typ: KeyString, doc: "an agent a stage's agent= names"},
+	"maintenance.*.reason":            {typ: KeyString, doc: "said in the report, the page and the messages"},
+	"maintenance.*.announce":          {typ: KeyBool, doc: "a message when the window opens and one when it ends", def: "false"},
 	"targets":                         {typ: KeyMapping, doc: "the links of the transport chains stages and steps run on, by name (on=NAME); each sets exactly one of ssh, pct, docker or local"},
 	"targets.*":                       {typ: KeyMapping, pattern: reName.String(), doc: "one target: exactly one of ssh, pct, docker or local, and via for the target it is reached through"},
 	"targets.*.via":                   {typ: KeyString, doc: "the target this one is reached through"},
@@ -224,6 +241,8 @@ func FrontMatterKeys() Key {
 				case "slow_retry":
 					k.Keys[i].Keys = subKeys("guards.slow_retry", slowRetryKeys)
 					markRequired(&k.Keys[i], slowRetryKeys...)
+				case "flapping":
+					k.Keys[i].Keys = subKeys("guards.flapping", flappingKeys)
 				}
 			}
 		case "targets":
@@ -234,6 +253,20 @@ func FrontMatterKeys() Key {
 			list, item, value := specKey("for_each.*", ""), specKey("for_each.*.*", ""), specKey("for_each.*.*.*", "")
 			item.Each, list.Each = &value, &item
 			k.Each = &list
+		case "depends_on":
+			e := specKey("depends_on.*", "")
+			k.Each = &e
+		case "maintenance":
+			w := specKey("maintenance.*", "")
+			w.Keys = subKeys("maintenance.*", windowKeys)
+			markRequired(&w, "calendar", "for")
+			for i := range w.Keys {
+				if w.Keys[i].Name == "agents" {
+					a := specKey("maintenance.*.agents.*", "")
+					w.Keys[i].Each = &a
+				}
+			}
+			k.Each = &w
 		case "messages":
 			for _, kind := range messageKinds {
 				m := specKey("messages.*", kind)

@@ -258,6 +258,8 @@ func (l *loader) parse(md parser.Parser, path string, src []byte, owned bool) (*
 	b.parse(md, body)
 	b.validate()
 	b.checkReportOnly(reportOnlyPos)
+	b.checkDependsOn()
+	b.checkWindowAgents()
 	b.checkExampleAgents()
 	c.Defs.Vars = varPos
 	sortDiagnostics(d.list)

@@ -43,6 +43,11 @@ const (
 	SeverityCritical
 	SeverityUnreachable
 	SeveritySkipped
+	// SeveritySuppressed is a unit that fails while something it depends
+	// on fails (depends_on, or a target its via chain goes through): the
+	// dependency is the root cause, so the unit is neither repaired nor
+	// alerted. Only the engine judges it; no table cell says it.
+	SeveritySuppressed
 )
 
 var severityNames = map[Severity]string{
@@ -52,6 +57,7 @@ var severityNames = map[Severity]string{
 	SeverityCritical:    "critical",
 	SeverityUnreachable: "unreachable",
 	SeveritySkipped:     "skipped",
+	SeveritySuppressed:  "suppressed",
 }
 
 // String returns the severity's name, or severity(N) for an unknown value.
@@ -107,6 +113,12 @@ type Contract struct {
 	// Messages shape the contract's messages by kind (open, reminder,
 	// resolved, repair); a kind without a template gets the engine's text.
 	Messages map[string]*template.Template
+	// DependsOn are what every unit of the contract depends on (besides
+	// the targets its stages reach through via, which each unit depends
+	// on by itself): while one fails, a unit that fails too is suppressed.
+	DependsOn []*DepRef
+	// Maintenance are the contract's recurring maintenance windows.
+	Maintenance []*MaintenanceWindow
 	// Defs are where the names the contract declares are written.
 	Defs Defs
 
@@ -160,7 +172,28 @@ type Guards struct {
 	Repeat           time.Duration // alert reminder interval (default 4h)
 	BlastRadius      *BlastRadius  // repairs across the contract's units per run; nil = no limit
 	SlowRetry        *SlowRetry    // slow down after consecutive failed repairs; nil = off
+	Flapping         *Flapping     // flap detection; nil = off
 }
+
+// Flapping is flap detection, as Icinga's: a unit whose state changed in
+// more than High percent of its last Runs runs is flapping, until the
+// share falls to Low percent or below. Every change counts the same (no
+// weighting). While it flaps, messages about the unit are held (one says
+// it started, one that it stopped) and so are its repairs, unless Repair.
+type Flapping struct {
+	Low    float64 // percent
+	High   float64 // percent
+	Runs   int
+	Repair bool
+}
+
+// Flap detection's defaults, Icinga 2's: 20 runs, flapping above 30%,
+// settled again at 25% or below.
+const (
+	DefaultFlapRuns = 20
+	DefaultFlapLow  = 25.0
+	DefaultFlapHigh = 30.0
+)
 
 // SlowRetry slows a unit's repairs after After consecutive repairs whose
 // verification failed: from then on a repair runs only every Factor times

@@ -187,7 +187,7 @@ func (b *bodyParser) typedEnv(u exprUse, v *view, it reflect.Type) *typeEnv {
 var escalationTypes = map[string]reflect.Type{
 	"critical_count": reflect.TypeFor[int](), "degraded_count": reflect.TypeFor[int](),
 	"unreachable_count": reflect.TypeFor[int](), "healthy_count": reflect.TypeFor[int](),
-	"unknown_count": reflect.TypeFor[int](), "agents": reflect.TypeFor[int](),
+	"unknown_count": reflect.TypeFor[int](), "suppressed_count": reflect.TypeFor[int](), "agents": reflect.TypeFor[int](),
 	"gate_ok": reflect.TypeFor[bool](), "critical_agents": reflect.TypeFor[[]string](),
 }
 

@@ -152,6 +152,7 @@ var frontMatterKeys = map[string]bool{
 	"kind": true, "name": true, "title": true, "description": true, "version": true, "runtime_contract": true,
 	"agent": true, "report_only_agents": true, "schedule": true, "commands": true, "guards": true, "targets": true,
 	"notify": true, "vars": true, "secrets": true, "for_each": true, "alert_on": true, "log": true, "messages": true,
+	"depends_on": true, "maintenance": true,
 }
 
 var inventoryComment = regexp.MustCompile(`^#\s*\S+\.ya?ml\s*$`)
@@ -307,9 +308,21 @@ func pageContext(t *testing.T, page string, exs []example) pageCtx {
 		t.Fatal(err)
 	}
 	ctx := pageCtx{front: string(out)}
-	if ro, ok := merged["report_only_agents"].([]any); ok {
-		for i, a := range ro {
-			ctx.stages += fmt.Sprintf("\n\n### Report-only %v {#ro%d agent=%v}\n\n```bash {id=ro%d}\necho ok\n```\n\nExpected: `ok`\n", a, i, a, i)
+	// The agents report_only_agents and maintenance windows name.
+	agents, _ := merged["report_only_agents"].([]any)
+	if ws, ok := merged["maintenance"].([]any); ok {
+		for _, w := range ws {
+			if wm, ok := w.(map[string]any); ok {
+				as, _ := wm["agents"].([]any)
+				agents = append(agents, as...)
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for i, a := range agents {
+		if name := fmt.Sprint(a); !seen[name] {
+			seen[name] = true
+			ctx.stages += fmt.Sprintf("\n\n### Agent %v {#ro%d agent=%v}\n\n```bash {id=ro%d}\necho ok\n```\n\nExpected: `ok`\n", a, i, a, i)
 		}
 	}
 	if _, ds := contracts.Parse(page+" (context)", []byte("---\n"+ctx.front+"---\n\n## Execution"+ctx.stages), contracts.Options{}); ds.HasErrors() {

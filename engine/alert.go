@@ -61,6 +61,7 @@ type alerting struct {
 	seen   probed
 	units  []*unit
 	raised raised
+	down   map[string]*targetDown // the contract's targets a host check found down (depend)
 }
 
 // alert is the fifth phase. It takes the stages as probed, the units at
@@ -81,8 +82,8 @@ type alerting struct {
 // It returns the messages to deliver and every alert decision for the
 // report (those alert_on or a dry run keep back, with why), in the order
 // it made them; it changes the ledger's incidents.
-func (r *run) alert(seen probed, units []*unit, in raised) said {
-	a := &alerting{run: r, seen: seen, units: units, raised: in}
+func (r *run) alert(seen probed, units []*unit, in raised, down map[string]*targetDown) said {
+	a := &alerting{run: r, seen: seen, units: units, raised: in, down: down}
 	r.enter("alert", &a.said)
 	a.decide()
 	return a.said
@@ -92,6 +93,10 @@ func (r *run) alert(seen probed, units []*unit, in raised) said {
 // escalation table's), decides every incident raised, and gives each
 // repair no incident message told a message of its own.
 func (r *alerting) decide() {
+	r.judged(r.units)
+	r.flapping()
+	r.maintenance()
+	r.targets()
 	r.slowRetry()
 	r.unknown()
 	for _, sr := range r.seen.stages {
@@ -126,11 +131,20 @@ func (r *alerting) decide() {
 	for _, key := range sortedKeys(r.raised) {
 		in := r.raised[key]
 		hold := ""
+		u := r.unitOf(in.agent)
 		switch {
+		case in.source == guard.SourceMaintenance:
+			if i := inc.State[key]; i != nil && !i.Resolved {
+				hold = "announced when it opened" // no reminder: its end is the next message
+			}
 		case !r.seen.gateOK && in.agent != r.seen.downGate:
 			hold = "its gate is down"
-		case r.ledger.Window(in.agent, r.e.opts.Clock.Now()) != nil:
-			hold = r.ledger.Window(in.agent, r.e.opts.Clock.Now()).String()
+		case r.window(in.agent) != nil:
+			hold = r.window(in.agent).String()
+		case u != nil && u.suppressed != nil:
+			hold = "suppressed: " + u.suppressed.Reason
+		case u != nil && u.flap.Flapping && in.source != guard.SourceFlapping:
+			hold = fmt.Sprintf("flapping (%.0f%% of its last runs changed state): one message when it settles", u.flap.Percent)
 		case in.source == guard.SourceRelay && speaks[in.agent] != "":
 			hold = "covered by " + speaks[in.agent]
 		}
@@ -163,6 +177,62 @@ func (r *alerting) decide() {
 	}
 	if !r.e.opts.DryRun {
 		inc.Prune(30 * 24 * time.Hour)
+	}
+}
+
+// flapping feeds each unit as the run saw it to flap detection and raises
+// the flapping incident of each unit that flaps: one message when it
+// starts, one when it stops (mayResolve), none in between; the unit's
+// other incidents are held meanwhile.
+func (r *alerting) flapping() {
+	f, on := r.chain.Flapping()
+	if !on {
+		return
+	}
+	for _, u := range r.units {
+		if u.skipped || u.state == nil {
+			continue
+		}
+		seen := u.seenAs()
+		if u.suppressed != nil {
+			seen = contracts.SeveritySuppressed // its dependency's change, not its own
+		}
+		u.flap = f.Observe(u.state, seen)
+		if !u.flap.Flapping {
+			continue
+		}
+		r.raised.add(r.c.Name, &intent{unit: u, source: guard.SourceFlapping, condition: "flapping", severity: steps.Worst(u.raw, u.final),
+			text: fmt.Sprintf("%s is flapping: its state changed in %.0f%% of its last %d runs (more than %g%%); messages about it wait until it settles below %g%%, and so do its repairs%s",
+				u.name(), u.flap.Percent, f.Runs, f.High, f.Low, map[bool]string{true: " (no: flapping.repair is on)", false: ""}[f.Repair])})
+	}
+}
+
+// maintenance raises the incident of each announced maintenance window
+// that is open: a message when it opens, one when it ends.
+func (r *alerting) maintenance() {
+	for _, a := range r.recurring.Announced() {
+		if a.Open == nil {
+			continue
+		}
+		r.raised.add(r.c.Name, &intent{source: guard.SourceMaintenance, condition: "maintenance: " + a.Window.String(), severity: contracts.SeverityHealthy,
+			text: fmt.Sprintf("maintenance window started: %s, until %s; repairs paused and new alerts held", a.Window, a.Open.Until.UTC().Format(time.RFC3339))})
+	}
+}
+
+// targets raises the incident of each target of the contract a host
+// check found down that suppresses units: the one alert for them.
+func (r *alerting) targets() {
+	for _, host := range sortedKeys(r.down) {
+		td := r.down[host]
+		if !td.failing() {
+			continue // not yet unreachable_after runs in a row
+		}
+		name, also := td.names[0], ""
+		if len(td.names) > 1 {
+			also = ", also named " + strings.Join(td.names[1:], ", ")
+		}
+		r.raised.add(r.c.Name, &intent{source: guard.SourceTarget, agent: contracts.TargetPrefix + name, condition: "unreachable", severity: contracts.SeverityCritical,
+			text: fmt.Sprintf("target %s (%s%s) cannot be reached: %s%s", name, r.c.Chain(name), also, steps.FirstLine(td.err.Error()), suppressedNote(td.unitNames()))})
 	}
 }
 
@@ -224,6 +294,22 @@ func (r *alerting) quietRepair(u *unit, inc guard.Incidents) bool {
 // mayResolve decides whether an open incident whose condition is not active
 // this run resolves now, and the message that says so.
 func (r *alerting) mayResolve(in *intent) (bool, string) {
+	switch in.source {
+	case guard.SourceMaintenance:
+		return true, fmt.Sprintf("maintenance window ended: %s", strings.TrimPrefix(in.condition, "maintenance: "))
+	case guard.SourceTarget:
+		name := strings.TrimPrefix(in.agent, contracts.TargetPrefix)
+		for _, td := range r.down {
+			if contains(td.names, name) {
+				return false, ""
+			}
+		}
+		text := fmt.Sprintf("target %s is reached again (%s)", name, r.c.Chain(name))
+		if units := behind(r.c, name); len(units) > 0 {
+			text += "; judged on their own again: " + strings.Join(units, ", ")
+		}
+		return true, text
+	}
 	if in.agent == guard.AllUnits {
 		return r.seen.gateOK, fmt.Sprintf("%s cleared", in.condition)
 	}
@@ -237,6 +323,17 @@ func (r *alerting) mayResolve(in *intent) (bool, string) {
 		return true, fmt.Sprintf("%s is no longer in the contract: %s closed", in.agent, in.condition)
 	}
 	in.unit = u
+	if in.source == guard.SourceFlapping {
+		if u.flap.Flapping || u.skipped {
+			return false, ""
+		}
+		return true, fmt.Sprintf("%s stopped flapping (its state changed in %.0f%% of its last runs); now %s", u.name(), u.flap.Percent, u.shown())
+	}
+	if u.flap.Flapping || u.suppressed != nil {
+		// Held: a flapping unit speaks once it settles, a suppressed one
+		// once its dependency is back and it is judged on its own.
+		return false, ""
+	}
 	if in.source == guard.SourceUnknown {
 		// Judged again, whatever it is now: a fault it shows now is an
 		// incident of its own.
@@ -253,6 +350,39 @@ func (r *alerting) mayResolve(in *intent) (bool, string) {
 		return true, fmt.Sprintf("%s is %s again (was %s)", u.name(), u.final, in.condition)
 	}
 	return true, fmt.Sprintf("%s: %s cleared (now %s)", u.name(), in.condition, u.final)
+}
+
+// isRoot reports whether an incident is about a unit or gate that fails
+// by itself (critical, or unreachable) and not because of a dependency:
+// its message names the units of the fleet that depend on it.
+func (r *alerting) isRoot(in *intent) bool {
+	if in.source == guard.SourceGate {
+		return true
+	}
+	u := in.unit
+	if u == nil || u.suppressed != nil || in.source == guard.SourceFlapping {
+		return false
+	}
+	return u.critical() || u.final == contracts.SeverityUnreachable
+}
+
+// suppressedNote is what a root cause's message adds about the units it
+// suppresses: "; 5 units suppressed: a/web, b/web, c/api, d/db and 1
+// more"; "" when none depends on it.
+func suppressedNote(units []string) string {
+	if len(units) == 0 {
+		return ""
+	}
+	shown := units
+	more := ""
+	if len(shown) > 4 {
+		shown, more = shown[:4], fmt.Sprintf(" and %d more", len(units)-4)
+	}
+	noun := "units"
+	if len(units) == 1 {
+		noun = "unit"
+	}
+	return fmt.Sprintf("; %d %s suppressed: %s%s", len(units), noun, strings.Join(shown, ", "), more)
 }
 
 // severityNow is the severity a resolve message carries: the unit's.
@@ -307,6 +437,9 @@ func (r *alerting) announce(act guard.Action, in *intent, sev contracts.Severity
 	if act.Send == guard.SendReminder {
 		text = fmt.Sprintf("%s (still open since %s)", text, act.Incident.OpenedAt.UTC().Format(time.RFC3339))
 	}
+	if act.Send == guard.SendOpen && r.isRoot(in) {
+		text += suppressedNote(r.fleet.Dependents(r.c.Name, in.agent))
+	}
 	if !shaped {
 		d := messageData(act.Send, in.unit, in.condition, text)
 		d.Unit, d.Severity = in.agent, sev.String()
@@ -334,7 +467,7 @@ func (r *alerting) announce(act guard.Action, in *intent, sev contracts.Severity
 // repairs and escalations only; `critical` keeps incidents below critical
 // out (their resolves included).
 func (r *run) sendable(kind string, in *intent, sev contracts.Severity) bool {
-	if kind == notify.KindRepair || in != nil && in.pages {
+	if kind == notify.KindRepair || in != nil && (in.pages || in.source == guard.SourceMaintenance) {
 		return true
 	}
 	switch r.c.AlertOn {
@@ -417,7 +550,7 @@ func (r *alerting) escalate() {
 			relay = func(u *unit) bool { return u.final == contracts.SeverityDegraded }
 		}
 		for _, u := range r.units {
-			if u.agent == "" || u.skipped || !relay(u) {
+			if u.agent == "" || u.skipped || u.suppressed != nil || !relay(u) {
 				continue
 			}
 			r.raised.add(r.c.Name, &intent{unit: u, source: guard.SourceRelay, condition: u.final.String(), severity: u.final,
@@ -439,6 +572,10 @@ func (r *alerting) aggregates() map[string]any {
 		}
 		agents++
 		sev := u.final
+		if u.suppressed != nil {
+			counts[contracts.SeveritySuppressed]++
+			continue
+		}
 		if u.critical() {
 			sev = contracts.SeverityCritical // unreachable past unreachable_after counts as critical
 			critical = append(critical, u.agent)
@@ -451,6 +588,7 @@ func (r *alerting) aggregates() map[string]any {
 		"unreachable_count": counts[contracts.SeverityUnreachable],
 		"healthy_count":     counts[contracts.SeverityHealthy],
 		"unknown_count":     counts[contracts.SeverityUnknown],
+		"suppressed_count":  counts[contracts.SeveritySuppressed],
 		"agents":            agents,
 		"gate_ok":           r.seen.gateOK,
 		"critical_agents":   critical,

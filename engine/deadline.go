@@ -53,3 +53,10 @@ func (e *Engine) actionTimeouts(row *contracts.ActionRow) (command, call time.Du
 	command = cmp.Or(row.Timeout, e.opts.StepTimeout)
 	return command, command + reachAllowance
 }
+
+// hostCheckTimeouts are a host check's (depend.go): the step timeout for
+// the command, which runs nothing, and the deadline of the call, which
+// adds reaching the target.
+func (e *Engine) hostCheckTimeouts() (command, call time.Duration) {
+	return e.opts.StepTimeout, e.opts.StepTimeout + reachAllowance
+}

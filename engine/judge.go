@@ -31,6 +31,13 @@ type unit struct {
 	repairs    []*verifyJob // repairs that ran this run
 	told       bool         // a message of this run already says what its repairs did
 	slowed     bool         // the slow-retry guard holds its repairs back: its incident tells them
+	// suppressed is set by depend when a dependency of the unit fails;
+	// localRoot when that is a host of this contract it found down itself,
+	// so the contract's verdict still counts the unit.
+	suppressed *guard.Suppression
+	localRoot  bool
+	// flap is what flap detection made of this run (alert).
+	flap guard.FlapChange
 }
 
 // name is how messages and logs name the unit.
@@ -141,7 +148,11 @@ func agentReports(units []*unit) map[string]*AgentReport {
 		if u.agent == "" {
 			continue
 		}
-		ar := &AgentReport{Agent: u.agent, Severity: u.final, Raw: u.raw, ReportOnly: u.reportOnly, Failing: u.failing() && u.settled.Failing}
+		ar := &AgentReport{Agent: u.agent, Severity: u.shown(), Raw: u.raw, ReportOnly: u.reportOnly, Failing: u.failing() && u.settled.Failing && u.suppressed == nil,
+			Suppressed: u.suppressed}
+		if u.state != nil && u.state.Flap != nil && u.state.Flap.Flapping {
+			ar.Flapping, ar.FlapPercent = true, u.state.Flap.Percent
+		}
 		if u.skipped {
 			ar.Severity, ar.Raw, ar.Failing = contracts.SeveritySkipped, contracts.SeveritySkipped, false
 		}
@@ -169,6 +180,10 @@ func overall(units []*unit) contracts.Severity {
 			continue
 		}
 		seen = true
+		if u.suppressed != nil && !u.localRoot {
+			sev = steps.Worst(sev, contracts.SeveritySuppressed)
+			continue
+		}
 		if u.agent == "" {
 			for _, sr := range u.stages {
 				if sr.report.Status != StatusSkipped {

@@ -28,6 +28,8 @@ func Mark(s contracts.Severity) string {
 		return "⊘"
 	case contracts.SeveritySkipped:
 		return "–"
+	case contracts.SeveritySuppressed:
+		return "↓"
 	}
 	return "?"
 }
@@ -115,9 +117,17 @@ func WriteText(w io.Writer, rep *Report) error {
 			if a.ReportOnly {
 				extra += " [report-only]"
 			}
+			if a.Flapping {
+				extra += fmt.Sprintf(" [flapping: %.0f%% of its last runs changed]", a.FlapPercent)
+			}
 			ew.printf(" %s %s=%s%s", Mark(a.Severity), n, a.Severity, extra)
 		}
 		ew.printf("\n")
+		for _, n := range sortedAgents(rep) {
+			if s := rep.Agents[n].Suppressed; s != nil {
+				ew.printf("  %s suppressed (root cause %s): %s\n", n, s.Root, s.Reason)
+			}
+		}
 	}
 	if len(rep.Actions) > 0 {
 		ew.printf("\nactions:\n")
@@ -172,6 +182,9 @@ func sortedAgents(rep *Report) []string {
 // verified repair, else the worse of its settled and raw severities (an
 // agent hysteresis holds at healthy was still seen critical).
 func seen(a *AgentReport) contracts.Severity {
+	if a.Suppressed != nil {
+		return a.Severity // its failure is its dependency's: said there
+	}
 	if a.BeforeRepair != contracts.SeverityUnknown || a.Raw == contracts.SeveritySkipped || a.Raw == contracts.SeverityUnknown {
 		return a.Severity
 	}
@@ -208,9 +221,15 @@ func guardSays(a *ActionReport) string {
 }
 
 // WriteTrace renders every candidate action with each guard's answer, for
-// --dry-run and `contractd why`.
+// --dry-run and `contractd why`, after the agents a dependency suppressed
+// and why.
 func WriteTrace(w io.Writer, rep *Report) error {
 	ew := &errWriter{w: w}
+	for _, n := range sortedAgents(rep) {
+		if s := rep.Agents[n].Suppressed; s != nil {
+			ew.printf("%s: suppressed, not repaired and not alerted: %s (root cause %s)\n", n, s.Reason, s.Root)
+		}
+	}
 	if len(rep.Actions) == 0 {
 		ew.printf("no action table row held in run %s\n", rep.RunID)
 	}
@@ -242,6 +261,10 @@ func NagiosCode(s contracts.Severity) int {
 		return 1
 	case contracts.SeverityCritical:
 		return 2
+	case contracts.SeveritySuppressed:
+		// Its failure is its dependency's, which pages: the check says
+		// so in its text and long output, and does not page again.
+		return 0
 	}
 	return 3
 }
@@ -337,6 +360,8 @@ func WriteNagios(w io.Writer, rep *Report) error {
 		case changed:
 			bad = append(bad, n+" "+s.String()+" (repaired, was "+a.BeforeRepair.String()+")")
 		case s == contracts.SeverityHealthy, s == contracts.SeveritySkipped:
+		case a.Suppressed != nil:
+			bad = append(bad, n+" suppressed by "+a.Suppressed.Root)
 		case s != a.Severity:
 			bad = append(bad, n+" "+s.String()+" (held by hysteresis)")
 		case repairs[n] != "":
@@ -397,6 +422,14 @@ func WriteNagios(w io.Writer, rep *Report) error {
 			ew.printf("%s: repair ran: `%s` → %s%s\n", who, a.Action, a.Verify, nagiosAfter(rep, a))
 		default:
 			ew.printf("%s: repair ran: `%s`\n", who, a.Action)
+		}
+	}
+	for _, n := range names {
+		if s := rep.Agents[n].Suppressed; s != nil {
+			ew.printf("%s: suppressed, neither repaired nor alerted: %s (root cause %s)\n", n, s.Reason, s.Root)
+		}
+		if a := rep.Agents[n]; a.Flapping {
+			ew.printf("%s: flapping: its state changed in %.0f%% of its last runs\n", n, a.FlapPercent)
 		}
 	}
 	for _, st := range rep.Stages {

@@ -312,7 +312,7 @@ func (r *repairing) act(ctx context.Context, u *unit, sr *stageRun, row *contrac
 	v := r.chain.Decide(u.state, guard.Candidate{
 		Condition: key, Action: cmd, Severity: sev, Guard: row.Guard,
 		ReportOnly: u.reportOnly, DryRun: r.e.opts.DryRun, Fleet: r.fleet,
-		Maintenance: r.ledger.Window(u.agent, r.e.opts.Clock.Now()),
+		Maintenance: r.window(u.agent), Suppressed: u.suppressed,
 	})
 	ar.Status, ar.Guard, ar.Reason, ar.Trace = v.Status, v.Guard, v.Reason, v.TraceLines()
 	if r.e.opts.DryRun {

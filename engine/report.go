@@ -56,7 +56,15 @@ type AgentReport struct {
 	// UnknownRuns counts the runs in a row, this one included, that
 	// judged the agent unknown: at guards.unknown_after it is an
 	// incident of its own.
-	UnknownRuns int      `json:"unknown_runs,omitempty"`
+	UnknownRuns int `json:"unknown_runs,omitempty"`
+	// Suppressed says which dependency fails while the agent does (its
+	// Severity is then suppressed): no repair, no incident, no message;
+	// the dependency's own incident is the alert.
+	Suppressed *guard.Suppression `json:"suppressed,omitempty"`
+	// Flapping is set while the agent's state changes in more than the
+	// flapping threshold of its last runs; FlapPercent is that share.
+	Flapping    bool     `json:"flapping,omitempty"`
+	FlapPercent float64  `json:"flap_percent,omitempty"`
 	Stages      []string `json:"stages"`
 }
 

@@ -36,8 +36,13 @@ type run struct {
 	redact    []string          // their values, removed from everything kept
 	state     map[string]any    // the previous snapshot, `state` in expressions
 	notifiers []notify.Notifier
-	logRoute  bool   // a log route writes every message to the engine's log
-	noRepair  string // non-empty: repairs are off for this run, and why
+	// fleet is the contracts that run beside this one (WithFleet): who
+	// watches which target, who depends on what. Nil for a contract run
+	// alone.
+	fleet     *Fleet
+	recurring guard.Recurring // the contract's own maintenance windows
+	logRoute  bool            // a log route writes every message to the engine's log
+	noRepair  string          // non-empty: repairs are off for this run, and why
 	// noRepairBy is the guard the report names for noRepair.
 	noRepairBy string
 	// unshared is set when the shared state cannot be reached (etcd
@@ -158,7 +163,8 @@ func (e *Engine) Run(ctx context.Context, c *contracts.Contract) (rep *Report, e
 	}
 	defer unlock()
 
-	r := &run{ctx: ctx, e: e, c: c, rep: rep, st: st, log: log, secrets: e.secrets(c), gateValues: map[string]any{}, phase: "open"}
+	r := &run{ctx: ctx, e: e, c: c, rep: rep, st: st, log: log, secrets: e.secrets(c), gateValues: map[string]any{}, phase: "open",
+		fleet: fleetOf(ctx), recurring: guard.Recurring{Windows: c.Maintenance, Clock: e.opts.Clock}}
 	if unwritable != nil {
 		var ue *store.UnwritableError
 		rep.StateUnwritable = unwritable.Error()
@@ -185,6 +191,7 @@ func (e *Engine) Run(ctx context.Context, c *contracts.Contract) (rep *Report, e
 //
 //	probe   (probe.go)   the contract's stages → what each step saw, judged by the health tables; the gates' verdict
 //	judge   (judge.go)   stages → units, their severities settled by hysteresis
+//	depend  (depend.go)  units → those a failing dependency suppresses; the targets found down
 //	repair  (repair.go)  units → action rows through the guard chain; repairs run, incidents raised
 //	verify  (verify.go)  repairs → their units probed again; each repair's outcome, the units' final severities
 //	alert   (alert.go)   units, incidents raised → incidents opened, reminded, resolved; messages
@@ -211,6 +218,8 @@ func (r *run) do(ctx context.Context) (*Report, error) {
 	rep.Stages, rep.GateOK = seen.reports(), seen.gateOK
 	units, judged := r.judge(seen.stages)
 	r.add(judged)
+	down, depended := r.depend(rctx, units)
+	r.add(depended)
 	repaired := r.repair(rctx, units)
 	r.add(repaired.said)
 	r.verify(rctx, repaired.jobs).settle()
@@ -218,7 +227,7 @@ func (r *run) do(ctx context.Context) (*Report, error) {
 	if r.unshared != "" || r.unwritable != "" {
 		return r.reportOnly(units) // nothing can be recorded: no alerts, nothing sent or written
 	}
-	alerted := r.alert(seen, units, repaired.raised)
+	alerted := r.alert(seen, units, repaired.raised, down)
 	r.add(alerted)
 	delivered, unrecorded := r.deliver(ctx, append(opened.outgoing, alerted.outgoing...))
 	r.add(delivered)
@@ -281,6 +290,12 @@ func (r *run) open() (said, error) {
 			rep.Maintenance[agent] = w
 		}
 	}
+	for agent, w := range DeclaredWindows(r.c, now) {
+		if rep.Maintenance == nil {
+			rep.Maintenance = map[string]*guard.Window{}
+		}
+		rep.Maintenance[agent] = guard.Later(rep.Maintenance[agent], w)
+	}
 	if !r.e.opts.DryRun {
 		r.recordStopped(now, &s)
 		// From this run's first write-ahead record on, the ledger names
@@ -332,6 +347,13 @@ func (r *run) reportOnly(units []*unit) (*Report, error) {
 	rep.FinishedAt = r.e.opts.Clock.Now()
 	rep.DurationMS = rep.FinishedAt.Sub(rep.StartedAt).Milliseconds()
 	return rep, nil
+}
+
+// window is the maintenance window covering unit now: an operator's (the
+// ledger's, its own or the whole contract's) or one the contract declares,
+// whichever ends later; nil when none.
+func (r *run) window(unit string) *guard.Window {
+	return guard.Later(r.ledger.Window(unit, r.e.opts.Clock.Now()), r.recurring.Active(unit))
 }
 
 // restarts is the expression function restarts(agent, window): repairs

@@ -72,6 +72,18 @@ func historyRecord(rep *Report) HistoryRecord {
 		Agents: map[string]string{}, Findings: map[string][]string{}, Actions: rep.Actions, Alerts: rep.Alerts, Errors: rep.Errors, RequestedBy: rep.RequestedBy}
 	for name, a := range rep.Agents {
 		h.Agents[name] = a.Severity.String()
+		if a.Suppressed != nil {
+			if h.Suppressed == nil {
+				h.Suppressed = map[string]*store.Suppression{}
+			}
+			h.Suppressed[name] = &store.Suppression{By: a.Suppressed.By, Root: a.Suppressed.Root, Waiting: a.Suppressed.Waiting, Reason: a.Suppressed.Reason}
+		}
+		if a.Flapping {
+			if h.Flapping == nil {
+				h.Flapping = map[string]float64{}
+			}
+			h.Flapping[name] = a.FlapPercent
+		}
 	}
 	for _, st := range rep.Stages {
 		for _, sp := range st.Steps {

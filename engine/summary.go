@@ -37,10 +37,16 @@ type Summary struct {
 	AgentsOK   int                `json:"agents_ok"`
 	AgentTotal int                `json:"agents_total"`
 	// Agents is each agent's severity after the last run.
-	Agents    map[string]string `json:"agents"`
-	LastRun   time.Time         `json:"last_run,omitzero"`
-	AgeSec    float64           `json:"age_seconds,omitempty"`
-	LastRunID string            `json:"last_run_id,omitempty"`
+	Agents map[string]string `json:"agents"`
+	// Suppressed says, for each agent the last run suppressed, which
+	// dependency held it and its root cause.
+	Suppressed map[string]*store.Suppression `json:"suppressed,omitempty"`
+	// Flapping holds each agent flapping in the last run, with the share
+	// of its last runs whose state changed.
+	Flapping  map[string]float64 `json:"flapping,omitempty"`
+	LastRun   time.Time          `json:"last_run,omitzero"`
+	AgeSec    float64            `json:"age_seconds,omitempty"`
+	LastRunID string             `json:"last_run_id,omitempty"`
 	// Interrupted says why the last run stopped before its end, when it
 	// did (see HistoryRecord.Interrupted).
 	Interrupted string `json:"interrupted,omitempty"`
@@ -69,6 +75,7 @@ func Summarize(s store.Backend, name string, now time.Time) (*Summary, error) {
 	if len(hist) > 0 {
 		h := hist[len(hist)-1]
 		sum.LastRun, sum.LastRunID, sum.Interrupted = h.StartedAt, h.RunID, h.Interrupted
+		sum.Suppressed, sum.Flapping = h.Suppressed, h.Flapping
 		sum.AgeSec = now.Sub(h.StartedAt).Seconds()
 		_ = sum.Severity.UnmarshalText([]byte(h.OverallSeverity))
 		for a, sev := range h.Agents {
@@ -149,6 +156,28 @@ func HistoryByAgent(hist []HistoryRecord) []AgentHistory {
 			ah.Runs = append(ah.Runs, mark)
 		}
 		out = append(out, ah)
+	}
+	return out
+}
+
+// DeclaredWindows returns the maintenance windows contract c declares that
+// are open at now, by the agent they cover ("*" for the whole contract);
+// of two over one agent, the one that ends later.
+func DeclaredWindows(c *contracts.Contract, now time.Time) map[string]*guard.Window {
+	out := map[string]*guard.Window{}
+	for _, mw := range c.Maintenance {
+		since, until, ok := mw.Active(now)
+		if !ok {
+			continue
+		}
+		w := &guard.Window{Since: since, Until: until, Reason: mw.Reason, By: guard.ByContract}
+		agents := mw.Agents
+		if len(agents) == 0 {
+			agents = []string{AllAgents}
+		}
+		for _, a := range agents {
+			out[a] = guard.Later(out[a], w)
+		}
 	}
 	return out
 }

@@ -13,24 +13,28 @@ import (
 	"github.com/contractd/contractd/transports"
 )
 
-// Rank orders severities for "worst of": healthy < unknown < degraded <
-// unreachable < critical. Skipped ranks lowest: it says nothing.
+// Rank orders severities for "worst of": healthy < suppressed < unknown <
+// degraded < unreachable < critical. Skipped ranks lowest: it says
+// nothing. Suppressed ranks just above healthy: its cause is elsewhere,
+// so any problem of a contract's own outranks it.
 func Rank(s contracts.Severity) int {
 	switch s {
 	case contracts.SeveritySkipped:
 		return 0
 	case contracts.SeverityHealthy:
 		return 1
-	case contracts.SeverityUnknown:
+	case contracts.SeveritySuppressed:
 		return 2
-	case contracts.SeverityDegraded:
+	case contracts.SeverityUnknown:
 		return 3
-	case contracts.SeverityUnreachable:
+	case contracts.SeverityDegraded:
 		return 4
-	case contracts.SeverityCritical:
+	case contracts.SeverityUnreachable:
 		return 5
+	case contracts.SeverityCritical:
+		return 6
 	}
-	return 2
+	return 3
 }
 
 // Worst returns the worse of two severities by Rank.

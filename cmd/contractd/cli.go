@@ -55,7 +55,7 @@ var commands map[string]command
 func init() {
 	commands = map[string]command{
 		"run":         {"[flags] FILE... | NAME", "run contracts now and report", (*Main).cmdRun},
-		"lint":        {"[--strict] FILE...", "check contracts; print file:line:col diagnostics", (*Main).cmdLint},
+		"lint":        {"[--strict] FILE|DIR...", "check contracts (and their depends_on against their directory's); print file:line:col diagnostics", (*Main).cmdLint},
 		"explain":     {"[--json] FILE", "show a contract's plan in order", (*Main).cmdExplain},
 		"test":        {"[-v] FILE.test.yaml | FILE.md ...", "check contracts against recorded outputs and expected verdicts, with no targets (NAME.test.yaml)", (*Main).cmdTest},
 		"status":      {"[--json] [--state-dir DIR | --etcd URL[,URL…]] [NAME]", "one line per contract, or one contract's last snapshot and its age", (*Main).cmdStatus},

@@ -136,18 +136,35 @@ func (m *Main) cmdLint(ctx context.Context, args []string) int {
 		m.errorf("%v", err)
 		return exitUsage
 	}
+	files, err = contractArgs(files)
+	if err != nil {
+		m.errorf("lint: %v", err)
+		return exitUsage
+	}
 	code := exitOK
+	say := func(d contracts.Diagnostic) {
+		fmt.Fprintln(m.Stdout, d.String())
+		if d.Severity == contracts.DiagError || *strict && d.Severity == contracts.DiagWarning {
+			code = exitFailed
+		}
+	}
 	var loaded []*contracts.Contract
 	for _, f := range files {
 		c, diags := contracts.LoadFile(f, opts)
 		for _, d := range diags {
-			fmt.Fprintln(m.Stdout, d.String())
-			if d.Severity == contracts.DiagError || *strict && d.Severity == contracts.DiagWarning {
-				code = exitFailed
-			}
+			say(d)
 		}
 		if c != nil {
 			loaded = append(loaded, c)
+		}
+	}
+	// depends_on names other contracts: those of the same directory,
+	// which run beside these under `serve --dir`.
+	for _, d := range contracts.CheckFleet(contracts.Fleet(loaded, opts)) {
+		for _, c := range loaded {
+			if d.Pos.File == c.Path {
+				say(d)
+			}
 		}
 	}
 	// Which contract a --var is for is known once they all loaded.
@@ -158,6 +175,28 @@ func (m *Main) cmdLint(ctx context.Context, args []string) int {
 		}
 	}
 	return code
+}
+
+// contractArgs expands the directories among args to the contract files
+// they hold (contracts.ContractFiles); files stay as given.
+func contractArgs(args []string) ([]string, error) {
+	var out []string
+	for _, a := range args {
+		fi, err := os.Stat(a)
+		if err != nil || !fi.IsDir() {
+			out = append(out, a)
+			continue
+		}
+		paths, err := contracts.ContractFiles(a)
+		if err != nil {
+			return nil, err
+		}
+		if len(paths) == 0 {
+			return nil, fmt.Errorf("%s holds no contract files (*.md)", a)
+		}
+		out = append(out, paths...)
+	}
+	return out, nil
 }
 
 func (m *Main) cmdExplain(ctx context.Context, args []string) int {
@@ -177,10 +216,11 @@ func (m *Main) cmdExplain(ctx context.Context, args []string) int {
 	if code != exitOK {
 		return code
 	}
+	now := time.Now()
 	if *asJSON {
-		return m.writeJSON(contracts.Explain(cs[0]))
+		return m.writeJSON(contracts.ExplainAsOf(cs[0], now))
 	}
-	if err := contracts.WriteExplainText(m.Stdout, cs[0]); err != nil {
+	if err := contracts.WriteExplainTextAt(m.Stdout, cs[0], now); err != nil {
 		m.errorf("%v", err)
 		return exitFailed
 	}
@@ -290,6 +330,22 @@ func (m *Main) runUsageExit(err error, args []string) int {
 	return exitUsage
 }
 
+// needsFleet reports whether a run of cs reads other contracts: one
+// depends on something, or reaches a target through another.
+func needsFleet(cs []*contracts.Contract) bool {
+	for _, c := range cs {
+		if len(c.DependsOn) > 0 {
+			return true
+		}
+		for _, t := range c.Targets {
+			if t.Via != "" {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // isName reports whether arg names a contract rather than a file: no such
 // file, no path separator, no .md suffix.
 func isName(arg string) bool {
@@ -379,6 +435,12 @@ func (m *Main) runContracts(ctx context.Context, files []string, rf runFlags) in
 	if err != nil {
 		m.errorf("%v", err)
 		return exitFailed
+	}
+	if needsFleet(cs) {
+		// What these depend on, and who watches the hosts they reach
+		// through, are the contracts of their directories.
+		opts, _ := rf.loadFlags.options()
+		ctx = engine.WithFleet(ctx, engine.NewFleet(contracts.Fleet(cs, opts)))
 	}
 	var t tally
 	for _, c := range cs {

@@ -26,6 +26,7 @@ var rooms = map[string]string{
 	"contracts":              "format",
 	"contracts/fill":         "format",
 	"contracts/monitrc":      "format",
+	"contracts/calendar":     "format",
 	"transports":             "transports",
 	"transports/addr":        "transports",
 	"engine/clock":           "clock",

@@ -373,7 +373,14 @@ func (m *Main) cmdWhy(ctx context.Context, args []string) int {
 			say(m.Stdout, "  %s: %s\n", step, line)
 		}
 	}
-	engine.WriteTrace(m.Stdout, &engine.Report{RunID: h.RunID, Actions: h.Actions})
+	agents := map[string]*engine.AgentReport{}
+	for a, sup := range h.Suppressed {
+		agents[a] = &engine.AgentReport{Agent: a, Suppressed: &guard.Suppression{By: sup.By, Root: sup.Root, Waiting: sup.Waiting, Reason: sup.Reason}}
+	}
+	for a, pct := range h.Flapping {
+		say(m.Stdout, "  %s: flapping (its state changed in %.0f%% of its last runs): its messages wait until it settles\n", a, pct)
+	}
+	engine.WriteTrace(m.Stdout, &engine.Report{RunID: h.RunID, Actions: h.Actions, Agents: agents})
 	return exitOK
 }
 

@@ -114,8 +114,12 @@ type Candidate struct {
 	// Fleet is the whole contract's state in this run, for the
 	// blast-radius guard.
 	Fleet Fleet
-	// Maintenance is the operator's window covering the unit, if any.
+	// Maintenance is the window covering the unit, if any: an operator's
+	// or one the contract declares (Recurring), whichever ends later.
 	Maintenance *Window
+	// Suppressed is set when a dependency of the unit fails
+	// (Dependencies): its repairs wait for the dependency.
+	Suppressed *Suppression
 }
 
 // Guard is one rule of the chain: its answer for one candidate repair of a
@@ -137,8 +141,10 @@ type Guard interface {
 // this order decides. A new guard is a file of its own, holding its type,
 // its name and its constructor, and one row here.
 var guards = []func(*Chain) Guard{
-	newMaintenance,   // inside an operator's maintenance window (blocked)
+	newMaintenance,   // inside a maintenance window (blocked)
+	newDependency,    // a dependency fails: the unit is suppressed (blocked)
 	newKnownSeverity, // unknown never acts (blocked)
+	newFlapping,      // flapping, unless the contract lets its repairs go on (blocked)
 	newTiers,         // escalated, or EscalateAfter failed repairs (escalate)
 	newCrashLoop,     // too many restarts in the window (alert)
 	newBlastRadius,   // too many units failing at once (alert), or the per-run repair cap reached (pending)
@@ -209,6 +215,15 @@ func (c *Chain) Hysteresis() Hysteresis {
 // which resolves once the unit is judged again.
 func (c *Chain) UnknownFor(u *Unit) bool {
 	return u != nil && u.Unknown >= c.settings.UnknownAfter
+}
+
+// Flapping returns the contract's flap detection and whether it is on.
+func (c *Chain) Flapping() (Flapping, bool) {
+	f := c.settings.Flapping
+	if f == nil {
+		return Flapping{Clock: c.clock}, false
+	}
+	return Flapping{Low: f.Low, High: f.High, Runs: f.Runs, Repair: f.Repair, Clock: c.clock}, true
 }
 
 // Incidents returns the contract's alert policy over the given incidents

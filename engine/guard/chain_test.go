@@ -68,10 +68,10 @@ func TestChainDecide(t *testing.T) {
 			wantStatus: StatusPending, wantGuard: GuardDebounce},
 		{name: "report-only lists the other guards", unit: &Unit{Conditions: held(1)}, cand: Candidate{Severity: C, ReportOnly: true},
 			wantStatus: StatusReportOnly, wantGuard: GuardReportOnly,
-			wantReason: "report-only: would run " + action + " (guards: maintenance=allow severity=allow tiers=allow crash-loop=allow blast-radius=allow grace=allow slow-retry=allow hysteresis=allow budget=allow debounce=allow)"},
+			wantReason: "report-only: would run " + action + " (guards: maintenance=allow dependency=allow severity=allow flapping=allow tiers=allow crash-loop=allow blast-radius=allow grace=allow slow-retry=allow hysteresis=allow budget=allow debounce=allow)"},
 		{name: "report-only says which guard would hold it", unit: &Unit{Conditions: held(1), Repairs: repairsAt(0)}, cand: Candidate{Severity: C, ReportOnly: true}, now: time.Minute,
 			wantStatus: StatusReportOnly, wantGuard: GuardReportOnly,
-			wantReason: "report-only: would not run " + action + ", debounce says pending (guards: maintenance=allow severity=allow tiers=allow crash-loop=allow blast-radius=allow grace=allow slow-retry=allow hysteresis=allow budget=allow debounce=pending)"},
+			wantReason: "report-only: would not run " + action + ", debounce says pending (guards: maintenance=allow dependency=allow severity=allow flapping=allow tiers=allow crash-loop=allow blast-radius=allow grace=allow slow-retry=allow hysteresis=allow budget=allow debounce=pending)"},
 		{name: "report-only outranks unknown", unit: &Unit{}, cand: Candidate{Severity: U, ReportOnly: true},
 			wantStatus: StatusReportOnly, wantGuard: GuardReportOnly, wantReason: "severity says blocked"},
 		{name: "a maintenance window blocks the repair", unit: &Unit{Conditions: held(1)}, now: 30 * time.Minute,
@@ -100,8 +100,8 @@ func TestChainDecide(t *testing.T) {
 			if !strings.Contains(v.Reason, tt.wantReason) {
 				t.Errorf("reason %q does not contain %q", v.Reason, tt.wantReason)
 			}
-			if len(v.Trace) != 12 {
-				t.Errorf("trace has %d steps, want all 12 guards:\n%s", len(v.Trace), v)
+			if len(v.Trace) != len(guards)+2 {
+				t.Errorf("trace has %d steps, want all %d guards and the two closing steps:\n%s", len(v.Trace), len(guards), v)
 			}
 		})
 	}
@@ -122,11 +122,11 @@ func TestChainOrderIsFixed(t *testing.T) {
 		order = append(order, s.Guard)
 		statuses = append(statuses, s.Status)
 	}
-	wantOrder := "maintenance severity tiers crash-loop blast-radius grace slow-retry hysteresis budget debounce report-only dry-run"
+	wantOrder := "maintenance dependency severity flapping tiers crash-loop blast-radius grace slow-retry hysteresis budget debounce report-only dry-run"
 	if got := strings.Join(order, " "); got != wantOrder {
 		t.Errorf("order = %s, want %s", got, wantOrder)
 	}
-	wantStatuses := "run run escalate alert run pending run pending blocked pending run run"
+	wantStatuses := "run run run run escalate alert run pending run pending blocked pending run run"
 	if got := strings.Join(statuses, " "); got != wantStatuses {
 		t.Errorf("statuses = %s, want %s", got, wantStatuses)
 	}
@@ -249,8 +249,8 @@ func TestTraceLines(t *testing.T) {
 	u := &Unit{Conditions: map[string]*Condition{"stuck": {Held: 1}}, Repairs: repairsAt(0)}
 	v := NewChain(contracts.Guards{Debounce: 5 * time.Minute}, contracts.Schedule{}, clock.NewFake(at(time.Minute))).Decide(u, Candidate{Condition: "stuck", Action: "x", Severity: C})
 	lines := v.TraceLines()
-	if len(lines) != len(v.Trace) || lines[0] != "maintenance: allow (no maintenance window)" || lines[1] != "severity: allow (critical)" ||
-		!strings.HasPrefix(lines[9], "debounce: pending (pending restart since 2026-11-29T19:01:00Z") {
+	if len(lines) != len(v.Trace) || lines[0] != "maintenance: allow (no maintenance window)" || lines[2] != "severity: allow (critical)" ||
+		!strings.HasPrefix(lines[11], "debounce: pending (pending restart since 2026-11-29T19:01:00Z") {
 		t.Errorf("trace lines:\n%s", strings.Join(lines, "\n"))
 	}
 }

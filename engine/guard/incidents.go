@@ -24,6 +24,12 @@ const (
 	SourceGate     = "gate"     // a gate stage that is down
 	SourceContract = "contract" // a contract-wide row of the escalation table
 	SourceUnknown  = "unknown"  // a unit judged unknown for unknown_after runs
+	// SourceTarget is a target of the contract that cannot be reached,
+	// when nothing else watches it: the root cause of the units it
+	// suppresses.
+	SourceTarget      = "target"
+	SourceFlapping    = "flapping"    // a unit that flaps
+	SourceMaintenance = "maintenance" // an announced maintenance window, open
 )
 
 // AllUnits is the agent part of an incident that belongs to the whole
@@ -104,7 +110,8 @@ func (p Incidents) interval(n int) time.Duration {
 // nothing is sent for an active condition (the unit's gate is down, it is
 // inside a maintenance window, another incident of the unit speaks for it):
 // no incident opens and an open one sends no reminder, but it still
-// resolves when the condition clears. The engine must not call
+// resolves when the condition clears; the next reminder comes a whole
+// interval after the hold ends. The engine must not call
 // Observe for a unit whose settled severity is unknown: unknown neither
 // opens nor resolves.
 func (p Incidents) Observe(key string, active bool, hold string, open Incident) Action {
@@ -122,6 +129,10 @@ func (p Incidents) Observe(key string, active bool, hold string, open Incident) 
 		return Action{Send: SendOpen, Key: key, Incident: *inc, Reason: "opened"}
 	case active && isOpen:
 		if hold != "" {
+			// The reminders wait a whole interval after the hold too:
+			// an incident open all through a maintenance window says
+			// nothing new when it ends.
+			inc.LastSent = now
 			return Action{Key: key, Incident: *inc, Reason: fmt.Sprintf("open since %s; no reminder: %s", stamp(inc.OpenedAt), hold)}
 		}
 		wait := p.interval(inc.Reminders)

@@ -52,10 +52,13 @@ func TestIncidents(t *testing.T) {
 			{time.Hour, true, true, SendNothing},
 			{2 * time.Hour, false, true, SendResolved},
 		}},
-		{name: "a held incident sends no reminder, then reminds once released", runs: []obs{
+		// Held (a maintenance window) past its reminder: nothing new when
+		// the hold ends, and the next reminder a whole interval later.
+		{name: "a held incident sends no reminder, then reminds an interval after its release", runs: []obs{
 			{0, true, false, SendOpen},
 			{5 * time.Hour, true, true, SendNothing},
-			{6 * time.Hour, true, false, SendReminder},
+			{6 * time.Hour, true, false, SendNothing},
+			{9 * time.Hour, true, false, SendReminder},
 		}},
 	}
 	for _, tt := range tests {

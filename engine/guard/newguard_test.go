@@ -63,7 +63,7 @@ func TestANewGuardIsOneFileAndOneRow(t *testing.T) {
 		{name: "a guard before nope decides first", unit: held(), cand: Candidate{Condition: "svc=nope", Severity: U},
 			wantStatus: StatusBlocked, wantGuard: GuardSeverity, wantReason: "severity unknown never acts", wantNope: "nope: pending (the condition says nope)"},
 		{name: "report-only outranks nope and names it", unit: held(), cand: Candidate{Condition: "svc=nope", Severity: C, ReportOnly: true},
-			wantStatus: StatusReportOnly, wantGuard: GuardReportOnly, wantReason: "nope says pending (guards: maintenance=allow severity=allow tiers=allow crash-loop=allow blast-radius=allow grace=allow slow-retry=allow hysteresis=allow budget=allow debounce=allow nope=pending)",
+			wantStatus: StatusReportOnly, wantGuard: GuardReportOnly, wantReason: "nope says pending (guards: maintenance=allow dependency=allow severity=allow flapping=allow tiers=allow crash-loop=allow blast-radius=allow grace=allow slow-retry=allow hysteresis=allow budget=allow debounce=allow nope=pending)",
 			wantNope: "nope: pending (the condition says nope)"},
 		{name: "dry-run comes after nope", unit: held(), cand: Candidate{Condition: "svc=nope", Severity: C, DryRun: true},
 			wantStatus: StatusPending, wantGuard: guardNope, wantNope: "nope: pending (the condition says nope)"},
@@ -82,11 +82,11 @@ func TestANewGuardIsOneFileAndOneRow(t *testing.T) {
 			for _, s := range v.Trace {
 				order = append(order, s.Guard)
 			}
-			wantOrder := "maintenance severity tiers crash-loop blast-radius grace slow-retry hysteresis budget debounce nope report-only dry-run"
+			wantOrder := "maintenance dependency severity flapping tiers crash-loop blast-radius grace slow-retry hysteresis budget debounce nope report-only dry-run"
 			if got := strings.Join(order, " "); got != wantOrder {
 				t.Errorf("trace order = %s, want %s", got, wantOrder)
 			}
-			if got := v.TraceLines()[10]; got != tt.wantNope {
+			if got := v.TraceLines()[12]; got != tt.wantNope {
 				t.Errorf("nope's trace line = %q, want %q", got, tt.wantNope)
 			}
 		})
@@ -102,7 +102,7 @@ func TestARowsPlaceIsItsOrder(t *testing.T) {
 	if v.Guard != guardNope || v.Status != StatusPending {
 		t.Fatalf("decided by %q (%s), want nope first\n%s", v.Guard, v.Status, v)
 	}
-	if v.Trace[0].Guard != guardNope || v.Trace[2].Guard != GuardSeverity || v.Trace[2].Allowed {
-		t.Errorf("trace does not start with nope, then maintenance and the severity guard's denial:\n%s", v)
+	if v.Trace[0].Guard != guardNope || v.Trace[3].Guard != GuardSeverity || v.Trace[3].Allowed {
+		t.Errorf("trace does not start with nope, then maintenance, dependency and the severity guard's denial:\n%s", v)
 	}
 }

@@ -57,6 +57,16 @@ type Unit struct {
 	// Slow is the slow-retry guard's count of failed repairs in a row;
 	// nil while none has failed since the unit was last healthy.
 	Slow *SlowState `json:"slow_retry,omitempty"`
+	// Judged is the unit's verdict as its last run left it, which the
+	// units that depend on it read (Dependencies).
+	Judged *Judgement `json:"judged,omitempty"`
+	// FailingSince is when the unit was first seen not healthy, since it
+	// was last healthy; zero while it is healthy. A unit that fails after
+	// its dependency was last judged waits for the dependency from then.
+	FailingSince time.Time `json:"failing_since,omitzero"`
+	// Flap is flap detection's record of the unit's last runs; nil
+	// before its first run, or with flap detection off.
+	Flap *FlapState `json:"flap,omitempty"`
 }
 
 // Condition is the persisted state of one action-table condition of a unit,

@@ -39,6 +39,9 @@ func (u *Unit) Validate() error {
 			return err
 		}
 	}
+	if u.Flap != nil && (u.Flap.Runs < 0 || u.Flap.Runs > 64) {
+		return fmt.Errorf("flap.runs: %d is not 0 to 64", u.Flap.Runs)
+	}
 	for _, key := range u.sortedConditions() {
 		if err := u.Conditions[key].Validate(); err != nil {
 			return fmt.Errorf("conditions[%q]: %w", key, err)

@@ -125,6 +125,10 @@ type Config struct {
 	// bearer token itself (CheckToken).
 	MCP func(*Daemon) http.Handler
 
+	// DepPoll is how often the judgements of dependencies another node
+	// runs are read (--etcd); 0 means DefaultDepPoll.
+	DepPoll time.Duration
+
 	Stagger       time.Duration // max random phase per contract; 0 means none
 	ShutdownGrace time.Duration // how long running runs may finish after ctx is cancelled
 	RunTimeout    time.Duration // deadline of one run
@@ -178,6 +182,7 @@ type Daemon struct {
 	reloadReq  chan struct{}
 	mcp        http.Handler // Config.MCP's, or nil
 	stateWatch stateWatch
+	deps       deps // the fleet of the loaded contracts, and who waits for whom (depends.go)
 }
 
 // New checks cfg, fills defaults and opens the HTTP listener, so a mistyped
@@ -408,6 +413,7 @@ func (d *Daemon) Run(ctx context.Context) error {
 		defer func() { stopHA(); <-haDone }()
 	}
 	d.reload()
+	go d.pollDeps(d.loopCtx)
 	srvErr := make(chan error, 2)
 	go func() { srvErr <- d.srv.Serve(d.ln) }()
 	if d.sock != nil {

@@ -195,6 +195,7 @@ func (d *Daemon) swap(e *entry, c *contracts.Contract) {
 		}
 	}
 	e.mu.Unlock()
+	d.fleetChanged()
 	d.metrics.routes(e.name, c)
 	e.poke()
 	d.log.Info("contract reloaded", "contract", e.name, "path", e.path, "version", c.Version, "every", contracts.FormatDuration(every(c)))
@@ -208,6 +209,7 @@ func (d *Daemon) addEntry(e *entry) {
 	}
 	d.entries[e.name] = e
 	d.mu.Unlock()
+	d.fleetChanged()
 	e.mu.Lock()
 	var lastRun time.Time
 	if st := e.state; !st.LastStartedAt.IsZero() {
@@ -266,6 +268,7 @@ func (d *Daemon) removeEntry(name, path string) bool {
 	}
 	delete(d.entries, name)
 	d.mu.Unlock()
+	d.fleetChanged()
 	close(e.stop)
 	d.metrics.forget(name)
 	return true

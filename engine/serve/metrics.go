@@ -27,6 +27,7 @@ type metrics struct {
 	duration    *prometheus.HistogramVec
 	agent       *prometheus.GaugeVec
 	unknownRuns *prometheus.GaugeVec
+	flapping    *prometheus.GaugeVec
 	contract    *prometheus.GaugeVec
 	lastRun     *prometheus.GaugeVec
 	repairs     *prometheus.CounterVec
@@ -50,6 +51,7 @@ type metrics struct {
 var States = []contracts.Severity{
 	contracts.SeverityHealthy, contracts.SeverityDegraded, contracts.SeverityCritical,
 	contracts.SeverityUnreachable, contracts.SeveritySkipped, contracts.SeverityUnknown,
+	contracts.SeveritySuppressed,
 }
 
 // ranRepair reports whether an action of a report was a repair whose
@@ -77,8 +79,12 @@ func newMetrics(tickAge func() float64, resident func() int, build BuildInfo) *m
 		}, []string{"contract", "agent"}),
 		agent: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "contractd_agent_state",
-			Help: "1 for each agent's state after the last run, 0 for its other states: healthy, degraded, critical, unreachable, skipped, unknown.",
+			Help: "1 for each agent's state after the last run, 0 for its other states: healthy, degraded, critical, unreachable, skipped, unknown, suppressed (failing while a dependency fails: its alert is the dependency's).",
 		}, []string{"contract", "agent", "state"}),
+		flapping: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "contractd_agent_flapping",
+			Help: "1 while the agent flaps (its state changed in more than guards.flapping.high of its last runs, until it falls below low), 0 otherwise.",
+		}, []string{"contract", "agent"}),
 		contract: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "contractd_contract_state",
 			Help: "1 for the overall state of the contract's last run, 0 for the other states.",
@@ -140,7 +146,7 @@ func newMetrics(tickAge func() float64, resident func() int, build BuildInfo) *m
 		ConstLabels: prometheus.Labels{"version": build.Version, "revision": build.Revision, "build_date": build.Date, "goversion": build.GoVersion},
 	})
 	info.Set(1)
-	m.reg.MustRegister(m.runs, m.duration, m.agent, m.unknownRuns, m.contract, m.lastRun, m.repairs, m.verified, m.alerts, m.delivered,
+	m.reg.MustRegister(m.runs, m.duration, m.agent, m.unknownRuns, m.flapping, m.contract, m.lastRun, m.repairs, m.verified, m.alerts, m.delivered,
 		m.failures, m.dropped, m.heldDown, m.overlap, m.panics, m.contracts, m.tickAge, info, m.probes, m.state.writable, m.state.info)
 	if resident != nil {
 		m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
@@ -245,6 +251,7 @@ func (m *metrics) drop(name string) {
 	m.duration.DeletePartialMatch(l)
 	m.agent.DeletePartialMatch(l)
 	m.unknownRuns.DeletePartialMatch(l)
+	m.flapping.DeletePartialMatch(l)
 	m.contract.DeletePartialMatch(l)
 	m.lastRun.DeletePartialMatch(l)
 	m.repairs.DeletePartialMatch(l)
@@ -320,10 +327,16 @@ func (m *metrics) record(name, result string, seconds float64, rep *engine.Repor
 	setState(m.contract.MustCurryWith(prometheus.Labels{"contract": name}), rep.OverallSeverity)
 	m.agent.DeletePartialMatch(prometheus.Labels{"contract": name})
 	m.unknownRuns.DeletePartialMatch(prometheus.Labels{"contract": name})
+	m.flapping.DeletePartialMatch(prometheus.Labels{"contract": name})
 	for agent, a := range rep.Agents {
 		if a != nil {
 			setState(m.agent.MustCurryWith(prometheus.Labels{"contract": name, "agent": agent}), a.Severity)
 			m.unknownRuns.WithLabelValues(name, agent).Set(float64(a.UnknownRuns))
+			flap := 0.0
+			if a.Flapping {
+				flap = 1
+			}
+			m.flapping.WithLabelValues(name, agent).Set(flap)
 		}
 	}
 	m.probes.set(name, rep)

@@ -15,6 +15,7 @@ import (
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine"
 	"github.com/contractd/contractd/engine/guard"
+	"github.com/contractd/contractd/engine/store"
 	"github.com/contractd/contractd/transports"
 )
 
@@ -94,6 +95,20 @@ type pageData struct {
 	Counts    map[string]int
 	// State is set while the state directory cannot be written.
 	State *StateProblem
+	// Roots groups the suppressed units of every contract under their
+	// root cause, by its name.
+	Roots []pageRoot
+}
+
+// pageRoot is one root cause and the units it suppresses.
+type pageRoot struct {
+	Root  string
+	Units []pageSuppressed
+}
+
+// pageSuppressed is one suppressed unit.
+type pageSuppressed struct {
+	Contract, Agent, Reason string
 }
 
 // pageContract is one contract on a page.
@@ -112,9 +127,12 @@ type pageContract struct {
 }
 
 type pageAgent struct {
-	Name     string
-	Severity string
-	Runs     []engine.AgentMark
+	Name        string
+	Severity    string
+	Runs        []engine.AgentMark
+	Suppressed  *store.Suppression
+	Flapping    bool
+	FlapPercent float64
 }
 
 type pageWindow struct {
@@ -137,11 +155,15 @@ func (d *Daemon) contractView(e *entry, now time.Time, down *error) *pageContrac
 		pc.Severity = pc.Status.LastSeverity.String()
 	}
 	var agents map[string]string
+	var suppressed map[string]*store.Suppression
+	var flapping map[string]float64
 	if cs.sum != nil {
-		agents = cs.sum.Agents
+		agents, suppressed, flapping = cs.sum.Agents, cs.sum.Suppressed, cs.sum.Flapping
 	}
 	for _, ah := range engine.HistoryByAgent(cs.hist) {
-		pc.Agents = append(pc.Agents, pageAgent{Name: ah.Agent, Severity: agents[ah.Agent], Runs: ah.Runs})
+		pct, flaps := flapping[ah.Agent]
+		pc.Agents = append(pc.Agents, pageAgent{Name: ah.Agent, Severity: agents[ah.Agent], Runs: ah.Runs,
+			Suppressed: suppressed[ah.Agent], Flapping: flaps, FlapPercent: pct})
 	}
 	if len(cs.hist) > 0 {
 		for _, a := range cs.hist[len(cs.hist)-1].Actions {
@@ -171,21 +193,45 @@ func (d *Daemon) handlePage(w http.ResponseWriter, r *http.Request) {
 	d.mu.Unlock()
 	sort.Slice(entries, func(i, j int) bool { return entries[i].name < entries[j].name })
 	data := pageData{Now: now, Build: d.cfg.Build, Rejected: rejected, Counts: map[string]int{}, Worst: "healthy", HA: d.haHealth(), State: d.stateWatch.current()}
-	rank := map[string]int{"healthy": 0, "skipped": 0, "unknown": 1, "degraded": 2, "unreachable": 3, "critical": 4}
+	rank := map[string]int{"healthy": 0, "skipped": 0, "suppressed": 1, "unknown": 2, "degraded": 3, "unreachable": 4, "critical": 5}
 	var down error
+	roots := map[string]*pageRoot{}
 	for _, e := range entries {
 		pc := d.contractView(e, now, &down)
 		data.Contracts = append(data.Contracts, pc)
+		for _, a := range pc.Agents {
+			if a.Suppressed == nil || a.Severity != contracts.SeveritySuppressed.String() {
+				continue
+			}
+			r := roots[a.Suppressed.Root]
+			if r == nil {
+				r = &pageRoot{Root: a.Suppressed.Root}
+				roots[a.Suppressed.Root] = r
+			}
+			r.Units = append(r.Units, pageSuppressed{Contract: e.name, Agent: a.Name, Reason: a.Suppressed.Reason})
+		}
 		data.Counts[pc.Severity]++
 		if rank[pc.Severity] > rank[data.Worst] {
 			data.Worst = pc.Severity
 		}
+	}
+	for _, k := range sortedKeysOf(roots) {
+		data.Roots = append(data.Roots, *roots[k])
 	}
 	// The worst first, as an operator reads it.
 	sort.SliceStable(data.Contracts, func(i, j int) bool {
 		return rank[data.Contracts[i].Severity] > rank[data.Contracts[j].Severity]
 	})
 	d.render(w, "overview.html", data)
+}
+
+func sortedKeysOf[V any](m map[string]V) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
 }
 
 func (d *Daemon) handleContractPage(w http.ResponseWriter, r *http.Request) {

@@ -45,7 +45,7 @@ func newScheduleSeries(d *Daemon) *scheduleSeries {
 			"Unix time the contract's next scheduled run is due (backoff included); absent while it is held down.",
 			[]string{"contract"}, nil),
 		window: prometheus.NewDesc("contractd_maintenance",
-			`1 while a maintenance window covers the agent (its own, or the whole contract's), 0 otherwise; agent="*" is the whole contract's window.`,
+			`1 while a maintenance window covers the agent (its own, or the whole contract's; opened with contractd maintenance, or a recurring one the contract declares), 0 otherwise; agent="*" is the whole contract's window.`,
 			[]string{"contract", "agent"}, nil),
 	}
 }
@@ -99,7 +99,7 @@ func (s *scheduleSeries) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 		windows, ok := read[e.name]
-		if !ok {
+		if !ok && len(c.Maintenance) == 0 {
 			continue // never read yet (or unreadable: the run that reads it reports it)
 		}
 		agents := map[string]bool{engine.AllAgents: true}
@@ -114,9 +114,15 @@ func (s *scheduleSeries) Collect(ch chan<- prometheus.Metric) {
 		for a := range windows {
 			agents[a] = true
 		}
+		recurring := guard.Recurring{Windows: c.Maintenance, Clock: d.clock}
+		for _, mw := range c.Maintenance {
+			for _, a := range mw.Agents {
+				agents[a] = true
+			}
+		}
 		for a := range agents {
 			v := 0.0
-			if covered(windows, a, now) {
+			if covered(windows, a, now) || recurring.Active(a) != nil {
 				v = 1
 			}
 			if m, err := prometheus.NewConstMetric(s.window, prometheus.GaugeValue, v, e.name, a); err == nil {

@@ -33,6 +33,10 @@ type entry struct {
 	last     *engine.Report
 	next     time.Time
 	phase    time.Duration
+	// why, when set, is why the next run was brought forward (a
+	// dependency changed): its trigger. again is the same for a run that
+	// was going then: the one after it comes at once.
+	why, again string
 
 	// resendEvery is how often the contract's open incidents are posted
 	// again between runs (its alertmanager routes' resend; 0 for none),
@@ -259,6 +263,9 @@ func (d *Daemon) tick(e *entry) {
 		return
 	}
 	e.running, e.runStart, e.trigger = true, now, "schedule"
+	if e.why != "" {
+		e.trigger, e.why = e.why, ""
+	}
 	c, resend := e.c, e.resendGoing()
 	e.mu.Unlock()
 	d.runs.Add(1)
@@ -329,7 +336,7 @@ func (d *Daemon) RunNowBy(name, by string) (*engine.Report, error) {
 // execute runs c once under the run deadline and records the outcome; by
 // names who asked for the run ("" for the schedule or the API).
 func (d *Daemon) execute(e *entry, c *contracts.Contract, by string) (*engine.Report, error) {
-	runCtx := d.runCtx
+	runCtx := engine.WithFleet(d.runCtx, d.fleet())
 	if by != "" {
 		runCtx = engine.WithRequester(runCtx, by)
 	}
@@ -423,6 +430,10 @@ func (d *Daemon) finish(e *entry, start time.Time, rep *engine.Report, runErr er
 	if rep != nil {
 		e.last = rep
 	}
+	if e.again != "" && !e.state.HeldDown {
+		// A dependency changed during the run: judged again at once.
+		e.next, e.why, e.again = now, e.again, ""
+	}
 	e.state.NextRunAt = e.next
 	if e.state.HeldDown {
 		e.state.NextRunAt = time.Time{}
@@ -458,6 +469,10 @@ func (d *Daemon) finish(e *entry, start time.Time, rep *engine.Report, runErr er
 	d.save(e)
 	if alert {
 		d.holdDownAlert(e)
+	}
+	if result == ResultOK {
+		d.judged(e.name)
+		d.waits(e.name, rep)
 	}
 	e.poke()
 }

@@ -113,6 +113,15 @@ func (d *Daemon) contractStatus(e *entry, cs contractState) ContractStatus {
 		s.Incidents = cs.sum.Incidents
 		s.Maintenance = cs.sum.Maintenance
 	}
+	e.mu.Lock()
+	c := e.c
+	e.mu.Unlock()
+	for agent, w := range engine.DeclaredWindows(c, d.clock.Now()) {
+		if s.Maintenance == nil {
+			s.Maintenance = map[string]*guard.Window{}
+		}
+		s.Maintenance[agent] = guard.Later(s.Maintenance[agent], w)
+	}
 	s.Problems = cs.problems
 	return s
 }

@@ -15,16 +15,22 @@ import (
 // checks it when it reads it back (Check); the engine's report carries
 // the same Action and Alert types.
 type RunRecord struct {
-	RunID           string              `json:"run_id"`
-	StartedAt       time.Time           `json:"started_at"`
-	DurationMS      int64               `json:"duration_ms"`
-	DryRun          bool                `json:"dry_run,omitempty"`
-	OverallSeverity string              `json:"overall_severity"`
-	Agents          map[string]string   `json:"agents"`
-	Findings        map[string][]string `json:"findings,omitempty"`
-	Actions         []*Action           `json:"actions,omitempty"`
-	Alerts          []*Alert            `json:"alerts,omitempty"`
-	Errors          []string            `json:"errors,omitempty"`
+	RunID           string            `json:"run_id"`
+	StartedAt       time.Time         `json:"started_at"`
+	DurationMS      int64             `json:"duration_ms"`
+	DryRun          bool              `json:"dry_run,omitempty"`
+	OverallSeverity string            `json:"overall_severity"`
+	Agents          map[string]string `json:"agents"`
+	// Suppressed says, for each agent suppressed in the run, which
+	// dependency held it and what the root cause was.
+	Suppressed map[string]*Suppression `json:"suppressed,omitempty"`
+	// Flapping holds each agent flapping in the run, with the share of
+	// its last runs whose state changed.
+	Flapping map[string]float64  `json:"flapping,omitempty"`
+	Findings map[string][]string `json:"findings,omitempty"`
+	Actions  []*Action           `json:"actions,omitempty"`
+	Alerts   []*Alert            `json:"alerts,omitempty"`
+	Errors   []string            `json:"errors,omitempty"`
 	// Interrupted says why the run stopped before its end, when it did: a
 	// signal or a daemon's shutdown (the run then recorded what it did),
 	// an engine panic, or a process that died during it (the record is
@@ -37,6 +43,16 @@ type RunRecord struct {
 	// Operator lists what operators who named themselves changed in the
 	// ledger since the run before (Ledger.Operator).
 	Operator []OperatorEvent `json:"operator,omitempty"`
+}
+
+// Suppression is why an agent was suppressed in a run: the dependency it
+// waited for (By), the root cause, whether it waited for the dependency
+// to be judged again, and the reason in words.
+type Suppression struct {
+	By      string `json:"by"`
+	Root    string `json:"root"`
+	Waiting bool   `json:"waiting,omitempty"`
+	Reason  string `json:"reason"`
 }
 
 // Check returns what makes r not a run record: no run id, no start time,
