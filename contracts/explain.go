@@ -95,6 +95,12 @@ type PlanGuards struct {
 	SlowRetry        string `json:"slow_retry"`   // "after 3 failed repairs in a row: every 5m (5x the 1m interval)", or "off"
 	BlastRadius      string `json:"blast_radius"` // "at most 2 repairs per run; trip at 50% of at least 2 units", or "off"
 	Flapping         string `json:"flapping"`     // "above 30% of 20 runs, until 25%; repairs held", or "off"
+	// Settings are the settings of guards registered beyond the built-in
+	// ones, by key, as explain says their values.
+	Settings map[string]string `json:"settings,omitempty"`
+	// Said is every setting in force as explain's text says it, in the
+	// order of the guards' table ("debounce 5m", "verify after 30s").
+	Said []string `json:"said"`
 }
 
 // PlanTarget is one named target and its whole transport chain.
@@ -204,6 +210,12 @@ type PlanActGuards struct {
 	CrashLoop     string `json:"crash_loop"` // or "off"
 	RestartCount  string `json:"restart_count,omitempty"`
 	SlowRetry     string `json:"slow_retry"` // or "off"
+	// Settings are the row's settings of guards registered beyond the
+	// built-in ones (its own, else the contract's), by key.
+	Settings map[string]string `json:"settings,omitempty"`
+	// Said is every setting in force on the row as explain's text says
+	// it: the row's own, else the contract's.
+	Said []string `json:"said"`
 }
 
 // PlanEscalation is one escalation row.
@@ -337,6 +349,8 @@ func Explain(c *Contract) *Plan {
 		Routes:      []PlanRoute{},
 		Messages:    map[string]string{},
 	}
+	p.Guards.Said, p.Guards.Settings = contractSaid(c)
+
 	if c.Schedule.StartDelay > 0 {
 		p.Schedule.StartDelay = fmtDuration(c.Schedule.StartDelay)
 	}
@@ -588,6 +602,7 @@ func planAction(c *Contract, st *Stage, a *ActionRow) PlanAction {
 	if g.EscalateAfter == 0 {
 		g.EscalateAfter = c.Guards.EscalateAfter
 	}
+	g.Said, g.Settings = rowSaid(c, a)
 	on := a.On
 	if on == "" {
 		on = st.On
@@ -768,20 +783,61 @@ func routeText(r NotifyRoute) string {
 	return "route " + name + ": " + what
 }
 
+// contractSaid says the contract's guard settings in force, in the
+// table's order, and the registered ones' values by key.
+func contractSaid(c *Contract) ([]string, map[string]string) {
+	said := []string{}
+	var more map[string]string
+	for _, s := range guardSettings {
+		if !s.Contract {
+			continue
+		}
+		v := s.value(&c.Guards)
+		if t := s.say(v, c.Schedule.Every); t != "" {
+			said = append(said, t)
+		}
+		if s.Get == nil {
+			if more == nil {
+				more = map[string]string{}
+			}
+			more[s.Name] = showValue(v)
+		}
+	}
+	return said, more
+}
+
+// rowSaid says the guard settings in force on an action row: the row's
+// own, else the contract's, for every setting a row sets or explain says
+// on every row (PerRow).
+func rowSaid(c *Contract, a *ActionRow) ([]string, map[string]string) {
+	said := []string{}
+	var more map[string]string
+	for _, s := range guardSettings {
+		if !s.Row && !s.PerRow {
+			continue
+		}
+		v := s.value(&c.Guards)
+		if s.Row {
+			if rv, ok := s.rowValue(a); ok {
+				v = rv
+			}
+		}
+		if t := s.say(v, c.Schedule.Every); t != "" {
+			said = append(said, t)
+		}
+		if s.Get == nil && s.GetRow == nil {
+			if more == nil {
+				more = map[string]string{}
+			}
+			more[s.Name] = showValue(v)
+		}
+	}
+	return said, more
+}
+
 // guardsText is the contract-wide guards in force, as one line.
 func guardsText(g PlanGuards) string {
-	escalate := "never escalate by count"
-	if g.EscalateAfter > 0 {
-		escalate = fmt.Sprintf("escalate after %d failed repairs", g.EscalateAfter)
-	}
-	gs := []string{"debounce " + g.Debounce, "crash loop " + g.CrashLoop,
-		fmt.Sprintf("act after %d failing run(s)", g.After),
-		fmt.Sprintf("unreachable counts after %d", g.UnreachableAfter),
-		fmt.Sprintf("unknown alerts after %d", g.UnknownAfter),
-		fmt.Sprintf("recover after %d", g.RecoverAfter),
-		"budget " + g.Budget, escalate, "slow retry " + g.SlowRetry, "blast radius " + g.BlastRadius,
-		"verify after " + g.Grace, "remind every " + g.Repeat, "flapping " + g.Flapping}
-	return strings.Join(gs, ", ")
+	return strings.Join(g.Said, ", ")
 }
 
 // stage writes a stage's heading lines: what it is, who and where, and a
@@ -867,22 +923,7 @@ func (ew *errWriter) action(a PlanAction) {
 	}
 	ew.printf("     when %s → %s\n", a.Expr, what)
 	if a.Builtin == "" {
-		g := fmt.Sprintf("after %d, debounce %s, verify after %s", a.Guards.After, a.Guards.Debounce, a.Guards.Grace)
-		if a.Guards.Budget != "" {
-			g += ", budget " + a.Guards.Budget
-		}
-		if a.Guards.EscalateAfter > 0 {
-			g += fmt.Sprintf(", escalate after %d failed", a.Guards.EscalateAfter)
-		}
-		if a.Guards.CrashLoop != "" {
-			g += ", crash loop " + a.Guards.CrashLoop
-		}
-		if a.Guards.RestartCount != "" {
-			g += ", restart count from " + a.Guards.RestartCount
-		}
-		if a.Guards.SlowRetry != "" {
-			g += ", slow retry " + a.Guards.SlowRetry
-		}
+		g := strings.Join(a.Guards.Said, ", ")
 		if a.Tier > 0 {
 			g += fmt.Sprintf(", tier %d", a.Tier)
 		}

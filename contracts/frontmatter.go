@@ -521,175 +521,21 @@ func (y *yamlDec) decodeSchedule(n ast.Node, s *Schedule) {
 // The keys of the front matter's mappings, as the decoders below read
 // them; FrontMatterKeys (keys.go) gives each its type and doc.
 var (
-	scheduleKeys    = []string{"every", "on_start", "start_delay"}
-	crashLoopKeys   = []string{"max_restarts", "per", "then"}
-	slowRetryKeys   = []string{"after", "factor"}
-	blastRadiusKeys = []string{"max_repairs", "trip", "min_units"}
-	flappingKeys    = []string{"low", "high", "runs", "repair", "enabled"}
-	inventoryKeys   = []string{"vars", "targets"}
+	scheduleKeys  = []string{"every", "on_start", "start_delay"}
+	inventoryKeys = []string{"vars", "targets"}
 )
 
-var guardKeys = []string{"debounce", "crash_loop", "unreachable_after", "unknown_after", "recover_after", "after",
-	"budget", "grace", "escalate_after", "repeat", "blast_radius", "slow_retry", "flapping"}
-
-func (y *yamlDec) decodeGuards(n ast.Node, g *Guards) {
-	durations := map[string]*time.Duration{"debounce": &g.Debounce, "grace": &g.Grace, "repeat": &g.Repeat}
-	counts := map[string]*int{"unreachable_after": &g.UnreachableAfter, "unknown_after": &g.UnknownAfter, "recover_after": &g.RecoverAfter,
-		"after": &g.After, "escalate_after": &g.EscalateAfter}
-	entries, _ := y.mapping(n, "guards")
-	for _, e := range entries {
-		what := "guards." + e.key
-		if dst, ok := durations[e.key]; ok {
-			// A zero debounce (no wait between repairs) and a zero grace
-			// (verify at once) are meaningful; a zero repeat is not.
-			zero := e.key == "debounce" || e.key == "grace"
-			if d, ok := y.durationOrZero(e.value, what, zero); ok {
-				*dst = d
-			}
-			continue
-		}
-		if dst, ok := counts[e.key]; ok {
-			if v, ok := y.positive(e.value, what); ok {
-				*dst = v
-			}
-			continue
-		}
-		switch e.key {
-		case "budget":
-			if s, ok := y.str(e.value, what); ok {
-				b, err := parseBudget(s)
-				if err != nil {
-					y.d.errorf(y.pos(e.value), "%s: %v", what, err)
-				} else {
-					g.Budget = b
-				}
-			}
-		case "crash_loop":
-			g.CrashLoop = CrashLoop{Then: "alert"}
-			sub, _ := y.mapping(e.value, what)
-			for _, s := range sub {
-				w := what + "." + s.key
-				switch s.key {
-				case "max_restarts":
-					g.CrashLoop.MaxRestarts, _ = y.positive(s.value, w)
-				case "per":
-					g.CrashLoop.Per, _ = y.duration(s.value, w)
-				case "then":
-					if v, ok := y.str(s.value, w); ok {
-						if v != "alert" && v != "escalate" {
-							y.d.errorf(y.pos(s.value), "%s: must be alert or escalate, got %q", w, v)
-						}
-						g.CrashLoop.Then = v
-					}
-				default:
-					y.unknownKey(s, what, crashLoopKeys)
-				}
-			}
-			if g.CrashLoop.MaxRestarts == 0 || g.CrashLoop.Per == 0 {
-				y.d.errorf(y.pos(e.keyN), "%s: needs both max_restarts and per", what)
-			}
-		case "blast_radius":
-			g.BlastRadius = y.decodeBlastRadius(e.value, what)
-		case "slow_retry":
-			g.SlowRetry = y.decodeSlowRetry(e, what)
-		case "flapping":
-			g.Flapping = y.decodeFlapping(e, what)
-		default:
-			y.unknownKey(e, "guards", guardKeys)
-		}
-	}
-}
-
-// decodeSlowRetry reads {after: N, factor: F}: both are required, so
-// what the guard does is written where it is used.
-func (y *yamlDec) decodeSlowRetry(e entry, what string) *SlowRetry {
-	s := &SlowRetry{}
-	sub, _ := y.mapping(e.value, what)
-	for _, kv := range sub {
-		w := what + "." + kv.key
-		switch kv.key {
-		case "after":
-			s.After, _ = y.positive(kv.value, w)
-		case "factor":
-			if f, ok := y.positive(kv.value, w); ok {
-				if f < 2 {
-					y.d.errorf(y.pos(kv.value), "%s: must be 2 or more (the interval is multiplied by it), got %d", w, f)
-				}
-				s.Factor = f
-			}
-		default:
-			y.unknownKey(kv, what, slowRetryKeys)
-		}
-	}
-	if s.After == 0 || s.Factor == 0 {
-		y.d.errorf(y.pos(e.keyN), "%s: needs both after (failed repairs in a row) and factor (times the schedule interval), e.g. {after: 3, factor: 5}", what)
-		return nil
-	}
-	return s
-}
-
-// decodeFlapping reads {low: 25%, high: 30%, runs: 20, repair: false,
-// enabled: true}, each key defaulting to Icinga 2's; enabled: false turns
-// flap detection off.
-func (y *yamlDec) decodeFlapping(e entry, what string) *Flapping {
-	f := &Flapping{Low: DefaultFlapLow, High: DefaultFlapHigh, Runs: DefaultFlapRuns}
-	enabled := true
-	sub, _ := y.mapping(e.value, what)
-	for _, kv := range sub {
-		w := what + "." + kv.key
-		switch kv.key {
-		case "low", "high":
-			frac, ok := y.fraction(kv.value, w, "the runs", "30% or 0.3")
-			if !ok {
-				continue
-			}
-			if kv.key == "low" {
-				f.Low = 100 * frac
-			} else {
-				f.High = 100 * frac
-			}
-		case "runs":
-			if n, ok := y.positive(kv.value, w); ok {
-				if n < 4 || n > 64 {
-					y.d.errorf(y.pos(kv.value), "%s: want 4 to 64 runs, got %d", w, n)
-					continue
-				}
-				f.Runs = n
-			}
-		case "repair":
-			f.Repair, _ = y.boolean(kv.value, w)
-		case "enabled":
-			enabled, _ = y.boolean(kv.value, w)
-		default:
-			y.unknownKey(kv, what, flappingKeys)
-		}
-	}
-	if f.Low > f.High {
-		y.d.errorf(y.pos(e.keyN), "%s: low (%g%%) is above high (%g%%): a unit would stop flapping before it started", what, f.Low, f.High)
-	}
-	if !enabled {
-		return nil
-	}
-	return f
-}
-
-// fraction reads a share written as 50% or 0.5, above 0 and at most 1;
-// of and example say what of and how in an error.
-func (y *yamlDec) fraction(n ast.Node, what, of, example string) (float64, bool) {
+// fraction reads a share written as 50% or 0.5, above 0 and at most 1.
+func (y *yamlDec) fraction(n ast.Node, what string) (float64, bool) {
 	text, ok := y.scalarText(n, what)
 	if !ok {
 		return 0, false
 	}
-	pct := strings.HasSuffix(text, "%")
-	f, err := strconv.ParseFloat(strings.TrimSuffix(text, "%"), 64)
-	if pct {
-		f /= 100
+	f, ok := parseFraction(text)
+	if !ok {
+		y.d.errorf(y.pos(n), "%s: want a fraction such as 50%% or 0.5, got %q", what, text)
 	}
-	if err != nil || f <= 0 || f > 1 {
-		y.d.errorf(y.pos(n), "%s: want a fraction of %s such as %s, got %q", what, of, example, text)
-		return 0, false
-	}
-	return f, true
+	return f, ok
 }
 
 // parseSlowRetry reads a row's `slow_retry="3 then 5x"` or `slow_retry=off`.
@@ -709,28 +555,6 @@ func parseSlowRetry(s string) (*SlowRetry, error) {
 		return nil, fmt.Errorf(`want "N then Fx" (after N failed repairs in a row, repair every F× the schedule interval, F ≥ 2) or off, got %q`, s)
 	}
 	return &SlowRetry{After: after, Factor: factor}, nil
-}
-
-// decodeBlastRadius reads {max_repairs: N, trip: 50%, min_units: N}.
-func (y *yamlDec) decodeBlastRadius(n ast.Node, what string) *BlastRadius {
-	b := &BlastRadius{}
-	sub, _ := y.mapping(n, what)
-	for _, s := range sub {
-		w := what + "." + s.key
-		switch s.key {
-		case "max_repairs":
-			b.MaxRepairs, _ = y.positive(s.value, w)
-		case "min_units":
-			b.MinUnits, _ = y.positive(s.value, w)
-		case "trip":
-			if f, ok := y.fraction(s.value, w, "the units", "50% or 0.5"); ok {
-				b.Trip = f
-			}
-		default:
-			y.unknownKey(s, what, blastRadiusKeys)
-		}
-	}
-	return b
 }
 
 // targetKeys are the keys a target takes: one transport kind's name (its

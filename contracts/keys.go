@@ -1,7 +1,6 @@
 package contracts
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/contractd/contractd/transports"
@@ -10,11 +9,11 @@ import (
 // The front matter's and the inventory's keys as data: what each takes
 // and what it does, for the JSON Schema (`contractd schema`) and the
 // language server's completion and hover. The names come from the lists
-// the decoders read (topKeys, guardKeys, targetKeys, scheduleKeys, …,
-// messageKinds, the notifier registry and the transport kinds); keySpecs
-// gives each its type and doc by path (a transport kind's key has its
-// own, transports.Kind), and a test checks that every key has one and every
-// spec a key.
+// the decoders read (topKeys, targetKeys, scheduleKeys, …, messageKinds,
+// the notifier registry and the transport kinds); keySpecs gives each its
+// type and doc by path, and a test checks that every key has one and every
+// spec a key. A transport kind's key and a guard setting carry their own
+// (transports.Kind, GuardSetting).
 
 // KeyType is the kind of value a key takes.
 type KeyType string
@@ -49,10 +48,15 @@ type Key struct {
 	Pattern string
 	// Min is the least value of an int key (0: any).
 	Min int
+	// Max is the most value of an int key (0: any).
+	Max int
 	// Zero marks a duration that may be 0s (none).
 	Zero bool
 	// Default is the value in force when the key is absent, as written.
 	Default string
+	// Example is a value other than the default, as written (a guard
+	// setting's, for its docs and the tests that read its declaration).
+	Example string
 	// Required marks a key its mapping needs.
 	Required bool
 	// Keys are a mapping's keys, in the order the decoder lists them.
@@ -118,80 +122,54 @@ type keySpec struct {
 // inventory's keys, by path: a mapping of the author's names is "*"
 // ("targets.*.ssh"). FrontMatterKeys and InventoryKeys read it.
 var keySpecs = map[string]keySpec{
-	"kind":                            {typ: KeyString, doc: "the contract's kind: responsibility, the only one", enum: []string{"responsibility"}, def: "responsibility"},
-	"name":                            {typ: KeyString, doc: "the contract's name (required): its state files, alerts and commands are named after it; letters, digits, '.', '_' and '-'", pattern: reName.String()},
-	"title":                           {typ: KeyString, doc: "a title for people and reports"},
-	"description":                     {typ: KeyString, doc: "one paragraph for people"},
-	"version":                         {typ: KeyScalar, doc: "the contract's version, kept as written (3.10 stays 3.10)"},
-	"runtime_contract":                {typ: KeyInt, doc: "the format version (required): this engine runs format 2", enum: []string{"2"}},
-	"agent":                           {typ: KeyString, doc: "who answers for the contract (shown by explain); a stage's agent= names the unit it judges"},
-	"report_only_agents":              {typ: KeyList, doc: "agents whose repairs are logged and never executed: detect and report, never fix"},
-	"report_only_agents.*":            {typ: KeyString, doc: "an agent a stage's agent= names"},
-	"schedule":                        {typ: KeyMapping, doc: "when the contract runs under contractd serve"},
-	"schedule.every":                  {typ: KeyDuration, doc: "the interval between runs under contractd serve", def: "15m"},
-	"schedule.on_start":               {typ: KeyBool, doc: "also run once when the daemon starts", def: "false"},
-	"schedule.start_delay":            {typ: KeyDuration, zero: true, doc: "no run (on_start included) until this long after the daemon started (0s: none)", def: "0s"},
-	"commands":                        {typ: KeyList, doc: "on-demand command names: `contractd NAME` (or a symlink NAME) runs this contract now"},
-	"commands.*":                      {typ: KeyString, doc: "a command name", pattern: reName.String()},
-	"guards":                          {typ: KeyMapping, doc: "the contract-wide guards around every repair; an action row may override after, budget, grace, escalate_after and slow_retry"},
-	"guards.debounce":                 {typ: KeyDuration, zero: true, doc: "per agent, the least time between two repairs (0s: none)", def: "300s"},
-	"guards.crash_loop":               {typ: KeyMapping, doc: "more than max_restarts repairs per `per` turns repairs into `then` (an alert, or an escalation); off when absent"},
-	"guards.crash_loop.max_restarts":  {typ: KeyInt, min: 1, doc: "repairs allowed per window before the unit counts as crash-looping"},
-	"guards.crash_loop.per":           {typ: KeyDuration, doc: "the crash-loop window"},
-	"guards.crash_loop.then":          {typ: KeyString, enum: []string{CrashLoopAlert, CrashLoopEscalate}, doc: "what a crash loop does instead of repairing", def: CrashLoopAlert},
-	"guards.unreachable_after":        {typ: KeyInt, min: 1, doc: "consecutive unreachable runs before unreachable counts as critical", def: fmt.Sprint(DefaultUnreachableAfter)},
-	"guards.unknown_after":            {typ: KeyInt, min: 1, doc: "consecutive runs a unit may be judged unknown before that is an incident of its own", def: fmt.Sprint(DefaultUnknownAfter)},
-	"guards.recover_after":            {typ: KeyInt, min: 1, doc: "consecutive healthy runs before a unit counts as healthy again", def: fmt.Sprint(DefaultRecoverAfter)},
-	"guards.after":                    {typ: KeyInt, min: 1, doc: "consecutive failing runs before a repair fires", def: fmt.Sprint(DefaultAfter)},
-	"guards.budget":                   {typ: KeyString, pattern: reBudget.String(), doc: `at most N repairs per window per unit, written "N per DURATION" ("1 per 10m"); none when absent`},
-	"guards.grace":                    {typ: KeyDuration, zero: true, doc: "the wait before a repair is verified (0s: at once)", def: "30s"},
-	"guards.escalate_after":           {typ: KeyInt, min: 1, doc: "failed repairs in a row (verification failed) before escalating instead of repairing; never by count when absent"},
-	"guards.repeat":                   {typ: KeyDuration, doc: "the reminder interval of an open alert", def: "4h"},
-	"guards.blast_radius":             {typ: KeyMapping, doc: "caps repairs in one run: at most max_repairs, and none when the fraction trip of at least min_units units fails at once (a network, not the agents); off when absent"},
-	"guards.blast_radius.max_repairs": {typ: KeyInt, min: 1, doc: "repairs per run; the rest stay pending"},
-	"guards.blast_radius.trip":        {typ: KeyFraction, doc: "the fraction of the units (50% or 0.5) failing at once that opens the circuit: no repair runs, one contract-wide alert"},
-	"guards.blast_radius.min_units":   {typ: KeyInt, min: 1, doc: "the least number of failing units that can trip the circuit", def: "2"},
-	"guards.slow_retry":               {typ: KeyMapping, doc: "after `after` repairs in a row that did not help, repair only every `factor` times the schedule interval, and keep trying; off when absent"},
-	"guards.slow_retry.after":         {typ: KeyInt, min: 1, doc: "failed repairs in a row before repairs slow down"},
-	"guards.slow_retry.factor":        {typ: KeyInt, min: 2, doc: "repair every factor × schedule.every once slowed"},
-	"guards.flapping":                 {typ: KeyMapping, doc: "flap detection (Icinga 2's): a unit whose state changed in more than high of its last runs flaps until it falls below low; one message when it starts, one when it stops, and its repairs held unless repair"},
-	"guards.flapping.low":             {typ: KeyFraction, doc: "the share of the runs (25% or 0.25) below which a flapping unit stops flapping", def: "25%"},
-	"guards.flapping.high":            {typ: KeyFraction, doc: "the share of the runs (30% or 0.3) above which a unit starts flapping", def: "30%"},
-	"guards.flapping.runs":            {typ: KeyInt, min: 4, doc: "how many of the unit's last runs are counted (4 to 64)", def: fmt.Sprint(DefaultFlapRuns)},
-	"guards.flapping.repair":          {typ: KeyBool, doc: "repairs go on while the unit flaps", def: "false"},
-	"guards.flapping.enabled":         {typ: KeyBool, doc: "false turns flap detection off", def: "true"},
-	"depends_on":                      {typ: KeyList, doc: "what every unit depends on: while one fails, a unit that fails too is suppressed (no repair, no incident); the targets a unit reaches through via count by themselves"},
-	"depends_on.*":                    {typ: KeyString, pattern: depRefPattern, doc: "CONTRACT (another contract of the directory), CONTRACT/AGENT (one of its agents) or target:NAME (a target of this contract)"},
-	"maintenance":                     {typ: KeyList, doc: "recurring maintenance windows: repairs paused, new alerts held"},
-	"maintenance.*":                   {typ: KeyMapping, doc: "one window: from each elapse of calendar, for its duration"},
-	"maintenance.*.calendar":          {typ: KeyString, doc: `when each occurrence starts, in systemd's OnCalendar syntax ("Sun *-*-* 02:00", "Mon..Fri 12:00", "weekly")`},
-	"maintenance.*.for":               {typ: KeyDuration, doc: "how long each occurrence lasts"},
-	"maintenance.*.timezone":          {typ: KeyString, doc: "the IANA time zone the calendar is read in (Europe/Berlin)", def: "UTC"},
-	"maintenance.*.agents":            {typ: KeyList, doc: "the agents it covers; the whole contract when absent"},
-	"maintenance.*.agents.*":          {typ: KeyString, doc: "an agent a stage's agent= names"},
-	"maintenance.*.reason":            {typ: KeyString, doc: "said in the report, the page and the messages"},
-	"maintenance.*.announce":          {typ: KeyBool, doc: "a message when the window opens and one when it ends", def: "false"},
-	"targets":                         {typ: KeyMapping, doc: "the links of the transport chains stages and steps run on, by name (on=NAME); each sets exactly one of ssh, pct, docker or local"},
-	"targets.*":                       {typ: KeyMapping, pattern: reName.String(), doc: "one target: exactly one of ssh, pct, docker or local, and via for the target it is reached through"},
-	"targets.*.via":                   {typ: KeyString, doc: "the target this one is reached through"},
-	"targets.*.known_hosts":           {typ: KeyString, doc: "ssh: the known_hosts file (default ~/.ssh/known_hosts)"},
-	"targets.*.host_key":              {typ: KeyString, enum: []string{"strict", "accept-new"}, doc: "ssh: strict checks the host key against known_hosts; accept-new adds a host seen for the first time", def: "strict"},
-	"targets.*.identity":              {typ: KeyStrings, doc: "ssh: the key file, or a list of them"},
-	"targets.*.connect_timeout":       {typ: KeyDuration, doc: "ssh: the dial timeout"},
-	"targets.*.sudo":                  {typ: KeyBool, doc: "the login on this link is not root: repairs and sudo=true steps run as `sudo -n -- COMMAND` (local, ssh), or pct/docker exec runs through sudo on the parent", def: "false"},
-	"notify":                          {typ: KeyRoutes, doc: "the alert routes: one-key mappings whose key is the notifier kind, e.g. - {log: {}}"},
-	"vars":                            {typ: KeyMapping, doc: "values scripts, commands, URLs and expressions read as ${name} (and vars.name), typed as written; an inventory or --var overrides them"},
-	"vars.*":                          {typ: KeyScalar, pattern: reVarName.String(), doc: "a var: its value, typed as written (a number, true or false, or a string)"},
-	"secrets":                         {typ: KeyList, doc: "environment variables exported to scripts and redacted everywhere"},
-	"secrets.*":                       {typ: KeyString, pattern: reEnvName.String(), doc: "an environment variable's name"},
-	"for_each":                        {typ: KeyMapping, doc: "lists a stage runs once per item of (for_each=NAME): each item a mapping its agent=, on= and ${item.key} read"},
-	"for_each.*":                      {typ: KeyList, doc: "a list of items, each a mapping of scalars"},
-	"for_each.*.*":                    {typ: KeyMapping, doc: "one item: its keys are read as ${key} and item.key"},
-	"for_each.*.*.*":                  {typ: KeyScalar, pattern: reVarName.String(), doc: "an item's value"},
-	"alert_on":                        {typ: KeyString, enum: []string{AlertOnChange, AlertOnRepair, AlertOnCritical}, doc: "which messages are sent: change (every incident message and repair), repair (repairs and escalations only) or critical (incidents raised at critical too)", def: AlertOnChange},
-	"log":                             {typ: KeyString, doc: "append one line per run, action, alert and error to this file (${var} filled)"},
-	"messages":                        {typ: KeyMapping, doc: "the words of the contract's messages by kind, as Go templates ({{.Unit}}, {{.Seen}}, …)"},
-	"messages.*":                      {typ: KeyString, doc: "the template of one kind of message"},
+	"kind":                      {typ: KeyString, doc: "the contract's kind: responsibility, the only one", enum: []string{"responsibility"}, def: "responsibility"},
+	"name":                      {typ: KeyString, doc: "the contract's name (required): its state files, alerts and commands are named after it; letters, digits, '.', '_' and '-'", pattern: reName.String()},
+	"title":                     {typ: KeyString, doc: "a title for people and reports"},
+	"description":               {typ: KeyString, doc: "one paragraph for people"},
+	"version":                   {typ: KeyScalar, doc: "the contract's version, kept as written (3.10 stays 3.10)"},
+	"runtime_contract":          {typ: KeyInt, doc: "the format version (required): this engine runs format 2", enum: []string{"2"}},
+	"agent":                     {typ: KeyString, doc: "who answers for the contract (shown by explain); a stage's agent= names the unit it judges"},
+	"report_only_agents":        {typ: KeyList, doc: "agents whose repairs are logged and never executed: detect and report, never fix"},
+	"report_only_agents.*":      {typ: KeyString, doc: "an agent a stage's agent= names"},
+	"schedule":                  {typ: KeyMapping, doc: "when the contract runs under contractd serve"},
+	"schedule.every":            {typ: KeyDuration, doc: "the interval between runs under contractd serve", def: "15m"},
+	"schedule.on_start":         {typ: KeyBool, doc: "also run once when the daemon starts", def: "false"},
+	"schedule.start_delay":      {typ: KeyDuration, zero: true, doc: "no run (on_start included) until this long after the daemon started (0s: none)", def: "0s"},
+	"commands":                  {typ: KeyList, doc: "on-demand command names: `contractd NAME` (or a symlink NAME) runs this contract now"},
+	"commands.*":                {typ: KeyString, doc: "a command name", pattern: reName.String()},
+	"guards":                    {typ: KeyMapping, doc: "the contract-wide guards around every repair"},
+	"depends_on":                {typ: KeyList, doc: "what every unit depends on: while one fails, a unit that fails too is suppressed (no repair, no incident); the targets a unit reaches through via count by themselves"},
+	"depends_on.*":              {typ: KeyString, pattern: depRefPattern, doc: "CONTRACT (another contract of the directory), CONTRACT/AGENT (one of its agents) or target:NAME (a target of this contract)"},
+	"maintenance":               {typ: KeyList, doc: "recurring maintenance windows: repairs paused, new alerts held"},
+	"maintenance.*":             {typ: KeyMapping, doc: "one window: from each elapse of calendar, for its duration"},
+	"maintenance.*.calendar":    {typ: KeyString, doc: `when each occurrence starts, in systemd's OnCalendar syntax ("Sun *-*-* 02:00", "Mon..Fri 12:00", "weekly")`},
+	"maintenance.*.for":         {typ: KeyDuration, doc: "how long each occurrence lasts"},
+	"maintenance.*.timezone":    {typ: KeyString, doc: "the IANA time zone the calendar is read in (Europe/Berlin)", def: "UTC"},
+	"maintenance.*.agents":      {typ: KeyList, doc: "the agents it covers; the whole contract when absent"},
+	"maintenance.*.agents.*":    {typ: KeyString, doc: "an agent a stage's agent= names"},
+	"maintenance.*.reason":      {typ: KeyString, doc: "said in the report, the page and the messages"},
+	"maintenance.*.announce":    {typ: KeyBool, doc: "a message when the window opens and one when it ends", def: "false"},
+	"targets":                   {typ: KeyMapping, doc: "the links of the transport chains stages and steps run on, by name (on=NAME); each sets exactly one of ssh, pct, docker or local"},
+	"targets.*":                 {typ: KeyMapping, pattern: reName.String(), doc: "one target: exactly one of ssh, pct, docker or local, and via for the target it is reached through"},
+	"targets.*.via":             {typ: KeyString, doc: "the target this one is reached through"},
+	"targets.*.known_hosts":     {typ: KeyString, doc: "ssh: the known_hosts file (default ~/.ssh/known_hosts)"},
+	"targets.*.host_key":        {typ: KeyString, enum: []string{"strict", "accept-new"}, doc: "ssh: strict checks the host key against known_hosts; accept-new adds a host seen for the first time", def: "strict"},
+	"targets.*.identity":        {typ: KeyStrings, doc: "ssh: the key file, or a list of them"},
+	"targets.*.connect_timeout": {typ: KeyDuration, doc: "ssh: the dial timeout"},
+	"targets.*.sudo":            {typ: KeyBool, doc: "the login on this link is not root: repairs and sudo=true steps run as `sudo -n -- COMMAND` (local, ssh), or pct/docker exec runs through sudo on the parent", def: "false"},
+	"notify":                    {typ: KeyRoutes, doc: "the alert routes: one-key mappings whose key is the notifier kind, e.g. - {log: {}}"},
+	"vars":                      {typ: KeyMapping, doc: "values scripts, commands, URLs and expressions read as ${name} (and vars.name), typed as written; an inventory or --var overrides them"},
+	"vars.*":                    {typ: KeyScalar, pattern: reVarName.String(), doc: "a var: its value, typed as written (a number, true or false, or a string)"},
+	"secrets":                   {typ: KeyList, doc: "environment variables exported to scripts and redacted everywhere"},
+	"secrets.*":                 {typ: KeyString, pattern: reEnvName.String(), doc: "an environment variable's name"},
+	"for_each":                  {typ: KeyMapping, doc: "lists a stage runs once per item of (for_each=NAME): each item a mapping its agent=, on= and ${item.key} read"},
+	"for_each.*":                {typ: KeyList, doc: "a list of items, each a mapping of scalars"},
+	"for_each.*.*":              {typ: KeyMapping, doc: "one item: its keys are read as ${key} and item.key"},
+	"for_each.*.*.*":            {typ: KeyScalar, pattern: reVarName.String(), doc: "an item's value"},
+	"alert_on":                  {typ: KeyString, enum: []string{AlertOnChange, AlertOnRepair, AlertOnCritical}, doc: "which messages are sent: change (every incident message and repair), repair (repairs and escalations only) or critical (incidents raised at critical too)", def: AlertOnChange},
+	"log":                       {typ: KeyString, doc: "append one line per run, action, alert and error to this file (${var} filled)"},
+	"messages":                  {typ: KeyMapping, doc: "the words of the contract's messages by kind, as Go templates ({{.Unit}}, {{.Seen}}, …)"},
+	"messages.*":                {typ: KeyString, doc: "the template of one kind of message"},
 	// The inventory's keys.
 	"inventory.vars":    {typ: KeyMapping, doc: "values that override the contracts' vars of the same name"},
 	"inventory.targets": {typ: KeyMapping, doc: "targets that replace the contracts' targets of the same name, wholesale"},
@@ -230,21 +208,16 @@ func FrontMatterKeys() Key {
 		case "schedule":
 			k.Keys = subKeys(name, scheduleKeys)
 		case "guards":
-			k.Keys = subKeys(name, guardKeys)
-			for i := range k.Keys {
-				switch k.Keys[i].Name {
-				case "crash_loop":
-					k.Keys[i].Keys = subKeys("guards.crash_loop", crashLoopKeys)
-					markRequired(&k.Keys[i], "max_restarts", "per")
-				case "blast_radius":
-					k.Keys[i].Keys = subKeys("guards.blast_radius", blastRadiusKeys)
-				case "slow_retry":
-					k.Keys[i].Keys = subKeys("guards.slow_retry", slowRetryKeys)
-					markRequired(&k.Keys[i], slowRetryKeys...)
-				case "flapping":
-					k.Keys[i].Keys = subKeys("guards.flapping", flappingKeys)
+			var rows []string
+			for _, g := range guardSettings {
+				if g.Contract {
+					k.Keys = append(k.Keys, g.Key)
+					if g.Row {
+						rows = append(rows, g.Name)
+					}
 				}
 			}
+			k.Doc += "; an action row may override " + joinWords(rows, "and")
 		case "targets":
 			k.Each = targetKey()
 		case "vars":

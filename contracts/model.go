@@ -173,6 +173,10 @@ type Guards struct {
 	BlastRadius      *BlastRadius  // repairs across the contract's units per run; nil = no limit
 	SlowRetry        *SlowRetry    // slow down after consecutive failed repairs; nil = off
 	Flapping         *Flapping     // flap detection; nil = off
+	// Settings are the settings of guards registered beyond the built-in
+	// ones (RegisterGuardSetting), by key, as guards: sets them: read
+	// them with Setting, which knows their defaults.
+	Settings map[string]any
 }
 
 // Flapping is flap detection, as Icinga's: a unit whose state changed in
@@ -472,6 +476,10 @@ type ActionGuard struct {
 	SlowRetry *SlowRetry
 	// RestartCountProgram is RestartCount compiled (any-valued); nil when unset.
 	RestartCountProgram *vm.Program
+	// Settings are the row's settings of guards registered beyond the
+	// built-in ones, by key; a key absent inherits the contract's
+	// (Guards.Setting).
+	Settings map[string]any
 }
 
 // EscalationRule is a row of the escalation table, evaluated over aggregates

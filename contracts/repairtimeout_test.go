@@ -86,7 +86,7 @@ func TestRepairTimeoutLint(t *testing.T) {
 		{"not a duration", [3]string{"timeout=soon", "", ""}, "slowstart.md:19:54: error: guards: timeout must be a duration like 60s, got \"soon\""},
 		{"zero", [3]string{"", "timeout=0s", ""}, "slowstart.md:20:55: error: guards: timeout must be a duration like 60s, got \"0s\""},
 		{"on a built-in", [3]string{"", "", "timeout=1m"}, "slowstart.md:21:49: error: guards: timeout bounds a command; the built-in action alert runs none"},
-		{"misspelt", [3]string{"timout=1m", "", ""}, "unknown guard \"timout\" (want after, budget, grace, timeout,"},
+		{"misspelt", [3]string{"timout=1m", "", ""}, "unknown guard \"timout\" (want after, grace, budget, escalate_after, restart_count, slow_retry or timeout)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -530,33 +530,11 @@ func (b *bodyParser) actionGuards(ar *ActionRow, c cell, st *Stage) {
 	}
 	for _, a := range attrs {
 		p := b.s.pos(a.Off)
-		switch a.Key {
-		case "after", "escalate_after":
-			n, err := strconv.Atoi(a.Value)
-			if err != nil || n < 1 {
-				b.d.errorf(p, "guards: %s must be a whole number of at least 1, got %q", a.Key, a.Value)
-				continue
-			}
-			if a.Key == "after" {
-				ar.Guard.After = n
-			} else {
-				ar.Guard.EscalateAfter = n
-			}
-		case "budget":
-			bud, err := parseBudget(a.Value)
-			if err != nil {
-				b.d.errorf(p, "guards: budget: %v", err)
-				continue
-			}
-			ar.Guard.Budget = bud
-		case "grace":
-			d, err := ParseDuration(a.Value)
-			if err != nil || d <= 0 {
-				b.d.errorf(p, "guards: grace must be a duration like 30s, got %q", a.Value)
-				continue
-			}
-			ar.Guard.Grace = d
-		case "timeout":
+		switch g := guardSetting(a.Key); {
+		case g == nil || !g.Row:
+			keys := rowGuardKeys()
+			b.d.errorf(p, "guards: unknown guard %q (want %s)%s", a.Key, joinWords(keys, "or"), hint(a.Key, keys, ""))
+		case a.Key == "timeout":
 			d, err := ParseDuration(a.Value)
 			switch {
 			case err != nil || d <= 0:
@@ -566,14 +544,7 @@ func (b *bodyParser) actionGuards(ar *ActionRow, c cell, st *Stage) {
 			default:
 				ar.Timeout = d
 			}
-		case "slow_retry":
-			sr, err := parseSlowRetry(a.Value)
-			if err != nil {
-				b.d.errorf(p, "guards: slow_retry: %v", err)
-				continue
-			}
-			ar.Guard.SlowRetry = sr
-		case "restart_count":
+		case a.Key == "restart_count":
 			ar.Guard.RestartCount = a.Value
 			valueOff := strings.Index(text[a.Off-base:], "=") + 1
 			if comp := b.compile(a.Value, true, a.Value, offsetPos(p, text[a.Off-base:], valueOff)); comp != nil {
@@ -581,8 +552,9 @@ func (b *bodyParser) actionGuards(ar *ActionRow, c cell, st *Stage) {
 				b.uses = append(b.uses, exprUse{c: comp, pos: p, scope: scopeAction, stage: st})
 			}
 		default:
-			b.d.errorf(p, "guards: unknown guard %q (want after, budget, grace, timeout, escalate_after, slow_retry or restart_count)%s", a.Key,
-				hint(a.Key, []string{"after", "budget", "grace", "timeout", "escalate_after", "slow_retry", "restart_count"}, ""))
+			if err := g.rowGuard(ar, a.Value); err != nil {
+				b.d.errorf(p, "guards: %s: %v", a.Key, err)
+			}
 		}
 	}
 }

@@ -102,27 +102,33 @@ const (
 // declarations, which lint, explain and the run read; a value added to a
 // kind shows here, or this fails.
 func TestValuesTables(t *testing.T) {
-	const page = "contract-format.md"
+	generated(t, "contract-format.md", valuesBegin, valuesEnd, valuesTables(), "TestValuesTables")
+}
+
+// generated checks that page holds want between begin and end, as test
+// (which -update rewrites it) generates it.
+func generated(t *testing.T, page, begin, end, want, test string) {
+	t.Helper()
 	src, err := os.ReadFile(page)
 	if err != nil {
 		t.Fatal(err)
 	}
 	doc := string(src)
-	start := strings.Index(doc, valuesBegin)
-	end := strings.Index(doc, valuesEnd)
-	if start < 0 || end < start+len(valuesBegin) {
-		t.Fatalf("%s has no generated values tables (between %q and %q)", page, valuesBegin, valuesEnd)
+	start := strings.Index(doc, begin)
+	stop := strings.Index(doc, end)
+	if start < 0 || stop < start+len(begin) {
+		t.Fatalf("%s has no generated section (between %q and %q)", page, begin, end)
 	}
-	want := valuesTables() + "\n"
-	got := doc[start+len(valuesBegin) : end]
+	want += "\n"
+	got := doc[start+len(begin) : stop]
 	if got == want {
 		return
 	}
 	if *update {
-		if err := os.WriteFile(page, []byte(doc[:start+len(valuesBegin)]+want+doc[end:]), 0o644); err != nil {
+		if err := os.WriteFile(page, []byte(doc[:start+len(begin)]+want+doc[stop:]), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
 	}
-	t.Errorf("%s's values tables differ from the step kinds' declarations; run go test ./docs -run TestValuesTables -update. Want:\n%s", page, want)
+	t.Errorf("%s's generated section differs from the declarations; run go test ./docs -run %s -update. Want:\n%s", page, test, want)
 }

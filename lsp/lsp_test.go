@@ -355,12 +355,12 @@ func TestHover(t *testing.T) {
 		name, line, on string
 		want           []string
 	}{
-		{"an action row", "| `retry_count >= 3` | `pm2 restart abiba-zulip` | after=3", "retry_count", []string{"run `pm2 restart abiba-zulip` on local", "guards: after 3, debounce 5m, verify after 30s", "crash loop 10 per 1h then alert", "restart count from pm2.restarts"}},
+		{"an action row", "| `retry_count >= 3` | `pm2 restart abiba-zulip` | after=3", "retry_count", []string{"run `pm2 restart abiba-zulip` on local", "guards: act after 3 failing run(s), debounce 5m, verify after 30s", "crash loop 10 per 1h then alert", "restart count from pm2.restarts"}},
 		{"a step", "```bash {id=a2a timeout=15s}", "a2a", []string{"step a2a (bash, timeout 15s) on ssh root@192.168.68.14 → docker agent-zero"}},
 		{"a stage", "### Step 3: Platform B", "Step 3", []string{"stage tanko", "agent tanko, on tanko (ssh root@192.168.68.15 → pct 112)"}},
 		{"a health row", "| `fail_rate_pct` | < 50 | ≥ 50 |", "fail_rate_pct", []string{"step delivery (bash) on local, judged:", "critical  when fail_rate_pct", "**fail_rate_pct** (int) of step delivery"}},
 		{"a target", "  tanko: {via: amdpve, pct: 112}", "tanko", []string{"target tanko: ssh root@192.168.68.15 → pct 112"}},
-		{"a guard key", "  debounce: 300s", "debounce", []string{"**guards.debounce** (duration)", "the least time between two repairs", "guards: debounce 5m, crash loop 10 per 1h then alert"}},
+		{"a guard key", "  debounce: 300s", "debounce", []string{"**guards.debounce** (duration)", "the least time between two repairs", "debounce 5m, verify after 30s", "crash loop 10 per 1h then alert, slow retry off"}},
 		{"a schedule key", "schedule: {every: 15m, on_start: true}", "on_start", []string{"**schedule.on_start** (bool)", "schedule: every 15m, and once on start"}},
 		{"a route", "  - {zulip: {site:", "zulip", []string{"route zulip: site https://chat.sysloggh.net"}},
 		{"a var", "GET ${zulip_site}/api/v1/server_settings", "zulip_site", []string{"var **zulip_site** = `https://chat.sysloggh.net`"}},

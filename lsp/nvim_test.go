@@ -103,7 +103,7 @@ func TestNeovimAsTheClient(t *testing.T) {
 	if !contains(res.Completion, "stdout") || !contains(res.Completion, "fail_rate_pct") {
 		t.Errorf("completion in the cell: %v", res.Completion)
 	}
-	if !strings.Contains(res.Hover, "guards: after 3, debounce 5m") {
+	if !strings.Contains(res.Hover, "guards: act after 3 failing run(s), debounce 5m") {
 		t.Errorf("hover: %q", res.Hover)
 	}
 	if res.Action != `Change "shedule" to "schedule"` || !strings.HasPrefix(res.FixedLine, "schedule: {every: 15m") {

@@ -85,6 +85,9 @@ func keySchema(k contracts.Key) obj {
 		if k.Min > 0 {
 			s["minimum"] = k.Min
 		}
+		if k.Max > 0 {
+			s["maximum"] = k.Max
+		}
 		if len(k.Enum) > 0 {
 			var ints []int
 			for _, e := range k.Enum {

@@ -135,24 +135,44 @@ type Guard interface {
 	Decide(u *Unit, cand Candidate) Step
 }
 
-// guards lists the chain's guards in the order Decide asks them, each as
-// the function that builds it from the chain (the contract's guards with
-// defaults applied, the schedule interval, the clock). The first denial in
-// this order decides. A new guard is a file of its own, holding its type,
-// its name and its constructor, and one row here.
-var guards = []func(*Chain) Guard{
-	newMaintenance,   // inside a maintenance window (blocked)
-	newDependency,    // a dependency fails: the unit is suppressed (blocked)
-	newKnownSeverity, // unknown never acts (blocked)
-	newFlapping,      // flapping, unless the contract lets its repairs go on (blocked)
-	newTiers,         // escalated, or EscalateAfter failed repairs (escalate)
-	newCrashLoop,     // too many restarts in the window (alert)
-	newBlastRadius,   // too many units failing at once (alert), or the per-run repair cap reached (pending)
-	newGrace,         // inside the post-repair grace (pending)
-	newSlowRetry,     // slowed after failed repairs, and not yet due (pending)
-	newHysteresis,    // condition not yet held After consecutive runs (pending)
-	newBudget,        // N per WINDOW used up (blocked)
-	newDebounce,      // inside the per-agent window (pending restart since T)
+// Row is one guard of the table guards: how it is built from the chain
+// (the contract's guards with defaults applied, the schedule interval,
+// the clock), and the settings it adds to a contract's guards: and its
+// action rows' Guards cells. A built-in guard's settings are package
+// contracts' own (contracts.GuardSettings); a new guard declares its own
+// here, and they are registered (contracts.RegisterGuardSetting) when the
+// package is initialised, so the decoder, lint, explain, the schema, the
+// language server and the docs know them. The guard reads their values
+// with Chain.Setting.
+type Row struct {
+	New      func(*Chain) Guard
+	Settings []contracts.GuardSetting
+}
+
+// guards lists the chain's guards in the order Decide asks them. The first
+// denial in this order decides. A new guard is a file of its own, holding
+// its type, its name, its constructor and its settings, and one row here.
+var guards = []Row{
+	{New: newMaintenance},   // inside a maintenance window (blocked)
+	{New: newDependency},    // a dependency fails: the unit is suppressed (blocked)
+	{New: newKnownSeverity}, // unknown never acts (blocked)
+	{New: newFlapping},      // flapping, unless the contract lets its repairs go on (blocked)
+	{New: newTiers},         // escalated, or EscalateAfter failed repairs (escalate)
+	{New: newCrashLoop},     // too many restarts in the window (alert)
+	{New: newBlastRadius},   // too many units failing at once (alert), or the per-run repair cap reached (pending)
+	{New: newGrace},         // inside the post-repair grace (pending)
+	{New: newSlowRetry},     // slowed after failed repairs, and not yet due (pending)
+	{New: newHysteresis},    // condition not yet held After consecutive runs (pending)
+	{New: newBudget},        // N per WINDOW used up (blocked)
+	{New: newDebounce},      // inside the per-agent window (pending restart since T)
+}
+
+func init() {
+	for _, r := range guards {
+		for _, s := range r.Settings {
+			contracts.RegisterGuardSetting(s)
+		}
+	}
 }
 
 // Chain runs the guards of one contract for each candidate repair and
@@ -197,12 +217,38 @@ func NewChain(g contracts.Guards, s contracts.Schedule, clock Clock) *Chain {
 	g.UnreachableAfter = atLeastOne(g.UnreachableAfter)
 	g.RecoverAfter = atLeastOne(g.RecoverAfter)
 	g.UnknownAfter = atLeastOne(g.UnknownAfter)
+	return newChain(g, s, clock, guards)
+}
+
+// newChain builds the chain of the given rows; NewChain's are the table
+// guards.
+func newChain(g contracts.Guards, s contracts.Schedule, clock Clock, rows []Row) *Chain {
 	c := &Chain{settings: g, every: s.Every, clock: clock}
-	c.rules = make([]Guard, len(guards))
-	for i, build := range guards {
-		c.rules[i] = build(c)
+	c.rules = make([]Guard, len(rows))
+	for i, r := range rows {
+		c.rules[i] = r.New(c)
 	}
 	return c
+}
+
+// Guards names the chain's guards in the order Decide asks them, then the
+// two steps that close every chain.
+func (c *Chain) Guards() []string {
+	names := make([]string, 0, len(c.rules)+2)
+	for _, r := range c.rules {
+		names = append(names, r.Name())
+	}
+	return append(names, GuardReportOnly, GuardDryRun)
+}
+
+// Setting returns the value in force of a registered guard's setting
+// (Row.Settings) for a repair under action row g: the row's own, else the
+// contract's, else the setting's default; nil when none is set.
+func (c *Chain) Setting(key string, g contracts.ActionGuard) any {
+	if v, ok := g.Settings[key]; ok {
+		return v
+	}
+	return c.settings.Setting(key)
 }
 
 // Hysteresis returns the unit-level hysteresis of the contract.

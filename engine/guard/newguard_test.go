@@ -30,20 +30,16 @@ func (nope) Decide(_ *Unit, cand Candidate) Step {
 	return allow(guardNope, "the condition does not say nope")
 }
 
-// withRow puts row into the table guards at index i for the rest of the
-// test; chains built meanwhile have it.
-func withRow(t *testing.T, i int, row func(*Chain) Guard) {
-	t.Helper()
-	saved := guards
-	guards = slices.Insert(slices.Clone(saved), i, row)
-	t.Cleanup(func() { guards = saved })
+// withNope is the chain of the table guards with nope's row at index i,
+// as a build with that row in the table has it.
+func withNope(i int, clk Clock) *Chain {
+	return newChain(zulipGuards, contracts.Schedule{}, clk, slices.Insert(slices.Clone(guards), i, Row{New: newNope}))
 }
 
 // TestANewGuardIsOneFileAndOneRow adds nope as the table's last row, after
 // debounce: Decide asks it in that place, the trace lists it before the
 // report-only and dry-run steps, and the first denial still decides.
 func TestANewGuardIsOneFileAndOneRow(t *testing.T) {
-	withRow(t, len(guards), newNope)
 	held := func() *Unit {
 		return &Unit{Conditions: map[string]*Condition{"svc=nope": {Held: 1}, "svc=stuck": {Held: 1}}}
 	}
@@ -62,8 +58,9 @@ func TestANewGuardIsOneFileAndOneRow(t *testing.T) {
 			wantStatus: StatusRun, wantReason: "all guards allow: run pm2 restart svc", wantNope: "nope: allow (the condition does not say nope)"},
 		{name: "a guard before nope decides first", unit: held(), cand: Candidate{Condition: "svc=nope", Severity: U},
 			wantStatus: StatusBlocked, wantGuard: GuardSeverity, wantReason: "severity unknown never acts", wantNope: "nope: pending (the condition says nope)"},
+		// The reason lists every guard's answer: nope's, last, says pending.
 		{name: "report-only outranks nope and names it", unit: held(), cand: Candidate{Condition: "svc=nope", Severity: C, ReportOnly: true},
-			wantStatus: StatusReportOnly, wantGuard: GuardReportOnly, wantReason: "nope says pending (guards: maintenance=allow dependency=allow severity=allow flapping=allow tiers=allow crash-loop=allow blast-radius=allow grace=allow slow-retry=allow hysteresis=allow budget=allow debounce=allow nope=pending)",
+			wantStatus: StatusReportOnly, wantGuard: GuardReportOnly, wantReason: "=allow nope=pending)",
 			wantNope: "nope: pending (the condition says nope)"},
 		{name: "dry-run comes after nope", unit: held(), cand: Candidate{Condition: "svc=nope", Severity: C, DryRun: true},
 			wantStatus: StatusPending, wantGuard: guardNope, wantNope: "nope: pending (the condition says nope)"},
@@ -71,7 +68,8 @@ func TestANewGuardIsOneFileAndOneRow(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			tt.cand.Action = "pm2 restart svc"
-			v := NewChain(zulipGuards, contracts.Schedule{}, clock.NewFake(t0)).Decide(tt.unit, tt.cand)
+			c := withNope(len(guards), clock.NewFake(t0))
+			v := c.Decide(tt.unit, tt.cand)
 			if v.Status != tt.wantStatus || v.Guard != tt.wantGuard || v.Run != (tt.wantStatus == StatusRun) {
 				t.Fatalf("verdict = run %v %q by %q, want %q by %q\n%s", v.Run, v.Status, v.Guard, tt.wantStatus, tt.wantGuard, v)
 			}
@@ -82,11 +80,13 @@ func TestANewGuardIsOneFileAndOneRow(t *testing.T) {
 			for _, s := range v.Trace {
 				order = append(order, s.Guard)
 			}
-			wantOrder := "maintenance dependency severity flapping tiers crash-loop blast-radius grace slow-retry hysteresis budget debounce nope report-only dry-run"
-			if got := strings.Join(order, " "); got != wantOrder {
-				t.Errorf("trace order = %s, want %s", got, wantOrder)
+			// The table's guards, nope after the last, then the closing steps.
+			want := NewChain(zulipGuards, contracts.Schedule{}, nil).Guards()
+			want = slices.Insert(want, len(want)-2, guardNope)
+			if got := strings.Join(order, " "); got != strings.Join(want, " ") || !slices.Equal(c.Guards(), want) {
+				t.Errorf("trace order = %s, want %s", got, strings.Join(want, " "))
 			}
-			if got := v.TraceLines()[12]; got != tt.wantNope {
+			if got := v.TraceLines()[len(want)-3]; got != tt.wantNope {
 				t.Errorf("nope's trace line = %q, want %q", got, tt.wantNope)
 			}
 		})
@@ -96,9 +96,8 @@ func TestANewGuardIsOneFileAndOneRow(t *testing.T) {
 // TestARowsPlaceIsItsOrder puts nope first: it decides before the severity
 // guard that decided when it came after.
 func TestARowsPlaceIsItsOrder(t *testing.T) {
-	withRow(t, 0, newNope)
 	u := &Unit{Conditions: map[string]*Condition{"svc=nope": {Held: 1}}}
-	v := NewChain(zulipGuards, contracts.Schedule{}, clock.NewFake(t0)).Decide(u, Candidate{Condition: "svc=nope", Action: "pm2 restart svc", Severity: U})
+	v := withNope(0, clock.NewFake(t0)).Decide(u, Candidate{Condition: "svc=nope", Action: "pm2 restart svc", Severity: U})
 	if v.Guard != guardNope || v.Status != StatusPending {
 		t.Fatalf("decided by %q (%s), want nope first\n%s", v.Guard, v.Status, v)
 	}
