@@ -604,12 +604,12 @@ func (y *yamlDec) decodeTargets(n ast.Node, into map[string]*Target) {
 		if !ok {
 			continue
 		}
-		kinds := 0
+		var kindsSet []string
 		var options []ast.Node
 		for _, s := range sub {
 			w := what + "." + s.key
 			if k, ok := transports.KindOf(s.key); ok {
-				kinds++
+				kindsSet = append(kindsSet, k.Name)
 				if v, ok := y.targetAddress(s.value, w, k); ok {
 					t.Kind, t.Address = k.Name, v
 				}
@@ -647,11 +647,11 @@ func (y *yamlDec) decodeTargets(n ast.Node, into map[string]*Target) {
 		}
 		k, _ := transports.KindOf(t.Kind)
 		switch {
-		case kinds == 0:
+		case len(kindsSet) == 0:
 			y.d.errorf(y.pos(e.keyN), "%s: needs exactly one of %s", what, transports.KindNames("or"))
 			continue
-		case kinds > 1:
-			y.d.errorf(y.pos(e.keyN), "%s: sets more than one of %s", what, transports.KindNames("and"))
+		case len(kindsSet) > 1:
+			y.d.errorf(y.pos(e.keyN), "%s: sets %s: a target is exactly one transport kind", what, joinWords(kindsSet, "and"))
 		case k.Via == transports.ViaRequired && t.Via == "":
 			y.d.errorf(y.pos(e.keyN), "%s: %s needs via (the host it runs on)", what, k.Name)
 		case k.Via == transports.ViaNone && t.Via != "":
@@ -661,7 +661,7 @@ func (y *yamlDec) decodeTargets(n ast.Node, into map[string]*Target) {
 		}
 		for _, o := range options {
 			name := o.(*ast.StringNode).Value
-			if kinds == 1 && t.Kind != "" && !contains(k.Options, name) {
+			if len(kindsSet) == 1 && t.Kind != "" && !contains(k.Options, name) {
 				y.d.errorf(y.pos(o), "%s: %s applies only to %s targets", what, name, joinWords(optionKinds(name), "and"))
 			}
 		}

@@ -127,6 +127,10 @@ func RegisterStepKind(k StepKind) {
 	stepKindNames = append(stepKindNames, k.Name)
 }
 
+// StepKindNames names the registered step kinds, in the order they were
+// registered (the order error messages list them in).
+func StepKindNames() []string { return append([]string(nil), stepKindNames...) }
+
 // stepKind returns the registered kind of that name, or nil.
 func stepKind(name string) *StepKind { return stepKinds[name] }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/contractd/contractd/fixtures/schemacheck"
 	"github.com/contractd/contractd/schema"
 	_ "github.com/contractd/contractd/steps" // the step kinds the contracts use
+	"github.com/contractd/contractd/transports"
 )
 
 var update = flag.Bool("update", false, "rewrite packaging/schema/ from the declarations")
@@ -102,8 +103,8 @@ func TestSchemaRefusesWhatLintRefuses(t *testing.T) {
 		{"bare number duration", "guards: {debounce: 300}\n", "guards.debounce: expected a duration", "/guards/debounce"},
 		{"format", "runtime_contract: 3\n", "runtime_contract: this engine runs format 2", "/runtime_contract"},
 		{"alert_on", "alert_on: always\n", "alert_on: must be change, repair or critical", "/alert_on"},
-		{"two transports", "targets: {box: {ssh: root@h, docker: app}}\n", "sets more than one of ssh, pct, docker and local", "/targets/box"},
-		{"no transport", "targets: {box: {via: h}}\n", "needs exactly one of ssh, pct, docker or local", "/targets/box"},
+		{"two transports", "targets: {box: {ssh: root@h, docker: app}}\n", "sets ssh and docker: a target is exactly one transport kind", "/targets/box"},
+		{"no transport", "targets: {box: {via: h}}\n", "needs exactly one of " + transports.KindNames("or"), "/targets/box"},
 		{"crash loop half", "guards: {crash_loop: {max_restarts: 3}}\n", "needs both max_restarts and per", "/guards/crash_loop"},
 		{"notifier kind", "notify:\n  - {slak: {}}\n", `unknown key "slak" in notify`, "slak"},
 		{"notifier option", "notify:\n  - {webhook: {url: http://h/x, retrys: 3}}\n", `unknown option "retrys"`, "retrys"},

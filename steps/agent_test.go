@@ -311,8 +311,8 @@ func TestAgentLint(t *testing.T) {
 		{"no declaration", ` fields="status:string restarts:int"`, "",
 			"w.md:12:4: error: step watch: an agent step's output must be declared, each field with its type"},
 		{"on=", "timeout=2m", "timeout=2m on=box",
-			"w.md:12:31: error: on applies only to bash, sh and nagios steps (an http, tcp, agent or echo step runs from the engine's host"},
-		{"via=", "timeout=2m", "timeout=2m via=box", "w.md:12:31: error: via applies only to http and tcp steps"},
+			"w.md:12:31: error: on applies only to " + kindsWhere(func(k steps.Kind) bool { return k.Exec() }, "and") + " steps (an "},
+		{"via=", "timeout=2m", "timeout=2m via=box", "w.md:12:31: error: via applies only to " + kindsWhere(func(k steps.Kind) bool { return k.Dials }, "and") + " steps"},
 		{"as=text", "timeout=2m", "timeout=2m as=text", `w.md:12:31: error: as: an agent step's output is read as json, got "text"`},
 		{"a field not declared", "| `restarts` |", "| `restart` |", `w.md:19:4: error: field restart: step watch (agent) produces no value restart (did you mean "restarts"?)`},
 		{"a cell of another type", "| `restarts` | < 3 |", "| `restarts` | `low` |", "w.md:19:16: error: expression \"it == \\\"low\\\"\": invalid operation: == (mismatched types int and string)"},
@@ -327,4 +327,19 @@ func TestAgentLint(t *testing.T) {
 			}
 		})
 	}
+}
+
+// kindsWhere names the registered kinds for which want holds, in the order
+// they were registered, as lint's messages list them.
+func kindsWhere(want func(steps.Kind) bool, conj string) string {
+	var names []string
+	for _, n := range contracts.StepKindNames() {
+		if want(steps.Kinds[n]) {
+			names = append(names, n)
+		}
+	}
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " " + conj + " " + names[len(names)-1]
 }
