@@ -357,8 +357,8 @@ func TestBusyboxDeadlinesReportedAsTheyHappened(t *testing.T) {
 			}
 			how := fmt.Sprintf("resident=%v batch=%v", resident, batch)
 			res := run(Command{Script: "sleep 10", Timeout: 2 * time.Second})
-			if !res.TimedOut || res.Duration < 2*time.Second || res.Duration >= 3*time.Second {
-				t.Errorf("%s: sleep 10 under timeout=2s: timed out %v after %s (exit %d); want timed out after 2.x s", how, res.TimedOut, res.Duration, res.ExitCode)
+			if !res.TimedOut || res.ExitCode != ExitTimedOut || res.Duration < 2*time.Second || res.Duration >= 3*time.Second {
+				t.Errorf("%s: sleep 10 under timeout=2s: timed out %v after %s (exit %d); want timed out after 2.x s, exit %d", how, res.TimedOut, res.Duration, res.ExitCode, ExitTimedOut)
 			}
 			res = run(Command{Script: "sleep 1; echo out; kill $PPID", Timeout: 4 * time.Second})
 			if res.TimedOut || res.Stdout != "out\n" || res.Duration < time.Second || res.Duration >= 2*time.Second {

@@ -2,6 +2,7 @@ package transports
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -100,6 +101,10 @@ func (l logger) warn(secrets []string, target fmt.Stringer, format string, args 
 	l.event(slog.LevelWarn, secrets, target, format, args...)
 }
 
+// ExitTimedOut is the exit status of a step killed by its deadline, as
+// timeout(1) reports it, on every transport.
+const ExitTimedOut = 124
+
 // execOne is the run loop every transport's Exec shares: it frames the
 // script (start marker, exports, the script), runs it under the command's
 // deadline, captures and redacts the output and tells an unreachable
@@ -137,6 +142,13 @@ func execOne(ctx context.Context, r runner, cmd Command, logf logger) (Result, e
 		ExitCode:    code,
 		Duration:    time.Since(start),
 		TimedOut:    runCtx.Err() != nil,
+	}
+	if errors.Is(runCtx.Err(), context.DeadlineExceeded) {
+		// Killed by its deadline, whichever side noticed first: the
+		// remote shell's own timer exits 124, but a client killed at
+		// the same moment (docker exec exits 0 on SIGTERM) must not
+		// turn that into another status.
+		res.ExitCode = ExitTimedOut
 	}
 	if err != nil {
 		logf.failed(secrets, r, err)
