@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"go.lsp.dev/jsonrpc2"
 	"go.lsp.dev/protocol"
@@ -52,6 +53,9 @@ type Options struct {
 	Version string
 }
 
+// exitWait is how long Serve waits for the stream's reader after exit.
+const exitWait = time.Second
+
 // ErrExitWithoutShutdown is returned by Serve when the client sent exit
 // without shutdown first (the protocol's exit code 1).
 var ErrExitWithoutShutdown = errors.New("lsp: exit without shutdown")
@@ -72,7 +76,13 @@ func Serve(ctx context.Context, rw io.ReadWriteCloser, opts Options) error {
 		return ctx.Err()
 	case <-s.exit:
 		conn.Close()
-		<-conn.Done()
+		// Closing a pipe does not interrupt a read already waiting on
+		// it (stdin from an editor that keeps it open): every answer is
+		// written by now, so do not wait past a moment for the reader.
+		select {
+		case <-conn.Done():
+		case <-time.After(exitWait):
+		}
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		if !s.shutdown {
