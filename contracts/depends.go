@@ -2,6 +2,7 @@ package contracts
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -254,6 +255,17 @@ func pathBack(byName map[string]*Contract, from, to string, seen map[string]bool
 // is not among loaded, with opts. Files that do not load are left out
 // (their own lint says why). It returns loaded and those, by path.
 func Fleet(loaded []*Contract, opts Options) []*Contract {
+	return fleet(loaded, opts, false)
+}
+
+// DraftFleet is Fleet for lint: a file beside them that does not load is
+// there as far as it was read (Draft), so its name still answers the
+// contracts that depend on it. Never run what it returns.
+func DraftFleet(loaded []*Contract, opts Options) []*Contract {
+	return fleet(loaded, opts, true)
+}
+
+func fleet(loaded []*Contract, opts Options, drafts bool) []*Contract {
 	have := map[string]bool{}
 	dirs := map[string]bool{}
 	for _, c := range loaded {
@@ -281,10 +293,24 @@ func Fleet(loaded []*Contract, opts Options) []*Contract {
 		}
 	}
 	cs, _ := LoadMany(more, opts)
-	for _, c := range cs {
+	for i, c := range cs {
+		if c == nil && drafts {
+			c = DraftFile(more[i], opts)
+		}
 		if c != nil {
 			out = append(out, c)
 		}
 	}
 	return out
+}
+
+// DraftFile is Draft of the file at path: the contract as far as it was
+// read, or nil when the file cannot be read or was refused whole.
+func DraftFile(path string, opts Options) *Contract {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	c, _ := Draft(path, src, opts)
+	return c
 }

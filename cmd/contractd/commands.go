@@ -148,7 +148,7 @@ func (m *Main) cmdLint(ctx context.Context, args []string) int {
 			code = exitFailed
 		}
 	}
-	var loaded []*contracts.Contract
+	var loaded, read []*contracts.Contract
 	for _, f := range files {
 		c, diags := contracts.LoadFile(f, opts)
 		for _, d := range diags {
@@ -156,12 +156,17 @@ func (m *Main) cmdLint(ctx context.Context, args []string) int {
 		}
 		if c != nil {
 			loaded = append(loaded, c)
+			read = append(read, c)
+		} else if d := contracts.DraftFile(f, opts); d != nil {
+			// As far as it was read: its name answers the contracts
+			// that depend on it, and its own depends_on is checked.
+			read = append(read, d)
 		}
 	}
 	// depends_on names other contracts: those of the same directory,
 	// which run beside these under `serve --dir`.
-	for _, d := range contracts.CheckFleet(contracts.Fleet(loaded, opts)) {
-		for _, c := range loaded {
+	for _, d := range contracts.CheckFleet(contracts.DraftFleet(read, opts)) {
+		for _, c := range read {
 			if d.Pos.File == c.Path {
 				say(d)
 			}

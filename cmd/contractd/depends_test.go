@@ -405,6 +405,42 @@ func TestLintRefusesADependencyCycleBetweenTwoContracts(t *testing.T) {
 	}
 }
 
+// A contract with another error still says its misspelt dependency, and
+// the contracts that depend on it do not hear that it is missing: lint of
+// a directory reports every mistake in one pass.
+func TestLintOfABrokenContractStillChecksItsDependencies(t *testing.T) {
+	dir := t.TempDir()
+	files := map[string]string{
+		// A bad calendar, and a misspelt dependency.
+		"frontend": "---\nname: frontend\nruntime_contract: 2\ndepends_on: [upstrem]\nmaintenance:\n  - {calendar: \"Mon-Fri 02:00\", for: 1h}\n---\n",
+		"upstream": "---\nname: upstream\nruntime_contract: 2\n---\n",
+		"edge":     "---\nname: edge\nruntime_contract: 2\ndepends_on: [frontend]\n---\n",
+	}
+	for name, front := range files {
+		text := front + "\n## Execution\n\n### Site {#site agent=site}\n\n```sh {id=probe}\necho up\n```\nExpected: `up`\n"
+		if err := os.WriteFile(filepath.Join(dir, name+".md"), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, args := range [][]string{{"lint", dir}, {"lint", filepath.Join(dir, "frontend.md"), filepath.Join(dir, "edge.md")}} {
+		out, err := owner.Command(binary(t), args...).CombinedOutput()
+		if err == nil {
+			t.Fatalf("%v: exit 0:\n%s", args, out)
+		}
+		for _, want := range []string{
+			filepath.Join(dir, "frontend.md") + ":6:17: error: maintenance[0].calendar:",
+			filepath.Join(dir, "frontend.md") + `:4:14: error: depends_on: no contract named "upstrem" runs beside this one (did you mean "upstream"?)`,
+		} {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("%v:\n%s\nwant a line starting %q", args, out, want)
+			}
+		}
+		if strings.Contains(string(out), `no contract named "frontend"`) {
+			t.Errorf("%v: edge hears that frontend, which is there with an error, is missing:\n%s", args, out)
+		}
+	}
+}
+
 // haDepContract is a contract of the HA dependency test: its probe reads
 // the shared state (up or down); depends names its dependency, and a leaf
 // repairs (a line in repairs) when it sees down.
