@@ -72,7 +72,7 @@ func (d *Daemon) watchState(c *contracts.Contract, problem string) {
 	w := &d.stateWatch
 	now := d.clock.Now()
 	w.mu.Lock()
-	was := w.problem
+	was, wasSince := w.problem, w.since
 	if problem != was {
 		w.problem = problem
 		w.since = now
@@ -95,6 +95,9 @@ func (d *Daemon) watchState(c *contracts.Contract, problem string) {
 		w.told = nil
 	}
 	since := w.since
+	if problem == "" {
+		since = wasSince // what is resolved began then
+	}
 	w.mu.Unlock()
 
 	switch {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/contractd/contractd/engine"
 	"github.com/contractd/contractd/engine/guard"
@@ -197,6 +198,21 @@ func TestUnwritableStateDir(t *testing.T) {
 		}
 		if hk, lg, _ := stateMsgs(notify.KindResolved); hk != resolvedSoFar || lg != resolvedSoFar {
 			t.Errorf("resolved messages: webhook %d, log %d; want %d each", hk, lg, resolvedSoFar)
+		}
+		// The resolve says when the problem began, as the escalation did.
+		mu.Lock()
+		var opened, resolvedOpened time.Time
+		for _, m := range hooks {
+			switch {
+			case m.Condition == stateConditionName && m.Kind == notify.KindEscalate:
+				opened = m.OpenedAt
+			case m.Condition == stateConditionName && m.Kind == notify.KindResolved:
+				resolvedOpened = m.OpenedAt
+			}
+		}
+		mu.Unlock()
+		if !resolvedOpened.Equal(opened) {
+			t.Errorf("the resolve says the problem began %s, the escalation %s", resolvedOpened, opened)
 		}
 		if m := get("/metrics"); !strings.Contains(m, "contractd_state_writable 1") || strings.Contains(m, "contractd_state_unwritable_info{") {
 			t.Errorf("/metrics still shows the state: %s", grepLines(m, "contractd_state"))
