@@ -30,6 +30,14 @@ func (m *Main) cmdImport(ctx context.Context, args []string) int {
 	}
 	host, _ := os.Hostname()
 	res, err := monitrc.Import(pos[1:], monitrc.Options{Hostname: host})
+	var errs monitrc.Errors
+	if errors.As(err, &errs) {
+		for _, e := range errs {
+			m.errorf("import: %v", e)
+		}
+		m.errorf("import: %d %s in the monitrc; nothing was written", len(errs), pluralWord(len(errs), "error", "errors"))
+		return exitUsage
+	}
 	if err != nil {
 		m.errorf("import: %v", err)
 		return exitUsage

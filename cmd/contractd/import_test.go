@@ -292,3 +292,35 @@ func TestImportPrintsNotesAndNeverOverwrites(t *testing.T) {
 		t.Fatal("--force did not overwrite disk.md")
 	}
 }
+
+// TestImportRefusesAPortThatIsNoPortAndWritesNothing: a monitrc whose
+// port is not 1–65535 (Monit's own syntax check lets 184810 through) is
+// an error of the monitrc at the port's FILE:LINE:COL: the import exits
+// 2, as for a file it cannot read, and writes no contract, not even for
+// the checks that are right. Before, the port went into the contract and
+// the import blamed itself ("please report it").
+func TestImportRefusesAPortThatIsNoPortAndWritesNothing(t *testing.T) {
+	dir := t.TempDir()
+	rc := filepath.Join(dir, "monitrc")
+	src := "set daemon 60\ncheck process db with pidfile /run/db.pid\n  start program = \"/usr/bin/systemctl start db\"\n" +
+		"  if failed port 184810 protocol http then restart\ncheck filesystem disk with path /\n  if space usage > 90% then alert\n"
+	if err := os.WriteFile(rc, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	code, stdout, stderr := runMain(t, "contractd", "import", "monitrc", "--out", out, rc)
+	if code != 2 {
+		t.Fatalf("exit %d, want 2\n%s%s", code, stdout, stderr)
+	}
+	for _, want := range []string{rc + ":4:18: port 184810 is not a port: a port is a number from 1 to 65535", "1 error in the monitrc; nothing was written"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	if strings.Contains(stderr, "please report") || strings.Contains(stdout, "wrote ") {
+		t.Errorf("the import blames itself or wrote something:\n%s%s", stdout, stderr)
+	}
+	if entries, err := os.ReadDir(out); err == nil && len(entries) > 0 {
+		t.Fatalf("a refused import wrote %d files into %s", len(entries), out)
+	}
+}

@@ -63,9 +63,11 @@ type Result struct {
 // Import reads the control files in order, as if each later one were
 // included at the end of the first (the global settings of the first apply
 // to all), and translates every check entry. It returns a *SyntaxError
-// for text that cannot be split into tokens (an unclosed quote) and the
-// error of a file it cannot read; everything else it does not understand
-// is a note.
+// for text that cannot be split into tokens (an unclosed quote), Errors
+// for values no contract could keep (a port that is not 1–65535, a word
+// where a number must stand), and the error of a file it cannot read;
+// with an error it translates nothing. Everything else it does not
+// understand is a note.
 func Import(paths []string, opts Options) (*Result, error) {
 	if opts.Hostname == "" {
 		opts.Hostname = "localhost"
@@ -109,7 +111,22 @@ func Import(paths []string, opts Options) (*Result, error) {
 			}
 		}
 	}
+	if len(cfg.errs) > 0 {
+		sortErrors(cfg.errs, fileOrder(toks))
+		return nil, cfg.errs
+	}
 	return res, nil
+}
+
+// fileOrder is the files of toks in the order they were read.
+func fileOrder(toks []token) []string {
+	var files []string
+	for i, t := range toks {
+		if i == 0 || t.file != toks[i-1].file {
+			files = append(files, t.file)
+		}
+	}
+	return files
 }
 
 func hasNote(ns []Note, n Note) bool {

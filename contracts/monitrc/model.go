@@ -21,6 +21,32 @@ type config struct {
 	services    []*service
 	notes       []Note // notes about global settings
 	dropped     []string
+	errs        Errors // values the import refuses (a port that is none)
+}
+
+// errorf records an error of the input at t: the import writes nothing
+// when there is one. A token past the end of the input (a statement cut
+// short) is placed at the token before it.
+func (c *config) errorf(t, before token, format string, args ...any) {
+	if t.file == "" {
+		t = before
+	}
+	c.errs = append(c.errs, t.errorf(format, args...))
+}
+
+// number is t's value, the number a statement needs after the keyword
+// what, when it is one (digits, as Monit writes numbers) of at least min.
+// Anything else is an error at t, never a default put in its place; ok
+// says t is a number.
+func (c *config) number(t, before token, what string, min int) (n int, ok bool) {
+	n, ok = digits(t)
+	switch {
+	case !ok:
+		c.errorf(t, before, "%s needs a number, not %s", what, written(t))
+	case n < min:
+		c.errorf(t, t, "%s %d: it must be %d or more", what, n, min)
+	}
+	return n, ok
 }
 
 // limits are the `set limits` a translation reads: the default timeouts.

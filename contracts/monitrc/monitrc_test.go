@@ -171,21 +171,7 @@ func TestDebianFilesImportWithOnlyListedNotes(t *testing.T) {
 // apart; any other is a failure.
 func monitAccepts(t *testing.T, file string) (machine []string) {
 	t.Helper()
-	monit := need.Command(t, "monit", "monit")
-	dir := t.TempDir()
-	src, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cp := filepath.Join(dir, filepath.Base(file))
-	if err := os.WriteFile(cp, src, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	cmd := owner.CommandContext(ctx, monit, "-t", "-c", cp)
-	cmd.Env = append(os.Environ(), "HOME="+dir)
-	out, err := cmd.CombinedOutput()
+	out, err := monitCheck(t, file)
 	if err == nil && strings.Contains(string(out), "Control file syntax OK") {
 		return nil
 	}
@@ -204,6 +190,28 @@ func monitAccepts(t *testing.T, file string) (machine []string) {
 		t.Errorf("monit -t on %s: %v\n%s", file, err, out)
 	}
 	return machine
+}
+
+// monitCheck runs `monit -t -c` on a copy of file with the mode Monit
+// requires (0600), with HOME in a temporary directory (it stores its id
+// there), and returns what it says.
+func monitCheck(t *testing.T, file string) ([]byte, error) {
+	t.Helper()
+	monit := need.Command(t, "monit", "monit")
+	dir := t.TempDir()
+	src, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cp := filepath.Join(dir, filepath.Base(file))
+	if err := os.WriteFile(cp, src, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := owner.CommandContext(ctx, monit, "-t", "-c", cp)
+	cmd.Env = append(os.Environ(), "HOME="+dir)
+	return cmd.CombinedOutput()
 }
 
 // TestMonitAcceptsTheInputs: the real Monit (`monit -t -c FILE`, mode
@@ -448,5 +456,122 @@ check program truth with path "/bin/true"
 	}
 	if len(want) > 0 {
 		t.Errorf("no contract for %v", want)
+	}
+}
+
+// badValue is a monitrc with one value the import must refuse, where it
+// is (LINE:COL of the value's token), what the error says, and whether
+// the real Monit's syntax check lets it through.
+type badValue struct {
+	name, src, at, msg string
+	monitAccepts       bool
+}
+
+// refused imports c.src and wants exactly one error, at c.at, saying
+// c.msg, and no contract; the real Monit (`monit -t`) says what c says
+// of the same file.
+func refused(t *testing.T, c badValue) {
+	t.Helper()
+	f := filepath.Join(t.TempDir(), "monitrc")
+	if err := os.WriteFile(f, []byte(c.src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, merr := monitCheck(t, f)
+	if accepted := merr == nil && strings.Contains(string(out), "Control file syntax OK"); accepted != c.monitAccepts {
+		t.Errorf("monit -t accepts the file: %v, the case says %v:\n%s", accepted, c.monitAccepts, out)
+	}
+	res, err := Import([]string{f}, Options{})
+	var se *SyntaxError
+	if !errors.As(err, &se) {
+		t.Fatalf("the import took it (err %v); it wrote:\n%s", err, render(res))
+	}
+	if res != nil {
+		t.Fatalf("an import with an error returned contracts: %v", res.Contracts)
+	}
+	want := f + ":" + c.at + ": " + c.msg
+	if err.Error() != want {
+		t.Fatalf("error:\n got %s\nwant %s", err, want)
+	}
+}
+
+// TestAPortThatIsNoPortIsAnErrorAtItsToken: a port that is not a number
+// from 1 to 65535 is an error at the port's FILE:LINE:COL and nothing is
+// translated. Before, `port abc` and `port 0` became port 80 (the
+// default of protocol http) and `port 184810` was written into the
+// contract, which lint then refused. Monit's own syntax check lets the
+// numbers out of range through, so only the import can say it.
+func TestAPortThatIsNoPortIsAnErrorAtItsToken(t *testing.T) {
+	web := "set daemon 30\ncheck process web with pidfile /run/web.pid\n  start program = \"/bin/true\"\n" +
+		"  if failed port %s protocol http then restart\ncheck process db with pidfile /run/db.pid\n"
+	for _, c := range []badValue{
+		{"out of range", fmt.Sprintf(web, "184810"), "4:18", "port 184810 is not a port: a port is a number from 1 to 65535", true},
+		{"zero", fmt.Sprintf(web, "0"), "4:18", "port 0 is not a port: a port is a number from 1 to 65535", true},
+		{"one past the last", fmt.Sprintf(web, "65536"), "4:18", "port 65536 is not a port: a port is a number from 1 to 65535", true},
+		{"a word", fmt.Sprintf(web, "http"), "4:18", `port "http" is not a port: a port is a number from 1 to 65535`, false},
+		{"negative", fmt.Sprintf(web, "-1"), "4:18", `port "-1" is not a port: a port is a number from 1 to 65535`, false},
+		{"the mail server's", "set mailserver localhost port 99999\ncheck process db with pidfile /run/db.pid\n", "1:31",
+			"port 99999 is not a port: a port is a number from 1 to 65535", true},
+	} {
+		t.Run(c.name, func(t *testing.T) { refused(t, c) })
+	}
+	// The last port there is, and a port on the host of a host check, are
+	// ports.
+	f := filepath.Join(t.TempDir(), "monitrc")
+	src := fmt.Sprintf(web, "65535") + "check host gw with address 192.0.2.1\n  if failed port 1 then alert\n"
+	if err := os.WriteFile(f, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Import([]string{f}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range res.Contracts {
+		strictClean(t, c)
+	}
+	if !strings.Contains(res.Contracts[0].Text, "GET http://localhost:65535/") || !strings.Contains(res.Contracts[2].Text, "192.0.2.1:1") {
+		t.Fatalf("ports 65535 and 1 are not the ones probed:\n%s", render(res))
+	}
+}
+
+// TestEveryNumberTheImportReadsIsChecked: each number the import reads
+// (counts, timeouts, status codes, reminders) is a number or an error at
+// its token, never a default put silently in its place; a zero where zero
+// would have meant the default is refused too. Monit refuses the words;
+// the zeros it takes.
+func TestEveryNumberTheImportReadsIsChecked(t *testing.T) {
+	const proc = "check process web with pidfile /run/web.pid\n"
+	const host = "check host gw with address 192.0.2.1\n"
+	for _, c := range []badValue{
+		{"set daemon", "set daemon ten\n" + proc, "1:12", `set daemon needs a number, not "ten"`, false},
+		{"start delay", "set daemon 30 with start delay soon\n" + proc, "1:32", `start delay needs a number, not "soon"`, false},
+		{"program timeout", proc + "  start program = \"/bin/true\" with timeout abc seconds\n", "2:44", `timeout needs a number, not "abc"`, false},
+		{"program timeout zero", proc + "  start program = \"/bin/true\" with timeout 0 seconds\n", "2:44", "timeout 0: it must be 1 or more", true},
+		{"check program timeout", "check program p with path /bin/true with timeout long\n", "1:50", `timeout needs a number, not "long"`, false},
+		{"exec repeat", proc + "  if failed port 80 then exec \"/bin/true\" repeat every x cycles\n", "2:56", `repeat every needs a number, not "x"`, false},
+		{"connection timeout", host + "  if failed port 22 with timeout soon then alert\n", "2:34", `timeout needs a number, not "soon"`, false},
+		{"connection timeout zero", host + "  if failed port 22 with timeout 0 seconds then alert\n", "2:34", "timeout 0: it must be 1 or more", true},
+		{"http status", host + "  if failed port 80 protocol http status = ok then alert\n", "2:44", `status needs a number (an HTTP status such as 200), not "ok"`, false},
+		{"response time", host + "  if failed port 80 protocol http responsetime > fast then alert\n", "2:50", `responsetime needs a number (of milliseconds, or with its unit), not "fast"`, false},
+		{"ping count", host + "  if failed ping count many then alert\n", "2:24", `ping count needs a number, not "many"`, false},
+		{"ping count zero", host + "  if failed ping count 0 then alert\n", "2:24", "ping count 0: it must be 1 or more", true},
+		{"ping timeout", host + "  if failed ping timeout x then alert\n", "2:26", `timeout needs a number, not "x"`, false},
+		{"mail server timeout", "set mailserver localhost with timeout t seconds\n" + proc, "1:39", `timeout needs a number, not "t"`, false},
+		{"reminder", "set alert ops@example.com with reminder on often cycles\n" + proc, "1:44", `reminder needs a number, not "often"`, false},
+		{"limits", "set limits { programTimeout: ever }\n" + proc, "1:30", `programTimeout needs a number of 1 or more, not "ever"`, false},
+	} {
+		t.Run(c.name, func(t *testing.T) { refused(t, c) })
+	}
+
+	// Every error of a file is named in one run, in file order.
+	f := filepath.Join(t.TempDir(), "monitrc")
+	src := "set daemon 30\n" + host + "  if failed port 70000 then alert\n  if failed ping count x then alert\n" +
+		"set mailserver localhost port 0\n"
+	if err := os.WriteFile(f, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Import([]string{f}, Options{})
+	var errs Errors
+	if !errors.As(err, &errs) || len(errs) != 3 || errs[0].Line != 3 || errs[1].Line != 4 || errs[2].Line != 5 {
+		t.Fatalf("want the three errors of lines 3, 4 and 5 in order, got %v", err)
 	}
 }

@@ -177,12 +177,86 @@ func (p *parser) parse() {
 // number reads an integer token.
 func (p *parser) number() (int, bool) {
 	p.skipNoise()
-	n, err := strconv.Atoi(p.peek().text)
-	if err != nil || p.peek().quoted {
+	n, ok := digits(p.peek())
+	if !ok {
 		return 0, false
 	}
 	p.i++
 	return n, true
+}
+
+// digits is t's value when t is a number as Monit writes one: unquoted
+// digits, no sign.
+func digits(t token) (int, bool) {
+	if t.quoted || t.text == "" || strings.Trim(t.text, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.Atoi(t.text)
+	return n, err == nil
+}
+
+// written says what a token is in an error: its text, quoted, or nothing
+// (a statement cut short).
+func written(t token) string {
+	if t.file == "" {
+		return "nothing"
+	}
+	if _, ok := digits(t); ok {
+		return t.text
+	}
+	return strconv.Quote(t.text)
+}
+
+// prev is the token before the parser's place, for an error at the end
+// of the input.
+func (p *parser) prev() token {
+	if p.i == 0 || p.i > len(p.toks) {
+		return token{}
+	}
+	return p.toks[p.i-1]
+}
+
+// mustNumber reads the number a statement needs after the keyword what,
+// as config.number reads it; a word that is no number is taken, so the
+// statement reads on.
+func (p *parser) mustNumber(what string, min int) int {
+	p.skipNoise()
+	t := p.peek()
+	n, ok := p.cfg.number(t, p.prev(), what, min)
+	if ok || !p.end() && !p.statementStart(t) {
+		p.i++
+	}
+	return n
+}
+
+// mustPort reads the port a statement needs after `port`.
+func (p *parser) mustPort() int {
+	p.skipNoise()
+	t := p.peek()
+	n, ok := port(t)
+	if !ok {
+		p.cfg.errorf(t, p.prev(), "%s", notAPort(t))
+		if !p.end() && !p.statementStart(t) {
+			p.i++
+		}
+		return 0
+	}
+	p.i++
+	return n
+}
+
+// port is t's value when it is a TCP or UDP port, 1–65535.
+func port(t token) (int, bool) {
+	n, ok := digits(t)
+	return n, ok && n >= 1 && n <= 65535
+}
+
+// notAPort is the error for a port that is not one.
+func notAPort(t token) string {
+	if t.file == "" {
+		return "port needs a number from 1 to 65535 after it"
+	}
+	return fmt.Sprintf("port %s is not a port: a port is a number from 1 to 65535", written(t))
 }
 
 // seconds reads N [second(s)|minute(s)|…] as a duration (seconds by
@@ -192,24 +266,35 @@ func (p *parser) seconds() (time.Duration, bool) {
 	if !ok {
 		return 0, false
 	}
-	unit := time.Second
+	return time.Duration(n) * p.unit(), true
+}
+
+// mustSeconds reads the duration a statement needs after what (as
+// mustNumber reads its number), at least min of its unit.
+func (p *parser) mustSeconds(what string, min int) time.Duration {
+	n := p.mustNumber(what, min)
+	return time.Duration(n) * p.unit()
+}
+
+// unit reads the unit after a number: seconds when none is written.
+func (p *parser) unit() time.Duration {
 	switch p.peek().lower() {
 	case "second", "seconds", "s", "sec":
 		p.i++
 	case "minute", "minutes", "min":
 		p.i++
-		unit = time.Minute
+		return time.Minute
 	case "hour", "hours":
 		p.i++
-		unit = time.Hour
+		return time.Hour
 	case "day", "days":
 		p.i++
-		unit = 24 * time.Hour
+		return 24 * time.Hour
 	case "millisecond", "milliseconds", "ms":
 		p.i++
-		unit = time.Millisecond
+		return time.Millisecond
 	}
-	return time.Duration(n) * unit, true
+	return time.Second
 }
 
 // block skips a {…} block and returns its tokens.
@@ -243,17 +328,13 @@ func (p *parser) parseSet() {
 	p.i++
 	switch what.lower() {
 	case "daemon":
-		d, ok := p.seconds()
-		if !ok {
-			p.note(at, p.skipStatement(start), "set daemon needs a number of seconds; set schedule.every by hand")
-			return
+		d := p.mustSeconds("set daemon", 1)
+		if d > 0 {
+			p.cfg.daemon, p.cfg.daemonAt = d, &what
 		}
-		p.cfg.daemon, p.cfg.daemonAt = d, &what
 		if p.accept("start") {
 			p.accept("delay")
-			if d, ok := p.seconds(); ok {
-				p.cfg.startDelay = d
-			}
+			p.cfg.startDelay = p.mustSeconds("start delay", 0)
 		}
 		return
 	case "log", "logfile":
@@ -338,7 +419,7 @@ func (p *parser) parseMailserver(start int) {
 		for {
 			switch {
 			case p.accept("port"):
-				ms.port, _ = p.number()
+				ms.port = p.mustPort()
 			case p.accept("username"):
 				ms.username = p.next().text
 			case p.accept("password"):
@@ -355,7 +436,7 @@ func (p *parser) parseMailserver(start int) {
 				p.next()
 				p.note(at, "certificate checksum", "not translated: the email route checks the server's certificate against the system's CAs or ca_file")
 			case p.accept("timeout"):
-				ms.timeout, _ = p.seconds()
+				ms.timeout = p.mustSeconds("timeout", 1)
 			case p.accept("hostname"):
 				p.next()
 				p.note(at, p.text(start), "the EHLO name is not translated: the email route says the host's own name")
@@ -375,7 +456,7 @@ func (p *parser) parseMailserver(start int) {
 	for {
 		switch {
 		case p.accept("timeout"):
-			d, _ := p.seconds()
+			d := p.mustSeconds("timeout", 1)
 			for i := range p.cfg.mailservers {
 				p.cfg.mailservers[i].timeout = d
 			}
@@ -443,7 +524,7 @@ func (p *parser) parseAlert(start int) (alert, bool) {
 				}
 			}
 		case p.accept("reminder"):
-			a.reminder, _ = p.number()
+			a.reminder = p.mustNumber("reminder", 0)
 			p.accept("cycle", "cycles")
 		case p.accept("mail-format"):
 			a.from = p.mailFormat(start, to)
@@ -455,10 +536,22 @@ func (p *parser) parseAlert(start int) (alert, bool) {
 
 func (p *parser) parseLimits(start int, at token) {
 	toks := p.block()
-	for i := 0; i+1 < len(toks); i++ {
+	for i := 0; i < len(toks); i++ {
 		key := strings.TrimSuffix(toks[i].lower(), ":")
-		n, err := strconv.Atoi(toks[i+1].text)
-		if err != nil {
+		if !strings.HasSuffix(key, "timeout") {
+			continue
+		}
+		kw := toks[i]
+		if i+1 < len(toks) && toks[i+1].is(":") {
+			i++
+		}
+		var val token
+		if i+1 < len(toks) {
+			val = toks[i+1]
+		}
+		n, ok := digits(val)
+		if !ok || n < 1 {
+			p.cfg.errorf(val, kw, "%s needs a number of 1 or more, not %s", strings.TrimSuffix(kw.text, ":"), written(val))
 			continue
 		}
 		d := time.Duration(n) * time.Second
@@ -537,7 +630,7 @@ func (p *parser) parseCheck() {
 		for {
 			switch {
 			case p.accept("timeout"):
-				s.progTimeout, _ = p.seconds()
+				s.progTimeout = p.mustSeconds("timeout", 1)
 				continue
 			case p.accept("uid"):
 				s.progUID = p.next().text
@@ -651,7 +744,7 @@ func (p *parser) methodOptions(m *method) {
 		case p.accept("gid"):
 			m.gid = p.next().text
 		case p.accept("timeout"):
-			m.timeout, _ = p.seconds()
+			m.timeout = p.mustSeconds("timeout", 1)
 		default:
 			return
 		}
@@ -795,7 +888,7 @@ func (p *parser) parseAction() (action, bool) {
 		p.methodOptions(a.exec)
 		if p.accept("repeat") {
 			p.accept("every")
-			a.repeat, _ = p.number()
+			a.repeat = p.mustNumber("repeat every", 1)
 			p.accept("cycle", "cycles")
 		}
 	}
