@@ -63,6 +63,13 @@ func (m *Main) cmdImport(ctx context.Context, args []string) int {
 		}
 	}
 	code := exitOK
+	say := func(d contracts.Diagnostic) {
+		if d.Severity == contracts.DiagError || d.Severity == contracts.DiagWarning {
+			fmt.Fprintln(m.Stdout, d.String())
+			code = exitFailed
+		}
+	}
+	var loaded []*contracts.Contract
 	for _, c := range res.Contracts {
 		path := filepath.Join(*out, c.Name+".md")
 		if err := writeNew(path, c.Text, flags); err != nil {
@@ -72,11 +79,20 @@ func (m *Main) cmdImport(ctx context.Context, args []string) int {
 		fmt.Fprintf(m.Stdout, "wrote %s (check %s at %s)\n", path, c.Service, c.Pos)
 		// The import is held to what it promises: every contract lints
 		// clean under --strict. A diagnostic here is the import's fault.
-		_, ds := contracts.LoadFile(path, contracts.Options{})
+		lc, ds := contracts.LoadFile(path, contracts.Options{})
 		for _, d := range ds {
-			if d.Severity == contracts.DiagError || d.Severity == contracts.DiagWarning {
-				fmt.Fprintln(m.Stdout, d.String())
-				code = exitFailed
+			say(d)
+		}
+		if lc != nil {
+			loaded = append(loaded, lc)
+		}
+	}
+	// And so does the directory, as `lint --strict DIR` reads it: the
+	// depends_on of each contract name contracts written beside it.
+	for _, d := range contracts.CheckFleet(contracts.Fleet(loaded, contracts.Options{})) {
+		for _, c := range loaded {
+			if d.Pos.File == c.Path {
+				say(d)
 			}
 		}
 	}

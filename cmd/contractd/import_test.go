@@ -248,13 +248,15 @@ func starts(t *testing.T, dir string) int {
 }
 
 // TestImportPrintsNotesAndNeverOverwrites: the command prints each note
-// with its FILE:LINE, writes contracts that lint --strict, and refuses to
-// overwrite a contract (nothing is written then) unless --force.
+// with its FILE:LINE, writes contracts that lint --strict, one by one and
+// as the directory (`depends on disk` is db's depends_on: [disk]), and
+// refuses to overwrite a contract (nothing is written then) unless
+// --force.
 func TestImportPrintsNotesAndNeverOverwrites(t *testing.T) {
 	dir := t.TempDir()
 	rc := filepath.Join(dir, "monitrc")
 	src := "set daemon 60\ncheck process db with pidfile /run/db.pid\n  start program = \"/usr/bin/systemctl start db\"\n" +
-		"  depends on disk\ncheck filesystem disk with path /\n  if space usage > 90% then alert\n"
+		"  depends on disk\ncheck filesystem disk with path /\n  if space usage > 90% then alert\n  if inode usage > 90% for 2 times within 3 cycles then alert\n"
 	if err := os.WriteFile(rc, []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -264,13 +266,20 @@ func TestImportPrintsNotesAndNeverOverwrites(t *testing.T) {
 		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
 	}
 	for _, want := range []string{"wrote " + filepath.Join(out, "db.md"), "wrote " + filepath.Join(out, "disk.md"),
-		rc + ":4: note: depends on disk: not translated", "2 contracts written to " + out + "; 1 note says"} {
+		rc + ":7: note: if inode usage > 90% for 2 times within 3 cycles then alert: 2 failures within 3 cycles is translated as",
+		"2 contracts written to " + out + "; 2 notes say"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("the output lacks %q:\n%s", want, stdout)
 		}
 	}
-	if code, stdout, _ := runMain(t, "contractd", "lint", "--strict", filepath.Join(out, "db.md"), filepath.Join(out, "disk.md")); code != 0 {
-		t.Fatalf("lint --strict: exit %d\n%s", code, stdout)
+	if strings.Contains(stdout, "depends on disk") {
+		t.Errorf("depends on disk is a note:\n%s", stdout)
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, "db.md")); !strings.Contains(string(b), "\ndepends_on: [disk]") {
+		t.Errorf("db.md does not depend on disk:\n%s", b)
+	}
+	if code, stdout, _ := runMain(t, "contractd", "lint", "--strict", out); code != 0 {
+		t.Fatalf("lint --strict %s: exit %d\n%s", out, code, stdout)
 	}
 	if err := os.WriteFile(filepath.Join(out, "disk.md"), []byte("mine\n"), 0o644); err != nil {
 		t.Fatal(err)

@@ -76,14 +76,15 @@ type alert struct {
 
 // service is one check entry.
 type service struct {
-	kind    string // process, file, fifo, directory, filesystem, host, system, program, network
-	name    string
-	at      token
-	pidfile string
-	match   string // check process … matching REGEX
-	path    string // file, fifo, directory, filesystem, program (the command line)
-	address string // host
-	iface   string // network
+	kind     string // process, file, fifo, directory, filesystem, host, system, program, network
+	name     string
+	contract string // the name of the contract it becomes
+	at       token
+	pidfile  string
+	match    string // check process … matching REGEX
+	path     string // file, fifo, directory, filesystem, program (the command line)
+	address  string // host
+	iface    string // network
 	// check program … with timeout N seconds, as uid, as gid
 	progTimeout  time.Duration
 	progUID      string

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -28,6 +29,25 @@ func strictClean(t *testing.T, c Contract) {
 		if d.Severity == contracts.DiagError || d.Severity == contracts.DiagWarning {
 			t.Errorf("%s does not lint clean under --strict: %s\n%s", c.Name, d, numbered(c.Text))
 		}
+	}
+}
+
+// fleetClean fails t for every diagnostic lint gives the contracts of
+// res read together, as `contractd lint --strict DIR` reads the
+// directory the import wrote: each depends_on names a contract beside it,
+// and no dependency goes round in a loop.
+func fleetClean(t *testing.T, res *Result) {
+	t.Helper()
+	var cs []*contracts.Contract
+	for _, rc := range res.Contracts {
+		c, ds := contracts.Parse(rc.Name+".md", []byte(rc.Text), contracts.Options{})
+		if ds.HasErrors() {
+			t.Fatalf("%s: %v", rc.Name, ds)
+		}
+		cs = append(cs, c)
+	}
+	for _, d := range contracts.CheckFleet(cs) {
+		t.Errorf("the contracts of one import do not lint clean together: %s", d)
 	}
 }
 
@@ -71,6 +91,7 @@ func TestEveryKindOfCheckMatchesItsGolden(t *testing.T) {
 			for _, c := range res.Contracts {
 				strictClean(t, c)
 			}
+			fleetClean(t, res)
 			got := render(res)
 			golden := "testdata/" + name + ".golden"
 			if *update {
@@ -121,7 +142,7 @@ func debianInputs(t *testing.T) []string {
 // listedNotes are the constructs the import lists as not translated (or
 // only in part); a note of any other kind on Debian's files is a gap.
 var listedNotes = []string{
-	"not translated: contractd runs each contract on its own", // depends on
+	"in the files imported, so this dependency is not translated", // depends on a check of another file
 	"is translated as",                      // N times within M cycles
 	"is checked as a TCP connection only",   // protocols without a greeting
 	"unix socket tests are not translated",  // unixsocket
@@ -130,12 +151,20 @@ var listedNotes = []string{
 	"file content tests are not translated", // content, ignore content
 }
 
+// reDepend finds the names of Monit's `depend [on] A, B` statements.
+var reDepend = regexp.MustCompile(`(?m)^\s*depends?\s+(?:on\s+)?(.+?)\s*$`)
+
 // TestDebianFilesImportWithOnlyListedNotes imports /etc/monit/monitrc with
 // every snippet of conf-available: each check entry is a contract that
-// lints clean under --strict, and every note is of a kind the import
-// lists as not translated.
+// lints clean under --strict, the contracts of one snippet lint clean
+// together, every `depend on` of the snippet is an entry of depends_on
+// (38 of these were notes before the import wrote depends_on, of 45 notes
+// in all), and every note is of a kind the import lists as not
+// translated.
 func TestDebianFilesImportWithOnlyListedNotes(t *testing.T) {
 	snippets := debianInputs(t)
+	notes := 0
+	t.Cleanup(func() { t.Logf("%d snippets, %d notes in all", len(snippets), notes) })
 	for _, snippet := range snippets {
 		t.Run(filepath.Base(snippet), func(t *testing.T) {
 			res, err := Import([]string{"/etc/monit/monitrc", snippet}, Options{Hostname: "web1"})
@@ -145,12 +174,29 @@ func TestDebianFilesImportWithOnlyListedNotes(t *testing.T) {
 			if len(res.Contracts) == 0 {
 				t.Fatalf("no contract from %s", snippet)
 			}
+			written := 0
 			for _, c := range res.Contracts {
 				strictClean(t, c)
 				if !strings.Contains(c.Text, "schedule: {every: 2m, on_start: true}") {
 					t.Errorf("%s: set daemon 120 of /etc/monit/monitrc is not its schedule", c.Name)
 				}
+				if m := regexp.MustCompile(`(?m)^depends_on: \[(.*)\]`).FindStringSubmatch(c.Text); m != nil {
+					written += len(strings.Split(m[1], ","))
+				}
 			}
+			fleetClean(t, res)
+			src, err := os.ReadFile(snippet)
+			if err != nil {
+				t.Fatal(err)
+			}
+			depends := 0
+			for _, m := range reDepend.FindAllStringSubmatch(string(src), -1) {
+				depends += len(strings.Split(m[1], ","))
+			}
+			if written != depends {
+				t.Errorf("%s names %d dependencies; the contracts' depends_on %d", snippet, depends, written)
+			}
+			notes += len(res.Notes)
 			for _, n := range res.Notes {
 				listed := false
 				for _, l := range listedNotes {
@@ -573,5 +619,112 @@ func TestEveryNumberTheImportReadsIsChecked(t *testing.T) {
 	var errs Errors
 	if !errors.As(err, &errs) || len(errs) != 3 || errs[0].Line != 3 || errs[1].Line != 4 || errs[2].Line != 5 {
 		t.Fatalf("want the three errors of lines 3, 4 and 5 in order, got %v", err)
+	}
+}
+
+// TestDependsOnNamesTheContractsOfTheSameImport: Monit's `depends on A, B`
+// becomes depends_on naming the contracts the same import writes for A
+// and B (a quoted name with a space is the contract db-server; Monit's
+// names are case-insensitive; a check written later is found; a name
+// listed twice is listed once), the contracts lint clean together, and
+// the contract says so in its prose. A check of a file not imported is a
+// note at its line; imported with that file, it is translated.
+func TestDependsOnNamesTheContractsOfTheSameImport(t *testing.T) {
+	dir := t.TempDir()
+	main := "set daemon 30\n" +
+		"check process web with pidfile /run/web.pid\n" +
+		"  start program = \"/bin/true\"\n" +
+		"  depends on \"db server\", cache\n" +
+		"  depends on Cache\n" +
+		"  depends on later\n" +
+		"check process \"db server\" with pidfile /run/db.pid\n" +
+		"  depends on disk\n" +
+		"check process cache matching \"memcached\"\n" +
+		"check filesystem disk with path /\n" +
+		"check file later with path /etc/hostname\n"
+	api := "check process api with pidfile /run/api.pid\n  depends on web\n"
+	for name, text := range map[string]string{"main.monitrc": main, "api.monitrc": api, "both.monitrc": main + api} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if machine := monitAccepts(t, filepath.Join(dir, "both.monitrc")); len(machine) > 0 {
+		t.Logf("monit -t names what this machine lacks: %v", machine)
+	}
+
+	res, err := Import([]string{"main.monitrc", "api.monitrc"}, Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range res.Contracts {
+		strictClean(t, c)
+	}
+	fleetClean(t, res)
+	want := map[string]string{
+		"web":       "depends_on: [db-server, cache, later]   # depends on db server, cache, later\n",
+		"db-server": "depends_on: [disk]   # depends on disk\n",
+		"api":       "depends_on: [web]   # depends on web\n",
+	}
+	for _, c := range res.Contracts {
+		line, ok := want[c.Name]
+		if !ok {
+			if strings.Contains(c.Text, "depends_on:") {
+				t.Errorf("%s depends on nothing, yet:\n%s", c.Name, c.Text)
+			}
+			continue
+		}
+		if !strings.Contains(c.Text, "\n"+line) {
+			t.Errorf("%s lacks %q:\n%s", c.Name, line, c.Text)
+		}
+		delete(want, c.Name)
+	}
+	if len(want) > 0 {
+		t.Errorf("no contract for %v", want)
+	}
+	if !strings.Contains(res.Contracts[0].Text, "It depends on `db server`, `cache`, `later` (`depends on` at main.monitrc:4–6): "+
+		"while one of them fails, a failure of this one is suppressed") {
+		t.Errorf("the prose does not say what the dependencies do:\n%s", res.Contracts[0].Text)
+	}
+	for _, n := range res.Notes {
+		if strings.Contains(n.Construct, "depend") {
+			t.Errorf("a dependency of the files imported is a note: %s", n)
+		}
+	}
+
+	// The snippet alone: web is in a file not imported.
+	res, err = Import([]string{"api.monitrc"}, Options{Dir: dir})
+	if err != nil {
+		t.Fatal(err)
+	}
+	strictClean(t, res.Contracts[0])
+	fleetClean(t, res)
+	if len(res.Notes) != 1 || res.Notes[0].Pos != "api.monitrc:2" ||
+		!strings.Contains(res.Notes[0].Todo, "no check web in the files imported, so this dependency is not translated") {
+		t.Fatalf("want one note at api.monitrc:2 that web is not among the files, got %v", res.Notes)
+	}
+	if strings.Contains(res.Contracts[0].Text, "depends_on:") || !strings.Contains(res.Contracts[0].Text, "`api.monitrc:2`") {
+		t.Fatalf("the contract names a contract not written, or not its note:\n%s", res.Contracts[0].Text)
+	}
+}
+
+// TestADependencyLoopIsAnErrorOfTheImport: checks that depend on each
+// other in a loop (or one on itself) would each wait for the other, so
+// neither would be judged on its own. Monit refuses the file ("Found a
+// depend loop") and lint would refuse the contracts; the import says
+// where the loop closes, at the `depends on` of the first check on it,
+// and writes nothing.
+func TestADependencyLoopIsAnErrorOfTheImport(t *testing.T) {
+	const checks = "set daemon 30\n" +
+		"check file a with path /etc/hostname\n  depends on b\n" +
+		"check file b with path /etc/hostname\n  depends on c\n" +
+		"check file c with path /etc/hostname\n  depends on %s\n" +
+		"check file d with path /etc/hostname\n"
+	for _, c := range []badValue{
+		{"a loop of three", fmt.Sprintf(checks, "A"), "3:14", "depends on b: a dependency loop, a → b → c → a: each check would wait for the other, " +
+			"so neither would be judged on its own (Monit refuses it too: \"Found a depend loop\"); remove one of these depends", false},
+		{"a check on itself", fmt.Sprintf(checks, "c"), "7:14", "depends on c: a dependency loop, c → c: each check would wait for the other, " +
+			"so neither would be judged on its own (Monit refuses it too: \"Found a depend loop\"); remove one of these depends", false},
+	} {
+		t.Run(c.name, func(t *testing.T) { refused(t, c) })
 	}
 }
