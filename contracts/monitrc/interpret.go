@@ -254,10 +254,7 @@ func (b *builder) processResource(t *test, w []token) (check, bool) {
 func (b *builder) unknownTest(t *test) (check, bool) {
 	hint := ""
 	if len(t.words) > 0 {
-		hint = contracts.Suggest(t.words[0].text, testWords)
-	}
-	if hint != "" {
-		hint = strings.TrimPrefix(hint, "; ") + " (monit -t refuses what Monit does not read); "
+		hint = didYouMean(t.words[0], testWords)
 	}
 	b.note(t.at, t.text, hint+"a test the import does not translate; write a step and a row for it by hand")
 	return check{}, false

@@ -728,3 +728,58 @@ func TestADependencyLoopIsAnErrorOfTheImport(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) { refused(t, c) })
 	}
 }
+
+// TestAMisspeltKeywordGetsADidYouMean: a statement word Monit does not
+// know (and `monit -t` refuses) is a note at its line that names the word
+// it is likely a typo of, as a misspelt test word's note does; the rest
+// of the file still translates. A word near none gets no guess.
+func TestAMisspeltKeywordGetsADidYouMean(t *testing.T) {
+	// (Monit's own check lets words after a start program through, so
+	// the misspellings stand before it.)
+	const web = "set daemon 30\ncheck process web with pidfile /run/web.pid\n"
+	const start = "  start program = \"/bin/true\"\n"
+	for _, c := range []struct{ name, src, pos, hint string }{
+		{"a statement of a check", web + "  strat program = \"/bin/true\"\n", ":3", `did you mean "start"?`},
+		{"group", web + "  grup www\n" + start, ":3", `did you mean "group"?`},
+		{"if", web + "  iff failed port 80 then restart\n" + start, ":3", `did you mean "if"?`},
+		{"a setting", "set deamon 30\n" + web[len("set daemon 30\n"):] + start, ":1", `did you mean "daemon"?`},
+		{"a kind of check", web + start + "check proces db with pidfile /run/db.pid\n", ":4", `did you mean "process"?`},
+		{"a test word", web + "  if faild port 80 then restart\n" + start, ":3", `did you mean "failed"?`},
+		{"near nothing", web + "  frobnicate the widgets\n" + start, ":3", ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			f := filepath.Join(t.TempDir(), "monitrc")
+			if err := os.WriteFile(f, []byte(c.src), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := monitCheck(t, f); err == nil || !strings.Contains(string(out), "syntax error") {
+				t.Fatalf("monit -t takes the misspelling: %v\n%s", err, out)
+			}
+			res, err := Import([]string{f}, Options{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(res.Contracts) == 0 || res.Contracts[0].Name != "web" {
+				t.Fatalf("web is not translated: %v", res.Contracts)
+			}
+			var at []Note
+			for _, n := range res.Notes {
+				if n.Pos == f+c.pos {
+					at = append(at, n)
+				}
+			}
+			if len(at) != 1 {
+				t.Fatalf("want one note at %s, got %v", c.pos, res.Notes)
+			}
+			if c.hint == "" {
+				if strings.Contains(at[0].Todo, "did you mean") {
+					t.Fatalf("a guess for a word near none: %s", at[0])
+				}
+				return
+			}
+			if !strings.HasPrefix(at[0].Todo, c.hint+" (monit -t refuses what Monit does not read); ") {
+				t.Fatalf("the note does not begin with %q: %s", c.hint, at[0])
+			}
+		})
+	}
+}

@@ -2,9 +2,12 @@ package monitrc
 
 import (
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/contractd/contractd/contracts"
 )
 
 // parser reads Monit's grammar from the token stream: global set
@@ -166,12 +169,46 @@ func (p *parser) parse() {
 			p.parseServiceStatement()
 		default:
 			text := p.skipStatement(start)
+			if hint := didYouMean(t, p.statementWords()); hint != "" {
+				p.note(t, text, hint+"not understood by the import; translate it by hand")
+				break
+			}
 			p.note(t, text, "not understood by the import; translate it by hand (monit -t reads it?)")
 		}
 		if p.i == start {
 			p.i++ // never loop on a token no statement took
 		}
 	}
+}
+
+// globalStarts are the words that start a statement outside a check
+// entry (include is read where it stands).
+var globalStarts = []string{"set", "check", "include"}
+
+// statementWords are the words that may start a statement where the
+// parser stands, for a suggestion.
+func (p *parser) statementWords() []string {
+	words := append([]string(nil), globalStarts...)
+	if p.cur != nil {
+		for w := range serviceStarts {
+			words = append(words, w)
+		}
+	}
+	sort.Strings(words)
+	return words
+}
+
+// didYouMean is "did you mean "start"? (…); " when the word t is a likely
+// typo of one of words (contracts.Suggest), else "".
+func didYouMean(t token, words []string) string {
+	if t.quoted || t.text == "" || strings.Trim(t.lower(), "abcdefghijklmnopqrstuvwxyz-") != "" {
+		return ""
+	}
+	hint := contracts.Suggest(t.text, words)
+	if hint == "" {
+		return ""
+	}
+	return strings.TrimPrefix(hint, "; ") + " (monit -t refuses what Monit does not read); "
 }
 
 // number reads an integer token.
@@ -401,8 +438,12 @@ func (p *parser) parseSet() {
 		p.cfg.dropped = append(p.cfg.dropped, p.skipStatement(start))
 		return
 	}
-	p.note(at, p.skipStatement(start), "a setting the import does not know; translate it by hand")
+	p.note(at, p.skipStatement(start), didYouMean(what, setWords)+"a setting the import does not know; translate it by hand")
 }
+
+// setWords are the settings Monit has (`set WORD`), for a suggestion.
+var setWords = []string{"daemon", "log", "logfile", "idfile", "statefile", "pidfile", "eventqueue", "init", "fips", "terminal",
+	"mailserver", "mail-format", "alert", "limits", "onreboot", "httpd", "mmonit", "ssl", "expectbuffer", "hostname", "heartbeat"}
 
 // parseMailserver reads `set mailserver HOST [port N] [username U]
 // [password P] [using ssl|tls] …, HOST … [with timeout N seconds] [using
@@ -588,7 +629,7 @@ func (p *parser) parseCheck() {
 	kind, ok := checkKinds[kindTok.lower()]
 	if !ok || kindTok.quoted {
 		p.cur = nil
-		p.note(at, p.skipStatement(start), "an unknown kind of check; translate it by hand")
+		p.note(at, p.skipStatement(start), didYouMean(kindTok, sortedKeys(checkKinds))+"an unknown kind of check; translate it by hand")
 		return
 	}
 	name := p.next()
