@@ -580,10 +580,11 @@ func TestAPortThatIsNoPortIsAnErrorAtItsToken(t *testing.T) {
 }
 
 // TestEveryNumberTheImportReadsIsChecked: each number the import reads
-// (counts, timeouts, status codes, reminders) is a number or an error at
-// its token, never a default put silently in its place; a zero where zero
-// would have meant the default is refused too. Monit refuses the words;
-// the zeros it takes.
+// (counts, timeouts, status codes, reminders, cycles) is a number or an
+// error at its token, never a default put silently in its place; a zero
+// where zero would have meant the default (or a contract lint refuses,
+// blamed on the import) is refused too. Monit refuses the words and the
+// zero cycles; the zero timeouts and counts it takes.
 func TestEveryNumberTheImportReadsIsChecked(t *testing.T) {
 	const proc = "check process web with pidfile /run/web.pid\n"
 	const host = "check host gw with address 192.0.2.1\n"
@@ -604,6 +605,11 @@ func TestEveryNumberTheImportReadsIsChecked(t *testing.T) {
 		{"mail server timeout", "set mailserver localhost with timeout t seconds\n" + proc, "1:39", `timeout needs a number, not "t"`, false},
 		{"reminder", "set alert ops@example.com with reminder on often cycles\n" + proc, "1:44", `reminder needs a number, not "often"`, false},
 		{"limits", "set limits { programTimeout: ever }\n" + proc, "1:30", `programTimeout needs a number of 1 or more, not "ever"`, false},
+		{"for 0 cycles", proc + "  if failed port 80 for 0 cycles then alert\n", "2:25", "for 0 cycles: the count must be 1 or more", false},
+		{"0 restarts", proc + "  if 0 restarts within 5 cycles then unmonitor\n", "2:6", "0 restarts: the count must be 1 or more", false},
+		{"restarts within 0 cycles", proc + "  if 2 restarts within 0 cycles then alert\n", "2:24", "within 0 cycles: the count must be 1 or more", false},
+		{"more times than cycles", proc + "  if failed port 80 for 3 times within 2 cycles then alert\n", "2:25",
+			"3 times within 2 cycles: a test cannot fail more times than there are cycles", false},
 	} {
 		t.Run(c.name, func(t *testing.T) { refused(t, c) })
 	}

@@ -879,15 +879,17 @@ func (p *parser) parseIf(start int) {
 	text := p.text(start)
 	// if N restarts within M cycles then ACTION
 	if len(words) >= 3 && words[1].is("restart", "restarts") {
-		n, err1 := strconv.Atoi(words[0].text)
-		m, err2 := strconv.Atoi(words[2].text)
-		if err1 == nil && err2 == nil {
+		n, ok1 := digits(words[0])
+		m, ok2 := digits(words[2])
+		if ok1 && ok2 {
+			p.atLeastOne(words[0], fmt.Sprintf("%d restarts", n), n)
+			p.atLeastOne(words[2], fmt.Sprintf("within %d cycles", m), m)
 			s.limits = append(s.limits, &restartLimit{count: n, cycles: m, act: act, text: text, at: at})
 			return
 		}
 	}
 	t := &test{at: at, text: text, act: act, els: els}
-	t.words, t.cycles, t.within = faultTolerance(words)
+	t.words, t.cycles, t.within = p.faultTolerance(words)
 	for _, w := range t.words {
 		if w.is("exist") {
 			s.hasExistence = true
@@ -937,20 +939,34 @@ func (p *parser) parseAction() (action, bool) {
 }
 
 // faultTolerance takes `N cycles` or `N times [within] M cycles` off the
-// end of a test's words.
-func faultTolerance(words []token) (rest []token, cycles, within int) {
+// end of a test's words. A count below 1, or more times than cycles, is
+// an error (Monit refuses them too): no contract waits 0 runs.
+func (p *parser) faultTolerance(words []token) (rest []token, cycles, within int) {
 	n := len(words)
 	if n >= 2 && words[n-1].is("cycle", "cycles") {
-		m, err := strconv.Atoi(words[n-2].text)
-		if err == nil {
+		m, ok := digits(words[n-2])
+		if ok {
 			if n >= 4 && words[n-3].is("times", "time") {
-				k, err := strconv.Atoi(words[n-4].text)
-				if err == nil {
+				k, ok := digits(words[n-4])
+				if ok {
+					p.atLeastOne(words[n-4], fmt.Sprintf("%d times", k), k)
+					p.atLeastOne(words[n-2], fmt.Sprintf("within %d cycles", m), m)
+					if k > m && m >= 1 {
+						p.cfg.errorf(words[n-4], words[n-4], "%d times within %d cycles: a test cannot fail more times than there are cycles", k, m)
+					}
 					return words[:n-4], k, m
 				}
 			}
+			p.atLeastOne(words[n-2], fmt.Sprintf("for %d cycles", m), m)
 			return words[:n-2], m, 0
 		}
 	}
 	return words, 1, 0
+}
+
+// atLeastOne is an error at t when the count n it reads is below 1.
+func (p *parser) atLeastOne(t token, what string, n int) {
+	if n < 1 {
+		p.cfg.errorf(t, t, "%s: the count must be 1 or more", what)
+	}
 }
