@@ -672,7 +672,7 @@ func (b *builder) connection(t *test, succeeded bool, w []token) (check, bool) {
 		}
 		switch x.lower() {
 		case "host":
-			host = arg().text
+			host = b.cfg.host(arg(), x, "host")
 		case "port":
 			pt := arg()
 			n, ok := port(pt)
@@ -705,7 +705,16 @@ func (b *builder) connection(t *test, succeeded bool, w []token) (check, bool) {
 		case "protocol", "proto":
 			proto = arg().lower()
 		case "request":
-			request = arg().text
+			rt := arg()
+			switch {
+			case rt.file == "":
+				b.cfg.errorf(rt, x, "request needs a path after it")
+				return check{}, false
+			case strings.ContainsFunc(rt.text, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+				b.cfg.errorf(rt, x, "request %s is not a request path: it holds a space or a control character (write a space as %%20)", written(rt))
+				return check{}, false
+			}
+			request = rt.text
 		case "method":
 			method = strings.ToUpper(arg().text)
 		case "status":

@@ -2,8 +2,11 @@ package monitrc
 
 import (
 	"fmt"
+	"net"
 	"strings"
 	"time"
+
+	"github.com/contractd/contractd/transports/addr"
 )
 
 // config is what a control file says, as read: the global settings that
@@ -32,6 +35,16 @@ func (c *config) errorf(t, before token, format string, args ...any) {
 		t = before
 	}
 	c.errs = append(c.errs, t.errorf(format, args...))
+}
+
+// host is t's text, the host a statement needs after the keyword what,
+// when it is a host name or an IP address as a contract's probe takes one
+// (transports/addr); anything else is an error at t.
+func (c *config) host(t, before token, what string) string {
+	if _, _, err := addr.HostPort(net.JoinHostPort(t.text, "1")); err != nil || t.file == "" {
+		c.errorf(t, before, "%s %s is not a host name or an IP address", what, written(t))
+	}
+	return t.text
 }
 
 // number is t's value, the number a statement needs after the keyword

@@ -788,4 +788,36 @@ func TestAMisspeltKeywordGetsADidYouMean(t *testing.T) {
 			}
 		})
 	}
+	// A word spelt right that the import does not translate where it
+	// stands (loadavg is a test of check system, Monit takes it here) is
+	// not told to mean itself.
+	f := filepath.Join(t.TempDir(), "monitrc")
+	if err := os.WriteFile(f, []byte(web+"  if loadavg > 5 then alert\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, err := Import([]string{f}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Notes) != 1 || strings.Contains(res.Notes[0].Todo, "did you mean") {
+		t.Fatalf("want one note with no guess, got %v", res.Notes)
+	}
+}
+
+// TestAnAddressOrRequestNoProbeTakesIsAnError: a host that is not a host
+// name or an IP address, or a request path with a space, is an error of
+// the import at its token, where before it went into the contract, lint
+// refused it and the import blamed itself. Monit's syntax check takes
+// them.
+func TestAnAddressOrRequestNoProbeTakesIsAnError(t *testing.T) {
+	for _, c := range []badValue{
+		{"a host check's address", "set daemon 30\ncheck host h with address \"bad host\"\n  if failed port 80 then alert\n", "2:27",
+			`address "bad host" is not a host name or an IP address`, true},
+		{"a test's host", "set daemon 30\ncheck process p with pidfile /run/p.pid\n  if failed host \"a b\" port 80 then alert\n", "3:18",
+			`host "a b" is not a host name or an IP address`, true},
+		{"a request", "set daemon 30\ncheck host h with address 10.0.0.1\n  if failed port 80 protocol http request \"/a b\" then alert\n", "3:43",
+			`request "/a b" is not a request path: it holds a space or a control character (write a space as %20)`, true},
+	} {
+		t.Run(c.name, func(t *testing.T) { refused(t, c) })
+	}
 }

@@ -204,6 +204,11 @@ func didYouMean(t token, words []string) string {
 	if t.quoted || t.text == "" || strings.Trim(t.lower(), "abcdefghijklmnopqrstuvwxyz-") != "" {
 		return ""
 	}
+	for _, w := range words {
+		if strings.EqualFold(w, t.text) {
+			return "" // a word spelt right is wrong for another reason
+		}
+	}
 	hint := contracts.Suggest(t.text, words)
 	if hint == "" {
 		return ""
@@ -655,7 +660,11 @@ func (p *parser) parseCheck() {
 		}
 	case "host":
 		if p.accept("address") {
-			s.address = p.next().text
+			a := p.next()
+			s.address = a.text
+			if a.text != "" {
+				p.cfg.host(a, a, "address")
+			}
 		}
 	case "network":
 		switch {
