@@ -171,6 +171,11 @@ func dependencyLoops(cfg *config, contractOf map[string]string, byContract map[s
 				continue
 			}
 			said[strings.Join(key, "\x00")] = true
+			if len(loop) == 2 {
+				cfg.errorf(d.name, d.name, "depends on %s: %s depends on itself, so it would wait for itself and never be judged "+
+					"(Monit refuses it too: \"Found a depend loop\"); remove this depends", d.name.text, s.name)
+				continue
+			}
 			cfg.errorf(d.name, d.name, "depends on %s: a dependency loop, %s: each check would wait for the other, so neither "+
 				"would be judged on its own (Monit refuses it too: \"Found a depend loop\"); remove one of these depends",
 				d.name.text, strings.Join(loop, " → "))

@@ -728,8 +728,8 @@ func TestADependencyLoopIsAnErrorOfTheImport(t *testing.T) {
 	for _, c := range []badValue{
 		{"a loop of three", fmt.Sprintf(checks, "A"), "3:14", "depends on b: a dependency loop, a → b → c → a: each check would wait for the other, " +
 			"so neither would be judged on its own (Monit refuses it too: \"Found a depend loop\"); remove one of these depends", false},
-		{"a check on itself", fmt.Sprintf(checks, "c"), "7:14", "depends on c: a dependency loop, c → c: each check would wait for the other, " +
-			"so neither would be judged on its own (Monit refuses it too: \"Found a depend loop\"); remove one of these depends", false},
+		{"a check on itself", fmt.Sprintf(checks, "c"), "7:14", "depends on c: c depends on itself, so it would wait for itself and never be judged " +
+			"(Monit refuses it too: \"Found a depend loop\"); remove this depends", false},
 	} {
 		t.Run(c.name, func(t *testing.T) { refused(t, c) })
 	}
