@@ -3,6 +3,7 @@ package monitrc
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -168,22 +169,13 @@ func (b *builder) dependencies() {
 				"to depends_on by hand", d.name.text, d.name.text))
 		case name == b.name:
 		default:
-			if !contains(b.dependsOn, name) {
+			if !slices.Contains(b.dependsOn, name) {
 				b.dependsOn = append(b.dependsOn, name)
 				b.dependsOnChecks = append(b.dependsOnChecks, d.name.text)
 			}
 			b.dependsAt = appendOnce(b.dependsAt, d.name.pos())
 		}
 	}
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // processStep is Monit's implicit test of a process check: the process
