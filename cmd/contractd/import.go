@@ -30,6 +30,14 @@ func (m *Main) cmdImport(ctx context.Context, args []string) int {
 	}
 	host, _ := os.Hostname()
 	res, err := monitrc.Import(pos[1:], monitrc.Options{Hostname: host})
+	var errs monitrc.Errors
+	if errors.As(err, &errs) {
+		for _, e := range errs {
+			m.errorf("import: %v", e)
+		}
+		m.errorf("import: %d %s in the monitrc; nothing was written", len(errs), pluralWord(len(errs), "error", "errors"))
+		return exitUsage
+	}
 	if err != nil {
 		m.errorf("import: %v", err)
 		return exitUsage
@@ -55,6 +63,13 @@ func (m *Main) cmdImport(ctx context.Context, args []string) int {
 		}
 	}
 	code := exitOK
+	say := func(d contracts.Diagnostic) {
+		if d.Severity == contracts.DiagError || d.Severity == contracts.DiagWarning {
+			fmt.Fprintln(m.Stdout, d.String())
+			code = exitFailed
+		}
+	}
+	var loaded []*contracts.Contract
 	for _, c := range res.Contracts {
 		path := filepath.Join(*out, c.Name+".md")
 		if err := writeNew(path, c.Text, flags); err != nil {
@@ -64,11 +79,20 @@ func (m *Main) cmdImport(ctx context.Context, args []string) int {
 		fmt.Fprintf(m.Stdout, "wrote %s (check %s at %s)\n", path, c.Service, c.Pos)
 		// The import is held to what it promises: every contract lints
 		// clean under --strict. A diagnostic here is the import's fault.
-		_, ds := contracts.LoadFile(path, contracts.Options{})
+		lc, ds := contracts.LoadFile(path, contracts.Options{})
 		for _, d := range ds {
-			if d.Severity == contracts.DiagError || d.Severity == contracts.DiagWarning {
-				fmt.Fprintln(m.Stdout, d.String())
-				code = exitFailed
+			say(d)
+		}
+		if lc != nil {
+			loaded = append(loaded, lc)
+		}
+	}
+	// And so does the directory, as `lint --strict DIR` reads it: the
+	// depends_on of each contract name contracts written beside it.
+	for _, d := range contracts.CheckFleet(contracts.Fleet(loaded, contracts.Options{})) {
+		for _, c := range loaded {
+			if d.Pos.File == c.Path {
+				say(d)
 			}
 		}
 	}

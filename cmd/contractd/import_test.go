@@ -248,13 +248,15 @@ func starts(t *testing.T, dir string) int {
 }
 
 // TestImportPrintsNotesAndNeverOverwrites: the command prints each note
-// with its FILE:LINE, writes contracts that lint --strict, and refuses to
-// overwrite a contract (nothing is written then) unless --force.
+// with its FILE:LINE, writes contracts that lint --strict, one by one and
+// as the directory (`depends on disk` is db's depends_on: [disk]), and
+// refuses to overwrite a contract (nothing is written then) unless
+// --force.
 func TestImportPrintsNotesAndNeverOverwrites(t *testing.T) {
 	dir := t.TempDir()
 	rc := filepath.Join(dir, "monitrc")
 	src := "set daemon 60\ncheck process db with pidfile /run/db.pid\n  start program = \"/usr/bin/systemctl start db\"\n" +
-		"  depends on disk\ncheck filesystem disk with path /\n  if space usage > 90% then alert\n"
+		"  depends on disk\ncheck filesystem disk with path /\n  if space usage > 90% then alert\n  if inode usage > 90% for 2 times within 3 cycles then alert\n"
 	if err := os.WriteFile(rc, []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -264,13 +266,20 @@ func TestImportPrintsNotesAndNeverOverwrites(t *testing.T) {
 		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
 	}
 	for _, want := range []string{"wrote " + filepath.Join(out, "db.md"), "wrote " + filepath.Join(out, "disk.md"),
-		rc + ":4: note: depends on disk: not translated", "2 contracts written to " + out + "; 1 note says"} {
+		rc + ":7: note: if inode usage > 90% for 2 times within 3 cycles then alert: 2 failures within 3 cycles is translated as",
+		"2 contracts written to " + out + "; 2 notes say"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("the output lacks %q:\n%s", want, stdout)
 		}
 	}
-	if code, stdout, _ := runMain(t, "contractd", "lint", "--strict", filepath.Join(out, "db.md"), filepath.Join(out, "disk.md")); code != 0 {
-		t.Fatalf("lint --strict: exit %d\n%s", code, stdout)
+	if strings.Contains(stdout, "depends on disk") {
+		t.Errorf("depends on disk is a note:\n%s", stdout)
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, "db.md")); !strings.Contains(string(b), "\ndepends_on: [disk]") {
+		t.Errorf("db.md does not depend on disk:\n%s", b)
+	}
+	if code, stdout, _ := runMain(t, "contractd", "lint", "--strict", out); code != 0 {
+		t.Fatalf("lint --strict %s: exit %d\n%s", out, code, stdout)
 	}
 	if err := os.WriteFile(filepath.Join(out, "disk.md"), []byte("mine\n"), 0o644); err != nil {
 		t.Fatal(err)
@@ -290,5 +299,37 @@ func TestImportPrintsNotesAndNeverOverwrites(t *testing.T) {
 	}
 	if b, _ := os.ReadFile(filepath.Join(out, "disk.md")); strings.HasPrefix(string(b), "mine") {
 		t.Fatal("--force did not overwrite disk.md")
+	}
+}
+
+// TestImportRefusesAPortThatIsNoPortAndWritesNothing: a monitrc whose
+// port is not 1–65535 (Monit's own syntax check lets 184810 through) is
+// an error of the monitrc at the port's FILE:LINE:COL: the import exits
+// 2, as for a file it cannot read, and writes no contract, not even for
+// the checks that are right. Before, the port went into the contract and
+// the import blamed itself ("please report it").
+func TestImportRefusesAPortThatIsNoPortAndWritesNothing(t *testing.T) {
+	dir := t.TempDir()
+	rc := filepath.Join(dir, "monitrc")
+	src := "set daemon 60\ncheck process db with pidfile /run/db.pid\n  start program = \"/usr/bin/systemctl start db\"\n" +
+		"  if failed port 184810 protocol http then restart\ncheck filesystem disk with path /\n  if space usage > 90% then alert\n"
+	if err := os.WriteFile(rc, []byte(src), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "out")
+	code, stdout, stderr := runMain(t, "contractd", "import", "monitrc", "--out", out, rc)
+	if code != 2 {
+		t.Fatalf("exit %d, want 2\n%s%s", code, stdout, stderr)
+	}
+	for _, want := range []string{rc + ":4:18: port 184810 is not a port: a port is a number from 1 to 65535", "1 error in the monitrc; nothing was written"} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	if strings.Contains(stderr, "please report") || strings.Contains(stdout, "wrote ") {
+		t.Errorf("the import blames itself or wrote something:\n%s%s", stdout, stderr)
+	}
+	if entries, err := os.ReadDir(out); err == nil && len(entries) > 0 {
+		t.Fatalf("a refused import wrote %d files into %s", len(entries), out)
 	}
 }

@@ -11,7 +11,8 @@
 // row and, where Monit acted, an action-table row; `for N cycles` after=N;
 // start/stop/restart programs with their timeouts and `as uid` the
 // repairs; `N restarts within M cycles then unmonitor` the crash-loop
-// guard; `set daemon` and `every N cycles` the schedule; `set alert` and
+// guard; `set daemon` and `every N cycles` the schedule; `depends on`
+// depends_on, naming the contracts of the same import; `set alert` and
 // `set mailserver` an email route. What has none is a Note: its FILE:LINE,
 // the construct, and what the author must do, in the contract and in
 // Result.Notes.
@@ -22,6 +23,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"regexp"
+	"sort"
 	"strings"
 
 	"github.com/contractd/contractd/contracts"
@@ -63,9 +65,11 @@ type Result struct {
 // Import reads the control files in order, as if each later one were
 // included at the end of the first (the global settings of the first apply
 // to all), and translates every check entry. It returns a *SyntaxError
-// for text that cannot be split into tokens (an unclosed quote) and the
-// error of a file it cannot read; everything else it does not understand
-// is a note.
+// for text that cannot be split into tokens (an unclosed quote), Errors
+// for values no contract could keep (a port that is not 1–65535, a word
+// where a number must stand), and the error of a file it cannot read;
+// with an error it translates nothing. Everything else it does not
+// understand is a note.
 func Import(paths []string, opts Options) (*Result, error) {
 	if opts.Hostname == "" {
 		opts.Hostname = "localhost"
@@ -92,13 +96,29 @@ func Import(paths []string, opts Options) (*Result, error) {
 	p.parse()
 	res := &Result{Dropped: cfg.dropped}
 	res.Notes = append(res.Notes, cfg.notes...)
+	// Every check's contract is named first, so a dependency may name a
+	// check written after it.
 	names := map[string]bool{}
+	contractOf := map[string]string{} // a check's name, lower case (Monit's are case-insensitive)
+	byContract := map[string]*service{}
 	for _, s := range cfg.services {
-		if s.name == "$HOST" {
+		host := s.name == "$HOST"
+		if host {
 			s.name = opts.Hostname
 		}
-		name := contractName(s.name, names)
-		b := &builder{cfg: cfg, s: s, opts: opts, name: name, stage: stageID(s.name)}
+		s.contract = contractName(s.name, names)
+		if host {
+			contractOf["$host"] = s.contract
+		}
+		if _, ok := contractOf[strings.ToLower(s.name)]; !ok {
+			contractOf[strings.ToLower(s.name)] = s.contract
+		}
+		byContract[s.contract] = s
+	}
+	dependencyLoops(cfg, contractOf, byContract)
+	for _, s := range cfg.services {
+		name := s.contract
+		b := &builder{cfg: cfg, s: s, opts: opts, name: name, stage: stageID(s.name), contractOf: contractOf}
 		b.translate()
 		text := b.write()
 		sortedNotes(b.notes)
@@ -109,7 +129,80 @@ func Import(paths []string, opts Options) (*Result, error) {
 			}
 		}
 	}
+	if len(cfg.errs) > 0 {
+		sortErrors(cfg.errs, fileOrder(toks))
+		return nil, cfg.errs
+	}
 	return res, nil
+}
+
+// fileOrder is the files of toks in the order they were read.
+func fileOrder(toks []token) []string {
+	var files []string
+	for i, t := range toks {
+		if i == 0 || t.file != toks[i-1].file {
+			files = append(files, t.file)
+		}
+	}
+	return files
+}
+
+// dependencyLoops records an error for each dependency loop among the
+// checks, at the `depends on` that closes it (the first of the loop in
+// file order): each check would wait for the other, so neither would ever
+// be judged on its own. Monit refuses such a file too ("Found a depend
+// loop"), and lint refuses the contracts it would make.
+func dependencyLoops(cfg *config, contractOf map[string]string, byContract map[string]*service) {
+	said := map[string]bool{}
+	for _, s := range cfg.services {
+		for _, d := range s.depends {
+			dep, ok := contractOf[strings.ToLower(d.name.text)]
+			if !ok {
+				continue
+			}
+			path := loopBack(dep, s.contract, contractOf, byContract, map[string]bool{})
+			if path == nil {
+				continue
+			}
+			loop := append([]string{s.name}, path...)
+			key := append([]string(nil), loop[1:]...)
+			sort.Strings(key)
+			if said[strings.Join(key, "\x00")] {
+				continue
+			}
+			said[strings.Join(key, "\x00")] = true
+			if len(loop) == 2 {
+				cfg.errorf(d.name, d.name, "depends on %s: %s depends on itself, so it would wait for itself and never be judged "+
+					"(Monit refuses it too: \"Found a depend loop\"); remove this depends", d.name.text, s.name)
+				continue
+			}
+			cfg.errorf(d.name, d.name, "depends on %s: a dependency loop, %s: each check would wait for the other, so neither "+
+				"would be judged on its own (Monit refuses it too: \"Found a depend loop\"); remove one of these depends",
+				d.name.text, strings.Join(loop, " → "))
+		}
+	}
+}
+
+// loopBack returns the checks from the contract from to the contract to
+// along their dependencies, both included, by their names in the
+// monitrc, or nil when there is no such way.
+func loopBack(from, to string, contractOf map[string]string, byContract map[string]*service, seen map[string]bool) []string {
+	s := byContract[from]
+	if from == to {
+		return []string{s.name}
+	}
+	if seen[from] || s == nil {
+		return nil
+	}
+	seen[from] = true
+	for _, d := range s.depends {
+		if next, ok := contractOf[strings.ToLower(d.name.text)]; ok {
+			if p := loopBack(next, to, contractOf, byContract, seen); p != nil {
+				return append([]string{s.name}, p...)
+			}
+		}
+	}
+	return nil
 }
 
 func hasNote(ns []Note, n Note) bool {

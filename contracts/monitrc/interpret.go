@@ -254,10 +254,7 @@ func (b *builder) processResource(t *test, w []token) (check, bool) {
 func (b *builder) unknownTest(t *test) (check, bool) {
 	hint := ""
 	if len(t.words) > 0 {
-		hint = contracts.Suggest(t.words[0].text, testWords)
-	}
-	if hint != "" {
-		hint = strings.TrimPrefix(hint, "; ") + " (monit -t refuses what Monit does not read); "
+		hint = didYouMean(t.words[0], testWords)
 	}
 	b.note(t.at, t.text, hint+"a test the import does not translate; write a step and a row for it by hand")
 	return check{}, false
@@ -619,12 +616,12 @@ func (b *builder) ping(t *test, succeeded bool, w []token) (check, bool) {
 	} else if w[0].is("ping6") {
 		args = append(args, "-6")
 	}
-	for i := 1; i+1 < len(w); i++ {
+	for i := 1; i < len(w); i++ {
 		switch {
 		case w[i].is("count"):
-			count, _ = strconv.Atoi(w[i+1].text)
+			count = b.number(w, i, "ping count", 1)
 		case w[i].is("timeout"):
-			timeout, _ = strconv.Atoi(w[i+1].text)
+			timeout = b.number(w, i, "timeout", 1)
 		case w[i].is("size", "responsetime", "address"):
 			b.note(t.at, t.text, "ping's "+w[i].lower()+" is not translated: add it to the ping command if it matters")
 		}
@@ -654,7 +651,7 @@ func (b *builder) connection(t *test, succeeded bool, w []token) (check, bool) {
 	if b.s.kind == "host" {
 		host = b.s.address
 	}
-	port := 0
+	portNo := 0
 	proto, scheme, request, method := "", "http", "/", "GET"
 	timeout := b.netTimeout()
 	udp, tls := false, false
@@ -675,9 +672,15 @@ func (b *builder) connection(t *test, succeeded bool, w []token) (check, bool) {
 		}
 		switch x.lower() {
 		case "host":
-			host = arg().text
+			host = b.cfg.host(arg(), x, "host")
 		case "port":
-			port, _ = strconv.Atoi(arg().text)
+			pt := arg()
+			n, ok := port(pt)
+			if !ok {
+				b.cfg.errorf(pt, x, "%s", notAPort(pt))
+				return check{}, false
+			}
+			portNo = n
 		case "unixsocket", "unix":
 			b.note(t.at, t.text, "unix socket tests are not translated: test the socket with a script step of your own (e.g. `socat -u OPEN:/dev/null UNIX-CONNECT:PATH`)")
 			return check{}, false
@@ -702,15 +705,26 @@ func (b *builder) connection(t *test, succeeded bool, w []token) (check, bool) {
 		case "protocol", "proto":
 			proto = arg().lower()
 		case "request":
-			request = arg().text
+			rt := arg()
+			switch {
+			case rt.file == "":
+				b.cfg.errorf(rt, x, "request needs a path after it")
+				return check{}, false
+			case strings.ContainsFunc(rt.text, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+				b.cfg.errorf(rt, x, "request %s is not a request path: it holds a space or a control character (write a space as %%20)", written(rt))
+				return check{}, false
+			}
+			request = rt.text
 		case "method":
 			method = strings.ToUpper(arg().text)
 		case "status":
 			v, rest, ok := readValue(w[i+1:])
-			if ok && v.isNo {
-				status = &v
-				i = len(w) - len(rest) - 1
+			if !ok || !v.isNo {
+				b.cfg.errorf(valueToken(w[i+1:]), x, "status needs a number (an HTTP status such as 200), not %s", written(valueToken(w[i+1:])))
+				return check{}, false
 			}
+			status = &v
+			i = len(w) - len(rest) - 1
 		case "content":
 			v, rest, ok := readValue(w[i+1:])
 			if ok {
@@ -719,19 +733,21 @@ func (b *builder) connection(t *test, succeeded bool, w []token) (check, bool) {
 			}
 		case "responsetime":
 			v, rest, ok := readValue(w[i+1:])
-			if ok && v.isNo {
-				respTime = &v
-				i = len(w) - len(rest) - 1
+			if !ok || !v.isNo {
+				b.cfg.errorf(valueToken(w[i+1:]), x, "responsetime needs a number (of milliseconds, or with its unit), not %s", written(valueToken(w[i+1:])))
+				return check{}, false
 			}
+			respTime = &v
+			i = len(w) - len(rest) - 1
 		case "timeout":
-			if n, err := strconv.Atoi(arg().text); err == nil {
-				timeout = time.Duration(n) * time.Second
-			}
+			timeout = time.Duration(b.number(w, i, "timeout", 1)) * time.Second
+			i++
 			if i+1 < len(w) && w[i+1].is("second", "seconds") {
 				i++
 			}
 		case "retry":
-			arg()
+			b.number(w, i, "retry", 0)
+			i++
 		case "send":
 			exchange = append(exchange, sendExpect{send: arg().text})
 		case "expect":
@@ -768,11 +784,12 @@ func (b *builder) connection(t *test, succeeded bool, w []token) (check, bool) {
 			unsupported = appendOnce(unsupported, x.text)
 		}
 	}
-	if port == 0 {
+	if portNo == 0 {
+		// No port written: Monit's default for the protocol.
 		if proto == "https" || tls {
-			port = 443
+			portNo = 443
 		} else if proto == "http" {
-			port = 80
+			portNo = 80
 		} else {
 			b.note(t.at, t.text, "a connection test without a port; translate it by hand")
 			return check{}, false
@@ -787,7 +804,7 @@ func (b *builder) connection(t *test, succeeded bool, w []token) (check, bool) {
 		b.note(t.at, t.text, "not translated in this test: "+strings.Join(unsupported, ", "))
 	}
 	if succeeded {
-		st := b.tcpStep(host, port, timeout)
+		st := b.tcpStep(host, portNo, timeout)
 		return boolCheck(st.id, "open", true), true
 	}
 	switch {
@@ -795,11 +812,11 @@ func (b *builder) connection(t *test, succeeded bool, w []token) (check, bool) {
 		if proto == "https" || tls {
 			scheme = "https"
 		}
-		return b.httpCheck(scheme, host, port, method, request, headers, timeout, status, content, respTime), true
+		return b.httpCheck(scheme, host, portNo, method, request, headers, timeout, status, content, respTime), true
 	case len(exchange) > 0:
-		return b.exchangeCheck("port", host, port, exchange, timeout), true
+		return b.exchangeCheck("port", host, portNo, exchange, timeout), true
 	case bannerProtocols[proto] != nil:
-		return b.exchangeCheck(proto, host, port, bannerProtocols[proto], timeout), true
+		return b.exchangeCheck(proto, host, portNo, bannerProtocols[proto], timeout), true
 	}
 	if proto != "" {
 		b.note(t.at, t.text, "protocol "+proto+" is checked as a TCP connection only: contractd speaks HTTP natively "+
@@ -808,8 +825,30 @@ func (b *builder) connection(t *test, succeeded bool, w []token) (check, bool) {
 	} else if tls {
 		b.note(t.at, t.text, "the TLS handshake is not checked, only the TCP connection")
 	}
-	st := b.tcpStep(host, port, timeout)
+	st := b.tcpStep(host, portNo, timeout)
 	return boolCheck(st.id, "open", false), true
+}
+
+// number is the number after the keyword w[i] (ping count, timeout,
+// retry), as config.number reads it.
+func (b *builder) number(w []token, i int, what string, min int) int {
+	var t token
+	if i+1 < len(w) {
+		t = w[i+1]
+	}
+	n, _ := b.cfg.number(t, w[i], what, min)
+	return n
+}
+
+// valueToken is the token readValue reads its value from: the first
+// after an operator and its noise words.
+func valueToken(w []token) token {
+	for _, t := range w {
+		if t.quoted || (ops[t.lower()] == "" && !t.is("than", "to")) {
+			return t
+		}
+	}
+	return token{}
 }
 
 func appendOnce(list []string, s string) []string {

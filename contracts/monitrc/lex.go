@@ -51,9 +51,11 @@ func (t token) is(kw ...string) bool {
 // lower is the token's text in lower case, for keyword tables.
 func (t token) lower() string { return strings.ToLower(t.text) }
 
-// SyntaxError is input the reader cannot split into tokens: an unclosed
-// quote, an include that cannot be read, includes nested too deep. It
-// names the file, line and column.
+// SyntaxError is input the import refuses, at the file, line and column
+// of the token: text the reader cannot split into tokens (an unclosed
+// quote, an include that cannot be read, includes nested too deep), or a
+// value no contract could say what the file means by (a port that is not
+// 1–65535, a number that is not one, a dependency loop).
 type SyntaxError struct {
 	File      string
 	Line, Col int
@@ -62,6 +64,53 @@ type SyntaxError struct {
 
 func (e *SyntaxError) Error() string {
 	return fmt.Sprintf("%s:%d:%d: %s", e.File, e.Line, e.Col, e.Msg)
+}
+
+// Errors are the SyntaxErrors of one import, in file order: every value
+// it refuses is named in one run.
+type Errors []*SyntaxError
+
+func (es Errors) Error() string {
+	lines := make([]string, len(es))
+	for i, e := range es {
+		lines[i] = e.Error()
+	}
+	return strings.Join(lines, "\n")
+}
+
+// Unwrap lets errors.As find each SyntaxError.
+func (es Errors) Unwrap() []error {
+	out := make([]error, len(es))
+	for i, e := range es {
+		out[i] = e
+	}
+	return out
+}
+
+// sortErrors orders es by file (in the order the import read them), line
+// and column.
+func sortErrors(es Errors, files []string) {
+	rank := map[string]int{}
+	for i, f := range files {
+		if _, ok := rank[f]; !ok {
+			rank[f] = i
+		}
+	}
+	sort.SliceStable(es, func(i, j int) bool {
+		a, b := es[i], es[j]
+		if a.File != b.File {
+			return rank[a.File] < rank[b.File]
+		}
+		if a.Line != b.Line {
+			return a.Line < b.Line
+		}
+		return a.Col < b.Col
+	})
+}
+
+// errorf is an error of the input at t.
+func (t token) errorf(format string, args ...any) *SyntaxError {
+	return &SyntaxError{File: t.file, Line: t.line, Col: t.col, Msg: fmt.Sprintf(format, args...)}
 }
 
 // maxIncludes bounds the files one import reads, as Monit does (1024).

@@ -2,8 +2,11 @@ package monitrc
 
 import (
 	"fmt"
+	"net"
 	"strings"
 	"time"
+
+	"github.com/contractd/contractd/transports/addr"
 )
 
 // config is what a control file says, as read: the global settings that
@@ -21,6 +24,42 @@ type config struct {
 	services    []*service
 	notes       []Note // notes about global settings
 	dropped     []string
+	errs        Errors // values the import refuses (a port that is none)
+}
+
+// errorf records an error of the input at t: the import writes nothing
+// when there is one. A token past the end of the input (a statement cut
+// short) is placed at the token before it.
+func (c *config) errorf(t, before token, format string, args ...any) {
+	if t.file == "" {
+		t = before
+	}
+	c.errs = append(c.errs, t.errorf(format, args...))
+}
+
+// host is t's text, the host a statement needs after the keyword what,
+// when it is a host name or an IP address as a contract's probe takes one
+// (transports/addr); anything else is an error at t.
+func (c *config) host(t, before token, what string) string {
+	if _, _, err := addr.HostPort(net.JoinHostPort(t.text, "1")); err != nil || t.file == "" {
+		c.errorf(t, before, "%s %s is not a host name or an IP address", what, written(t))
+	}
+	return t.text
+}
+
+// number is t's value, the number a statement needs after the keyword
+// what, when it is one (digits, as Monit writes numbers) of at least min.
+// Anything else is an error at t, never a default put in its place; ok
+// says t is a number.
+func (c *config) number(t, before token, what string, min int) (n int, ok bool) {
+	n, ok = digits(t)
+	switch {
+	case !ok:
+		c.errorf(t, before, "%s needs a number, not %s", what, written(t))
+	case n < min:
+		c.errorf(t, t, "%s %d: it must be %d or more", what, n, min)
+	}
+	return n, ok
 }
 
 // limits are the `set limits` a translation reads: the default timeouts.
@@ -50,14 +89,15 @@ type alert struct {
 
 // service is one check entry.
 type service struct {
-	kind    string // process, file, fifo, directory, filesystem, host, system, program, network
-	name    string
-	at      token
-	pidfile string
-	match   string // check process … matching REGEX
-	path    string // file, fifo, directory, filesystem, program (the command line)
-	address string // host
-	iface   string // network
+	kind     string // process, file, fifo, directory, filesystem, host, system, program, network
+	name     string
+	contract string // the name of the contract it becomes
+	at       token
+	pidfile  string
+	match    string // check process … matching REGEX
+	path     string // file, fifo, directory, filesystem, program (the command line)
+	address  string // host
+	iface    string // network
 	// check program … with timeout N seconds, as uid, as gid
 	progTimeout  time.Duration
 	progUID      string

@@ -2,9 +2,12 @@ package monitrc
 
 import (
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/contractd/contractd/contracts"
 )
 
 // parser reads Monit's grammar from the token stream: global set
@@ -166,6 +169,10 @@ func (p *parser) parse() {
 			p.parseServiceStatement()
 		default:
 			text := p.skipStatement(start)
+			if hint := didYouMean(t, p.statementWords()); hint != "" {
+				p.note(t, text, hint+"not understood by the import; translate it by hand")
+				break
+			}
 			p.note(t, text, "not understood by the import; translate it by hand (monit -t reads it?)")
 		}
 		if p.i == start {
@@ -174,15 +181,124 @@ func (p *parser) parse() {
 	}
 }
 
+// globalStarts are the words that start a statement outside a check
+// entry (include is read where it stands).
+var globalStarts = []string{"set", "check", "include"}
+
+// statementWords are the words that may start a statement where the
+// parser stands, for a suggestion.
+func (p *parser) statementWords() []string {
+	words := append([]string(nil), globalStarts...)
+	if p.cur != nil {
+		for w := range serviceStarts {
+			words = append(words, w)
+		}
+	}
+	sort.Strings(words)
+	return words
+}
+
+// didYouMean is "did you mean "start"? (…); " when the word t is a likely
+// typo of one of words (contracts.Suggest), else "".
+func didYouMean(t token, words []string) string {
+	if t.quoted || t.text == "" || strings.Trim(t.lower(), "abcdefghijklmnopqrstuvwxyz-") != "" {
+		return ""
+	}
+	for _, w := range words {
+		if strings.EqualFold(w, t.text) {
+			return "" // a word spelt right is wrong for another reason
+		}
+	}
+	hint := contracts.Suggest(t.text, words)
+	if hint == "" {
+		return ""
+	}
+	return strings.TrimPrefix(hint, "; ") + " (monit -t refuses what Monit does not read); "
+}
+
 // number reads an integer token.
 func (p *parser) number() (int, bool) {
 	p.skipNoise()
-	n, err := strconv.Atoi(p.peek().text)
-	if err != nil || p.peek().quoted {
+	n, ok := digits(p.peek())
+	if !ok {
 		return 0, false
 	}
 	p.i++
 	return n, true
+}
+
+// digits is t's value when t is a number as Monit writes one: unquoted
+// digits, no sign.
+func digits(t token) (int, bool) {
+	if t.quoted || t.text == "" || strings.Trim(t.text, "0123456789") != "" {
+		return 0, false
+	}
+	n, err := strconv.Atoi(t.text)
+	return n, err == nil
+}
+
+// written says what a token is in an error: its text, quoted, or nothing
+// (a statement cut short).
+func written(t token) string {
+	if t.file == "" {
+		return "nothing"
+	}
+	if _, ok := digits(t); ok {
+		return t.text
+	}
+	return strconv.Quote(t.text)
+}
+
+// prev is the token before the parser's place, for an error at the end
+// of the input.
+func (p *parser) prev() token {
+	if p.i == 0 || p.i > len(p.toks) {
+		return token{}
+	}
+	return p.toks[p.i-1]
+}
+
+// mustNumber reads the number a statement needs after the keyword what,
+// as config.number reads it; a word that is no number is taken, so the
+// statement reads on.
+func (p *parser) mustNumber(what string, min int) int {
+	p.skipNoise()
+	t := p.peek()
+	n, ok := p.cfg.number(t, p.prev(), what, min)
+	if ok || !p.end() && !p.statementStart(t) {
+		p.i++
+	}
+	return n
+}
+
+// mustPort reads the port a statement needs after `port`.
+func (p *parser) mustPort() int {
+	p.skipNoise()
+	t := p.peek()
+	n, ok := port(t)
+	if !ok {
+		p.cfg.errorf(t, p.prev(), "%s", notAPort(t))
+		if !p.end() && !p.statementStart(t) {
+			p.i++
+		}
+		return 0
+	}
+	p.i++
+	return n
+}
+
+// port is t's value when it is a TCP or UDP port, 1–65535.
+func port(t token) (int, bool) {
+	n, ok := digits(t)
+	return n, ok && n >= 1 && n <= 65535
+}
+
+// notAPort is the error for a port that is not one.
+func notAPort(t token) string {
+	if t.file == "" {
+		return "port needs a number from 1 to 65535 after it"
+	}
+	return fmt.Sprintf("port %s is not a port: a port is a number from 1 to 65535", written(t))
 }
 
 // seconds reads N [second(s)|minute(s)|…] as a duration (seconds by
@@ -192,24 +308,35 @@ func (p *parser) seconds() (time.Duration, bool) {
 	if !ok {
 		return 0, false
 	}
-	unit := time.Second
+	return time.Duration(n) * p.unit(), true
+}
+
+// mustSeconds reads the duration a statement needs after what (as
+// mustNumber reads its number), at least min of its unit.
+func (p *parser) mustSeconds(what string, min int) time.Duration {
+	n := p.mustNumber(what, min)
+	return time.Duration(n) * p.unit()
+}
+
+// unit reads the unit after a number: seconds when none is written.
+func (p *parser) unit() time.Duration {
 	switch p.peek().lower() {
 	case "second", "seconds", "s", "sec":
 		p.i++
 	case "minute", "minutes", "min":
 		p.i++
-		unit = time.Minute
+		return time.Minute
 	case "hour", "hours":
 		p.i++
-		unit = time.Hour
+		return time.Hour
 	case "day", "days":
 		p.i++
-		unit = 24 * time.Hour
+		return 24 * time.Hour
 	case "millisecond", "milliseconds", "ms":
 		p.i++
-		unit = time.Millisecond
+		return time.Millisecond
 	}
-	return time.Duration(n) * unit, true
+	return time.Second
 }
 
 // block skips a {…} block and returns its tokens.
@@ -243,17 +370,13 @@ func (p *parser) parseSet() {
 	p.i++
 	switch what.lower() {
 	case "daemon":
-		d, ok := p.seconds()
-		if !ok {
-			p.note(at, p.skipStatement(start), "set daemon needs a number of seconds; set schedule.every by hand")
-			return
+		d := p.mustSeconds("set daemon", 1)
+		if d > 0 {
+			p.cfg.daemon, p.cfg.daemonAt = d, &what
 		}
-		p.cfg.daemon, p.cfg.daemonAt = d, &what
 		if p.accept("start") {
 			p.accept("delay")
-			if d, ok := p.seconds(); ok {
-				p.cfg.startDelay = d
-			}
+			p.cfg.startDelay = p.mustSeconds("start delay", 0)
 		}
 		return
 	case "log", "logfile":
@@ -320,8 +443,12 @@ func (p *parser) parseSet() {
 		p.cfg.dropped = append(p.cfg.dropped, p.skipStatement(start))
 		return
 	}
-	p.note(at, p.skipStatement(start), "a setting the import does not know; translate it by hand")
+	p.note(at, p.skipStatement(start), didYouMean(what, setWords)+"a setting the import does not know; translate it by hand")
 }
+
+// setWords are the settings Monit has (`set WORD`), for a suggestion.
+var setWords = []string{"daemon", "log", "logfile", "idfile", "statefile", "pidfile", "eventqueue", "init", "fips", "terminal",
+	"mailserver", "mail-format", "alert", "limits", "onreboot", "httpd", "mmonit", "ssl", "expectbuffer", "hostname", "heartbeat"}
 
 // parseMailserver reads `set mailserver HOST [port N] [username U]
 // [password P] [using ssl|tls] …, HOST … [with timeout N seconds] [using
@@ -338,7 +465,7 @@ func (p *parser) parseMailserver(start int) {
 		for {
 			switch {
 			case p.accept("port"):
-				ms.port, _ = p.number()
+				ms.port = p.mustPort()
 			case p.accept("username"):
 				ms.username = p.next().text
 			case p.accept("password"):
@@ -355,7 +482,7 @@ func (p *parser) parseMailserver(start int) {
 				p.next()
 				p.note(at, "certificate checksum", "not translated: the email route checks the server's certificate against the system's CAs or ca_file")
 			case p.accept("timeout"):
-				ms.timeout, _ = p.seconds()
+				ms.timeout = p.mustSeconds("timeout", 1)
 			case p.accept("hostname"):
 				p.next()
 				p.note(at, p.text(start), "the EHLO name is not translated: the email route says the host's own name")
@@ -375,7 +502,7 @@ func (p *parser) parseMailserver(start int) {
 	for {
 		switch {
 		case p.accept("timeout"):
-			d, _ := p.seconds()
+			d := p.mustSeconds("timeout", 1)
 			for i := range p.cfg.mailservers {
 				p.cfg.mailservers[i].timeout = d
 			}
@@ -443,7 +570,7 @@ func (p *parser) parseAlert(start int) (alert, bool) {
 				}
 			}
 		case p.accept("reminder"):
-			a.reminder, _ = p.number()
+			a.reminder = p.mustNumber("reminder", 0)
 			p.accept("cycle", "cycles")
 		case p.accept("mail-format"):
 			a.from = p.mailFormat(start, to)
@@ -455,10 +582,22 @@ func (p *parser) parseAlert(start int) (alert, bool) {
 
 func (p *parser) parseLimits(start int, at token) {
 	toks := p.block()
-	for i := 0; i+1 < len(toks); i++ {
+	for i := 0; i < len(toks); i++ {
 		key := strings.TrimSuffix(toks[i].lower(), ":")
-		n, err := strconv.Atoi(toks[i+1].text)
-		if err != nil {
+		if !strings.HasSuffix(key, "timeout") {
+			continue
+		}
+		kw := toks[i]
+		if i+1 < len(toks) && toks[i+1].is(":") {
+			i++
+		}
+		var val token
+		if i+1 < len(toks) {
+			val = toks[i+1]
+		}
+		n, ok := digits(val)
+		if !ok || n < 1 {
+			p.cfg.errorf(val, kw, "%s needs a number of 1 or more, not %s", strings.TrimSuffix(kw.text, ":"), written(val))
 			continue
 		}
 		d := time.Duration(n) * time.Second
@@ -495,7 +634,7 @@ func (p *parser) parseCheck() {
 	kind, ok := checkKinds[kindTok.lower()]
 	if !ok || kindTok.quoted {
 		p.cur = nil
-		p.note(at, p.skipStatement(start), "an unknown kind of check; translate it by hand")
+		p.note(at, p.skipStatement(start), didYouMean(kindTok, sortedKeys(checkKinds))+"an unknown kind of check; translate it by hand")
 		return
 	}
 	name := p.next()
@@ -521,7 +660,11 @@ func (p *parser) parseCheck() {
 		}
 	case "host":
 		if p.accept("address") {
-			s.address = p.next().text
+			a := p.next()
+			s.address = a.text
+			if a.text != "" {
+				p.cfg.host(a, a, "address")
+			}
 		}
 	case "network":
 		switch {
@@ -537,7 +680,7 @@ func (p *parser) parseCheck() {
 		for {
 			switch {
 			case p.accept("timeout"):
-				s.progTimeout, _ = p.seconds()
+				s.progTimeout = p.mustSeconds("timeout", 1)
 				continue
 			case p.accept("uid"):
 				s.progUID = p.next().text
@@ -651,7 +794,7 @@ func (p *parser) methodOptions(m *method) {
 		case p.accept("gid"):
 			m.gid = p.next().text
 		case p.accept("timeout"):
-			m.timeout, _ = p.seconds()
+			m.timeout = p.mustSeconds("timeout", 1)
 		default:
 			return
 		}
@@ -745,15 +888,17 @@ func (p *parser) parseIf(start int) {
 	text := p.text(start)
 	// if N restarts within M cycles then ACTION
 	if len(words) >= 3 && words[1].is("restart", "restarts") {
-		n, err1 := strconv.Atoi(words[0].text)
-		m, err2 := strconv.Atoi(words[2].text)
-		if err1 == nil && err2 == nil {
+		n, ok1 := digits(words[0])
+		m, ok2 := digits(words[2])
+		if ok1 && ok2 {
+			p.atLeastOne(words[0], fmt.Sprintf("%d restarts", n), n)
+			p.atLeastOne(words[2], fmt.Sprintf("within %d cycles", m), m)
 			s.limits = append(s.limits, &restartLimit{count: n, cycles: m, act: act, text: text, at: at})
 			return
 		}
 	}
 	t := &test{at: at, text: text, act: act, els: els}
-	t.words, t.cycles, t.within = faultTolerance(words)
+	t.words, t.cycles, t.within = p.faultTolerance(words)
 	for _, w := range t.words {
 		if w.is("exist") {
 			s.hasExistence = true
@@ -795,7 +940,7 @@ func (p *parser) parseAction() (action, bool) {
 		p.methodOptions(a.exec)
 		if p.accept("repeat") {
 			p.accept("every")
-			a.repeat, _ = p.number()
+			a.repeat = p.mustNumber("repeat every", 1)
 			p.accept("cycle", "cycles")
 		}
 	}
@@ -803,20 +948,34 @@ func (p *parser) parseAction() (action, bool) {
 }
 
 // faultTolerance takes `N cycles` or `N times [within] M cycles` off the
-// end of a test's words.
-func faultTolerance(words []token) (rest []token, cycles, within int) {
+// end of a test's words. A count below 1, or more times than cycles, is
+// an error (Monit refuses them too): no contract waits 0 runs.
+func (p *parser) faultTolerance(words []token) (rest []token, cycles, within int) {
 	n := len(words)
 	if n >= 2 && words[n-1].is("cycle", "cycles") {
-		m, err := strconv.Atoi(words[n-2].text)
-		if err == nil {
+		m, ok := digits(words[n-2])
+		if ok {
 			if n >= 4 && words[n-3].is("times", "time") {
-				k, err := strconv.Atoi(words[n-4].text)
-				if err == nil {
+				k, ok := digits(words[n-4])
+				if ok {
+					p.atLeastOne(words[n-4], fmt.Sprintf("%d times", k), k)
+					p.atLeastOne(words[n-2], fmt.Sprintf("within %d cycles", m), m)
+					if k > m && m >= 1 {
+						p.cfg.errorf(words[n-4], words[n-4], "%d times within %d cycles: a test cannot fail more times than there are cycles", k, m)
+					}
 					return words[:n-4], k, m
 				}
 			}
+			p.atLeastOne(words[n-2], fmt.Sprintf("for %d cycles", m), m)
 			return words[:n-2], m, 0
 		}
 	}
 	return words, 1, 0
+}
+
+// atLeastOne is an error at t when the count n it reads is below 1.
+func (p *parser) atLeastOne(t token, what string, n int) {
+	if n < 1 {
+		p.cfg.errorf(t, t, "%s: the count must be 1 or more", what)
+	}
 }

@@ -3,6 +3,7 @@ package monitrc
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -77,6 +78,14 @@ type builder struct {
 	changed   map[string]string
 	relayAfts []int // for-N of the tests whose failure is only alerted
 	from      []string
+	// contractOf names each check's contract by the check's name in
+	// lower case; dependsOn are the contracts this one depends on (its
+	// depends_on), dependsOnChecks their checks' names as written and
+	// dependsAt where the monitrc says so.
+	contractOf      map[string]string
+	dependsOn       []string
+	dependsOnChecks []string
+	dependsAt       []string
 }
 
 func (b *builder) note(at token, construct, todo string) {
@@ -142,11 +151,31 @@ func (b *builder) translate() {
 	for _, l := range s.limits {
 		b.restartLimit(l)
 	}
-	for _, d := range s.depends {
-		b.note(d.name, d.text, "not translated: contractd runs each contract on its own, so this one still probes and repairs while "+
-			d.name.text+" fails; add the dependency by hand once contractd reads dependencies")
-	}
+	b.dependencies()
 	b.notes = append(b.notes, s.notes...)
+}
+
+// dependencies translates `depends on A, B` into depends_on: the
+// contracts this import writes for A and B. A check that is not among
+// the imported files is a note; a loop is an error of the import
+// (dependencyLoops), not written.
+func (b *builder) dependencies() {
+	for _, d := range b.s.depends {
+		name, ok := b.contractOf[strings.ToLower(d.name.text)]
+		switch {
+		case !ok:
+			b.note(d.name, d.text, fmt.Sprintf("no check %s in the files imported, so this dependency is not translated: "+
+				"import the file that defines %s with this one (Monit reads them together), or add its contract "+
+				"to depends_on by hand", d.name.text, d.name.text))
+		case name == b.name:
+		default:
+			if !slices.Contains(b.dependsOn, name) {
+				b.dependsOn = append(b.dependsOn, name)
+				b.dependsOnChecks = append(b.dependsOnChecks, d.name.text)
+			}
+			b.dependsAt = appendOnce(b.dependsAt, d.name.pos())
+		}
+	}
 }
 
 // processStep is Monit's implicit test of a process check: the process

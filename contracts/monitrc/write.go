@@ -36,6 +36,12 @@ func (b *builder) write() string {
 	if len(s.groups) > 0 {
 		fmt.Fprintf(&w, " In Monit it belonged to the group%s %s.", plural(len(s.groups)), strings.Join(quoteAll(s.groups), ", "))
 	}
+	if len(b.dependsOn) > 0 {
+		fmt.Fprintf(&w, " It depends on %s (`depends on` at %s): while %s fails, a failure of this one is suppressed, "+
+			"with no repair and no message of its own, and the failing check's incident names it.",
+			strings.Join(quoteAll(b.dependsOnChecks), ", "), lineRanges(b.dependsAt),
+			map[bool]string{true: "it", false: "one of them"}[len(b.dependsOn) == 1])
+	}
 	w.WriteString(" When it is critical, its routes are told; that is how Monit's `alert` actions arrive.\n\n")
 
 	if len(b.changed) > 0 {
@@ -118,6 +124,13 @@ func (b *builder) frontMatter(w *strings.Builder) {
 	if s.passive {
 		fmt.Fprintf(w, "report_only_agents: [%s]   # mode passive\n", b.name)
 	}
+	if len(b.dependsOn) > 0 {
+		names := make([]string, len(b.dependsOn))
+		for i, n := range b.dependsOn {
+			names[i] = yamlWord(n)
+		}
+		fmt.Fprintf(w, "depends_on: [%s]   # depends on %s\n", strings.Join(names, ", "), strings.Join(b.dependsOnChecks, ", "))
+	}
 	fmt.Fprintf(w, "schedule: {every: %s, on_start: true", contracts.FormatDuration(b.every))
 	if b.cfg.startDelay > 0 {
 		fmt.Fprintf(w, ", start_delay: %s", contracts.FormatDuration(b.cfg.startDelay))
@@ -145,6 +158,19 @@ func (b *builder) frontMatter(w *strings.Builder) {
 		w.WriteString("  - " + r + "\n")
 	}
 	w.WriteString("---\n\n")
+}
+
+// yamlWord writes a contract name as YAML reads it back as that string:
+// plain, or quoted where YAML would read a number, a bool or null.
+func yamlWord(s string) string {
+	switch strings.ToLower(s) {
+	case "true", "false", "yes", "no", "on", "off", "y", "n", "null", "~":
+		return strconv.Quote(s)
+	}
+	if s == "" || s[0] < 'A' || s[0] > 'Z' && s[0] < 'a' || s[0] > 'z' {
+		return strconv.Quote(s)
+	}
+	return s
 }
 
 // reminder is guards.repeat from the alerts' `reminder N cycles`.
@@ -329,6 +355,35 @@ func quoteAll(list []string) []string {
 		out[i] = "`" + s + "`"
 	}
 	return out
+}
+
+// lineRanges writes FILE:LINE positions with each file named once and
+// runs of lines as ranges: "rc:8–12, 14, other:3".
+func lineRanges(ps []string) string {
+	var out []string
+	prevFile := ""
+	for i := 0; i < len(ps); {
+		f, first := splitPos(ps[i])
+		last := first
+		j := i + 1
+		for ; j < len(ps); j++ {
+			g, n := splitPos(ps[j])
+			if g != f || n != last+1 {
+				break
+			}
+			last = n
+		}
+		r := strconv.Itoa(first)
+		if last > first {
+			r += "–" + strconv.Itoa(last)
+		}
+		if f != prevFile {
+			r, prevFile = f+":"+r, f
+		}
+		out = append(out, r)
+		i = j
+	}
+	return strings.Join(out, ", ")
 }
 
 // sortedNotes orders notes by file and line.
