@@ -33,7 +33,7 @@ func TestLocalExec(t *testing.T) {
 			wantOut: "13\n"},
 		{name: "timeout stops the command and the run goes on",
 			cmd:     Command{Script: "echo before; sleep 60; echo after", Timeout: 300 * time.Millisecond},
-			wantOut: "before\n", wantCode: 143, timedOut: true},
+			wantOut: "before\n", wantCode: ExitTimedOut, timedOut: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
