@@ -747,6 +747,7 @@ func (b *builder) connection(t *test, succeeded bool, w []token) (check, bool) {
 			}
 		case "retry":
 			b.number(w, i, "retry", 0)
+			b.note(w[i], t.text, "retry is not translated: a probe fails on its first failed attempt; guards.after (a row's after=) waits for failing runs in a row instead")
 			i++
 		case "send":
 			exchange = append(exchange, sendExpect{send: arg().text})

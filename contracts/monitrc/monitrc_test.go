@@ -298,7 +298,8 @@ func TestWhatIsNotUnderstoodIsANoteAtItsLine(t *testing.T) {
 		"  start program = \"/usr/bin/systemctl start web\"\n" +
 		"  if failed port 8080 then restart\n" +
 		"  if 2 restarts within 3 cycles then exec \"/usr/local/bin/page-me\"\n" +
-		"  depends on db\n"
+		"  depends on db\n" +
+		"  if failed port 8081 retry 3 then alert\n"
 	if err := os.WriteFile(f, []byte(src), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -314,6 +315,7 @@ func TestWhatIsNotUnderstoodIsANoteAtItsLine(t *testing.T) {
 		f + ":2": "set frobnicate all the things",
 		f + ":6": "if 2 restarts within 3 cycles then exec",
 		f + ":7": "depends on db",
+		f + ":8": "if failed port 8081 retry 3", // tries within a cycle: not translated
 	}
 	for _, n := range res.Notes {
 		if w, ok := want[n.Pos]; ok && strings.HasPrefix(n.Construct, w) {
