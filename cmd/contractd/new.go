@@ -49,7 +49,7 @@ func (m *Main) cmdNew(ctx context.Context, args []string) int {
 
 const template = "---\n" + `kind: responsibility
 name: NAME
-title: NAME — what this contract keeps alive
+title: What this contract keeps alive
 version: 0.1.0
 runtime_contract: 2
 agent: my-agent
