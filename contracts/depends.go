@@ -149,7 +149,7 @@ func CheckFleet(cs []*Contract) Diagnostics {
 			byName[c.Name] = c
 		}
 	}
-	names := sortedKeys(boolSet(byName))
+	names := sortedKeys(byName)
 	var out Diagnostics
 	add := func(p Pos, format string, args ...any) {
 		out = append(out, Diagnostic{Pos: p, Severity: DiagError, Msg: fmt.Sprintf(format, args...)})
@@ -184,14 +184,6 @@ func CheckFleet(cs []*Contract) Diagnostics {
 		add(cyc.at.Pos, "depends_on: dependency cycle %s: each would wait for the other, so neither is ever judged on its own", strings.Join(cyc.path, " → "))
 	}
 	sortDiagnostics(out)
-	return out
-}
-
-func boolSet[V any](m map[string]V) map[string]bool {
-	out := make(map[string]bool, len(m))
-	for k := range m {
-		out[k] = true
-	}
 	return out
 }
 
