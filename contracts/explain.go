@@ -274,11 +274,13 @@ func fmtDuration(d time.Duration) string {
 	return b.String() + s
 }
 
-func (c *Contract) crashLoop() string {
-	if c.Guards.CrashLoop.MaxRestarts == 0 {
+// crashLoopText says what a crash-loop guard allows: "10 per 1h then
+// alert", or "off".
+func crashLoopText(c CrashLoop) string {
+	if c.MaxRestarts == 0 {
 		return "off"
 	}
-	return fmt.Sprintf("%d per %s then %s", c.Guards.CrashLoop.MaxRestarts, fmtDuration(c.Guards.CrashLoop.Per), c.Guards.CrashLoop.Then)
+	return fmt.Sprintf("%d per %s then %s", c.MaxRestarts, fmtDuration(c.Per), c.Then)
 }
 
 // SlowRetryText says what s does under a schedule of every: "after 3
@@ -331,7 +333,7 @@ func Explain(c *Contract) *Plan {
 		ReportOnlyAgents: append([]string{}, c.ReportOnlyAgents...),
 		Schedule:         PlanSchedule{Every: fmtDuration(c.Schedule.Every), OnStart: c.Schedule.OnStart},
 		Guards: PlanGuards{
-			Debounce: fmtDuration(g.Debounce), CrashLoop: c.crashLoop(),
+			Debounce: fmtDuration(g.Debounce), CrashLoop: crashLoopText(c.Guards.CrashLoop),
 			UnreachableAfter: g.UnreachableAfter, UnknownAfter: max(g.UnknownAfter, 1), RecoverAfter: g.RecoverAfter, After: g.After,
 			Budget: nonEmptyOr(budgetText(g.Budget), "none"), Grace: fmtDuration(g.Grace), EscalateAfter: g.EscalateAfter,
 			Repeat: fmtDuration(g.Repeat), SlowRetry: nonEmptyOr(SlowRetryText(g.SlowRetry, c.Schedule.Every), "off"),
@@ -583,7 +585,7 @@ func planAction(c *Contract, st *Stage, a *ActionRow) PlanAction {
 	g := PlanActGuards{
 		After: a.Guard.After, Budget: budgetText(a.Guard.Budget), Grace: fmtDuration(a.Guard.Grace),
 		EscalateAfter: a.Guard.EscalateAfter, Debounce: fmtDuration(c.Guards.Debounce),
-		CrashLoop: c.crashLoop(), RestartCount: a.Guard.RestartCount,
+		CrashLoop: crashLoopText(c.Guards.CrashLoop), RestartCount: a.Guard.RestartCount,
 		SlowRetry: SlowRetryText(c.Guards.SlowRetry, c.Schedule.Every),
 	}
 	if a.Guard.SlowRetry != nil {

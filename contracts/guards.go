@@ -83,13 +83,7 @@ var guardSettings = []*GuardSetting{
 			}
 			return c, nil
 		},
-		Say: func(v any, _ time.Duration) string {
-			c := v.(CrashLoop)
-			if c.MaxRestarts == 0 {
-				return "crash loop off"
-			}
-			return fmt.Sprintf("crash loop %d per %s then %s", c.MaxRestarts, fmtDuration(c.Per), c.Then)
-		},
+		Say: func(v any, _ time.Duration) string { return "crash loop " + crashLoopText(v.(CrashLoop)) },
 		Set: func(g *Guards, v any) { g.CrashLoop = v.(CrashLoop) }, Get: func(g *Guards) any { return g.CrashLoop },
 	},
 	{
