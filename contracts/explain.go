@@ -292,13 +292,6 @@ func SlowRetryText(s *SlowRetry, every time.Duration) string {
 	return fmt.Sprintf("after %d failed repairs in a row: every %s (%dx the %s interval)", s.After, fmtDuration(time.Duration(s.Factor)*every), s.Factor, fmtDuration(every))
 }
 
-func nonEmptyOr(s, or string) string {
-	if s == "" {
-		return or
-	}
-	return s
-}
-
 // blastText says what a blast-radius guard allows, or "off".
 func blastText(b *BlastRadius) string {
 	if b == nil || b.MaxRepairs == 0 && b.Trip == 0 {
@@ -335,8 +328,8 @@ func Explain(c *Contract) *Plan {
 		Guards: PlanGuards{
 			Debounce: fmtDuration(g.Debounce), CrashLoop: crashLoopText(c.Guards.CrashLoop),
 			UnreachableAfter: g.UnreachableAfter, UnknownAfter: max(g.UnknownAfter, 1), RecoverAfter: g.RecoverAfter, After: g.After,
-			Budget: nonEmptyOr(budgetText(g.Budget), "none"), Grace: fmtDuration(g.Grace), EscalateAfter: g.EscalateAfter,
-			Repeat: fmtDuration(g.Repeat), SlowRetry: nonEmptyOr(SlowRetryText(g.SlowRetry, c.Schedule.Every), "off"),
+			Budget: cmp.Or(budgetText(g.Budget), "none"), Grace: fmtDuration(g.Grace), EscalateAfter: g.EscalateAfter,
+			Repeat: fmtDuration(g.Repeat), SlowRetry: cmp.Or(SlowRetryText(g.SlowRetry, c.Schedule.Every), "off"),
 			BlastRadius: blastText(g.BlastRadius), Flapping: flapText(g.Flapping),
 		},
 		DependsOn:   []string{},
@@ -597,7 +590,7 @@ func planAction(c *Contract, st *Stage, a *ActionRow) PlanAction {
 	if a.Guard.Budget == nil {
 		g.Budget = budgetText(c.Guards.Budget)
 	}
-	g.Budget, g.SlowRetry = nonEmptyOr(g.Budget, "none"), nonEmptyOr(g.SlowRetry, "off")
+	g.Budget, g.SlowRetry = cmp.Or(g.Budget, "none"), cmp.Or(g.SlowRetry, "off")
 	if a.Guard.Grace == 0 {
 		g.Grace = fmtDuration(c.Guards.Grace)
 	}

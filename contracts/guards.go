@@ -42,7 +42,7 @@ var guardSettings = []*GuardSetting{
 		Contract: true, Row: true,
 		Parse: func(s string) (any, error) { return parseBudget(s) },
 		Say: func(v any, _ time.Duration) string {
-			return "budget " + nonEmptyOr(budgetText(v.(*Budget)), "none")
+			return "budget " + cmp.Or(budgetText(v.(*Budget)), "none")
 		},
 		Set: func(g *Guards, v any) { g.Budget = v.(*Budget) }, Get: func(g *Guards) any { return g.Budget },
 		SetRow: func(a *ActionRow, v any) { a.Guard.Budget = v.(*Budget) },
@@ -118,7 +118,7 @@ var guardSettings = []*GuardSetting{
 		ParseRow:   func(s string) (any, error) { return parseSlowRetry(s) },
 		RowExample: `"3 then 5x"`,
 		Say: func(v any, every time.Duration) string {
-			return "slow retry " + nonEmptyOr(SlowRetryText(v.(*SlowRetry), cmp.Or(every, DefaultEvery)), "off")
+			return "slow retry " + cmp.Or(SlowRetryText(v.(*SlowRetry), cmp.Or(every, DefaultEvery)), "off")
 		},
 		Set: func(g *Guards, v any) { g.SlowRetry = v.(*SlowRetry) }, Get: func(g *Guards) any { return g.SlowRetry },
 		SetRow: func(a *ActionRow, v any) { a.Guard.SlowRetry = v.(*SlowRetry) },

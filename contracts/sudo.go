@@ -1,6 +1,7 @@
 package contracts
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -324,35 +325,28 @@ func (c *Contract) SudoCommands() ([]SudoCommand, Diagnostics) {
 				if !step.Sudo {
 					continue
 				}
-				target := ExpandAttr(st.StepTarget(step), vals)
+				target := cmp.Or(ExpandAttr(st.StepTarget(step), vals), "local")
 				t := c.TargetNamed(target)
 				if !t.SudoCommands() {
-					d.errorf(step.CmdPos, "step %s has sudo=true, but its target %s%s %s", step.ID, nonEmptyName(target), strings.ReplaceAll(of, "; ", ", "), whyNoSudo(t))
+					d.errorf(step.CmdPos, "step %s has sudo=true, but its target %s%s %s", step.ID, target, strings.ReplaceAll(of, "; ", ", "), whyNoSudo(t))
 					continue
 				}
-				add(nonEmptyName(target), strings.TrimSpace(step.Script), "step "+step.ID, step.CmdPos, vals, of)
+				add(target, strings.TrimSpace(step.Script), "step "+step.ID, step.CmdPos, vals, of)
 			}
 			reportOnly := c.IsReportOnly(ExpandAttr(st.Agent, vals))
 			for _, row := range st.Actions {
 				if row.Builtin != "" || reportOnly {
 					continue // a report-only agent's repairs never run: no line allows them
 				}
-				target := ExpandAttr(row.On, vals)
+				target := cmp.Or(ExpandAttr(row.On, vals), "local")
 				if !c.TargetNamed(target).SudoCommands() {
 					continue
 				}
-				add(nonEmptyName(target), row.Action, "the repair of stage "+st.ID, row.CmdPos, vals, of)
+				add(target, row.Action, "the repair of stage "+st.ID, row.CmdPos, vals, of)
 			}
 		}
 	}
 	return out, d.list
-}
-
-func nonEmptyName(target string) string {
-	if target == "" {
-		return "local"
-	}
-	return target
 }
 
 // whyNoSudo ends the message for a sudo=true step whose target does not
