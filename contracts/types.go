@@ -291,8 +291,31 @@ func (b *bodyParser) lintTypes(u exprUse, v *view) {
 		}
 		b.d.errorf(b.exprPos(u, u.c.text, col), "expression %s: %s", quoteExpr(u.c.text), msg)
 	}
-	b.lintSeverities(u)
-	b.lintWords(u, v)
+	b.lintComparisons(u, v)
+}
+
+// lintComparisons checks the words u's expression compares values with:
+// `severity` (lintSeverities), and a value whose kind lists its words
+// (lintWords).
+func (b *bodyParser) lintComparisons(u exprUse, v *view) {
+	severity := u.scope == scopeAction || u.scope == scopeAgentSnapshot
+	if u.c.prog == nil || !severity && v == nil {
+		return
+	}
+	// The expression as written, not the compiled program, whose
+	// optimizer turns `x in ["a", "b"]` into a lookup in a constant set.
+	tree, err := parser.Parse(u.c.text)
+	if err != nil {
+		return
+	}
+	w := &wordVisitor{}
+	ast.Walk(&tree.Node, w)
+	if severity {
+		b.lintSeverities(u, w.found)
+	}
+	if v != nil {
+		b.lintWords(u, v, w.found)
+	}
 }
 
 // isOrdering reports whether a checker error is about <, <=, > or >=.
@@ -353,59 +376,18 @@ var severityWords = []string{"healthy", "degraded", "critical", "unknown", "unre
 // lintSeverities reports a comparison of `severity` with a word that is
 // not a severity (`severity == "degarded"`): the condition could never
 // hold, and its repair never run.
-func (b *bodyParser) lintSeverities(u exprUse) {
-	if u.scope != scopeAction && u.scope != scopeAgentSnapshot || u.c.prog == nil {
-		return
-	}
-	// The expression as written, not the compiled program, whose
-	// optimizer turns `severity in ["a", "b"]` into a constant set.
-	tree, err := parser.Parse(u.c.text)
-	if err != nil {
-		return
-	}
-	v := &severityVisitor{}
-	ast.Walk(&tree.Node, v)
-	for _, w := range v.words {
-		if contains(severityWords, w) {
+func (b *bodyParser) lintSeverities(u exprUse, found []wordCmp) {
+	for _, c := range found {
+		// `not in` a list with such a word still holds: nothing to say.
+		if id, ok := c.subject.(*ast.IdentifierNode); !ok || id.Value != "severity" || c.op == "not in" || contains(severityWords, c.word) {
 			continue
 		}
 		at := u.pos
-		if i := strings.Index(u.src, w); i >= 0 && u.src != "" {
+		if i := strings.Index(u.src, c.word); i >= 0 && u.src != "" {
 			at = offsetPos(u.pos, u.src, i)
 		}
 		b.d.errorf(at, "severity compared with %q, which is not a severity%s: a stage's severity is %s, so the condition never holds",
-			w, hint(w, severityWords, ""), joinWords(severityWords, "or"))
-	}
-}
-
-// severityVisitor gathers the words `severity` is compared with: ==, !=
-// and in (["a", "b"]).
-type severityVisitor struct{ words []string }
-
-func (v *severityVisitor) Visit(n *ast.Node) {
-	bn, ok := (*n).(*ast.BinaryNode)
-	if !ok {
-		return
-	}
-	isSeverity := func(x ast.Node) bool {
-		id, ok := x.(*ast.IdentifierNode)
-		return ok && id.Value == "severity"
-	}
-	switch bn.Operator {
-	case "==", "!=":
-		for _, pair := range [][2]ast.Node{{bn.Left, bn.Right}, {bn.Right, bn.Left}} {
-			if s, ok := pair[1].(*ast.StringNode); ok && isSeverity(pair[0]) {
-				v.words = append(v.words, s.Value)
-			}
-		}
-	case "in":
-		if arr, ok := bn.Right.(*ast.ArrayNode); ok && isSeverity(bn.Left) {
-			for _, e := range arr.Nodes {
-				if s, ok := e.(*ast.StringNode); ok {
-					v.words = append(v.words, s.Value)
-				}
-			}
-		}
+			c.word, hint(c.word, severityWords, ""), joinWords(severityWords, "or"))
 	}
 }
 
@@ -413,19 +395,8 @@ func (v *severityVisitor) Visit(n *ast.Node) {
 // the words it is ever (StepKind.Words) with another word: the condition
 // or cell could never hold (`plugin_status == "CRITCAL"`). The value is
 // read by name, through its step's id, or as a cell's `it`.
-func (b *bodyParser) lintWords(u exprUse, v *view) {
-	if u.c.prog == nil || v == nil {
-		return
-	}
-	// The expression as written: the compiled program's optimizer turns
-	// `x in ["a", "b"]` into a lookup in a constant set.
-	tree, err := parser.Parse(u.c.text)
-	if err != nil {
-		return
-	}
-	w := &wordVisitor{}
-	ast.Walk(&tree.Node, w)
-	for _, cmp := range w.found {
+func (b *bodyParser) lintWords(u exprUse, v *view, found []wordCmp) {
+	for _, cmp := range found {
 		name, words := b.wordsOf(u, v, cmp.subject)
 		if words == nil || contains(words, cmp.word) {
 			continue
@@ -485,12 +456,14 @@ func (b *bodyParser) wordsOf(u exprUse, v *view, subject ast.Node) (string, []st
 }
 
 // wordVisitor gathers the string literals a value is compared with: ==,
-// != and in (["a", "b"]), the value on either side of ==.
-type wordVisitor struct {
-	found []struct {
-		subject ast.Node
-		word    string
-	}
+// != and (not) in (["a", "b"]), the value on either side of ==.
+type wordVisitor struct{ found []wordCmp }
+
+// wordCmp is one comparison of a value (subject) with a string literal.
+type wordCmp struct {
+	subject ast.Node
+	op      string
+	word    string
 }
 
 func (w *wordVisitor) Visit(n *ast.Node) {
@@ -499,10 +472,7 @@ func (w *wordVisitor) Visit(n *ast.Node) {
 		return
 	}
 	add := func(subject ast.Node, word string) {
-		w.found = append(w.found, struct {
-			subject ast.Node
-			word    string
-		}{subject, word})
+		w.found = append(w.found, wordCmp{subject, bn.Operator, word})
 	}
 	switch bn.Operator {
 	case "==", "!=":
