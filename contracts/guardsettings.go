@@ -2,6 +2,7 @@ package contracts
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -311,7 +312,7 @@ func (y *yamlDec) settingValue(s *GuardSetting, e entry, what string) (any, bool
 		names[i] = k.Name
 	}
 	for _, kv := range sub {
-		i := indexOf(names, kv.key)
+		i := slices.Index(names, kv.key)
 		if i < 0 {
 			y.unknownKey(kv, what, names)
 			continue
@@ -361,15 +362,6 @@ func (y *yamlDec) keyValue(k Key, n ast.Node, what string) (any, bool) {
 		return v, ok
 	}
 	panic("contracts: a guard setting of type " + string(k.Type))
-}
-
-func indexOf(list []string, s string) int {
-	for i, x := range list {
-		if x == s {
-			return i
-		}
-	}
-	return -1
 }
 
 // rowGuard reads one key=value of a row's Guards cell by its setting.
