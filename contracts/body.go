@@ -36,6 +36,14 @@ var stepAttrs = []string{"id", "timeout", "as", "fields", "on", "via", "sudo"}
 // knows them (```bash {id=… timeout=…}).
 func StepAttributes() []string { return append([]string(nil), stepAttrs...) }
 
+// stageAttrs are the key=value attributes a stage heading takes, besides
+// its #id and .gate.
+var stageAttrs = []string{"agent", "on", "for_each"}
+
+// StageAttributes returns the key=value attributes a stage heading takes,
+// as lint knows them (### Web {#web agent=… on=…}).
+func StageAttributes() []string { return append([]string(nil), stageAttrs...) }
+
 // bodyParser walks goldmark's block tree once, in document order.
 type bodyParser struct {
 	s     *source
@@ -245,7 +253,7 @@ func (b *bodyParser) newStage(title string, attrs []attr, at Pos) {
 		case "for_each":
 			st.ForEach, meta.forEachPos = a.Value, p
 		default:
-			b.d.errorf(p, "unknown stage attribute %q (want #id, .gate, agent, on or for_each)%s", a.Key, hint(a.Key, []string{"id", "agent", "on", "for_each"}, ""))
+			b.d.errorf(p, "unknown stage attribute %q (want #id, .gate, agent, on or for_each)%s", a.Key, hint(a.Key, append([]string{"id"}, stageAttrs...), ""))
 		}
 	}
 	if st.ID == "" {

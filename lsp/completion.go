@@ -119,7 +119,7 @@ func complete(pl *place) []protocol.CompletionItem {
 			add(a, "step attribute", "", protocol.CompletionItemKindProperty)
 		}
 	case pl.inAttrs:
-		for _, a := range []string{"agent", "on", "for_each"} {
+		for _, a := range contracts.StageAttributes() {
 			add(a, "stage attribute", "", protocol.CompletionItemKindProperty)
 		}
 	case pl.table != "" && pl.stage != nil:
