@@ -30,16 +30,22 @@ func completion(ctx context.Context, s *Server, p *protocol.CompletionParams) (a
 	return &protocol.CompletionList{Items: items}, nil
 }
 
-func complete(pl *place) []protocol.CompletionItem {
-	c := pl.d.draft
-	var out []protocol.CompletionItem
-	add := func(label, detail, doc string, kind protocol.CompletionItemKind) {
-		it := protocol.CompletionItem{Label: label, Detail: detail, Kind: kind, SortText: label}
-		if doc != "" {
-			it.Documentation = protocol.MarkupContent{Kind: protocol.PlainText, Value: doc}
-		}
-		out = append(out, it)
+// completions are the items a completion request is answered with.
+type completions []protocol.CompletionItem
+
+// add appends an item; doc "" gives it none.
+func (l *completions) add(label, detail, doc string, kind protocol.CompletionItemKind) {
+	it := protocol.CompletionItem{Label: label, Detail: detail, Kind: kind, SortText: label}
+	if doc != "" {
+		it.Documentation = protocol.MarkupContent{Kind: protocol.PlainText, Value: doc}
 	}
+	*l = append(*l, it)
+}
+
+func complete(pl *place) completions {
+	c := pl.d.draft
+	var out completions
+	add := out.add
 	// targets offers the contract's targets; tunnels only the kinds an
 	// http or tcp step may dial through (via=).
 	targets := func(tunnels bool) {
@@ -134,15 +140,9 @@ func complete(pl *place) []protocol.CompletionItem {
 // of the stage's steps (an action table), the steps' ids and the table's
 // built-in names. In a health table's Field column, the step's values
 // only.
-func (pl *place) cellItems() []protocol.CompletionItem {
-	var out []protocol.CompletionItem
-	add := func(label, detail, doc string, kind protocol.CompletionItemKind) {
-		it := protocol.CompletionItem{Label: label, Detail: detail, Kind: kind, SortText: label}
-		if doc != "" {
-			it.Documentation = protocol.MarkupContent{Kind: protocol.PlainText, Value: doc}
-		}
-		out = append(out, it)
-	}
+func (pl *place) cellItems() completions {
+	var out completions
+	add := out.add
 	values := func(st *contracts.Step) {
 		for _, v := range st.Values() {
 			doc := v.Doc
