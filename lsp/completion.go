@@ -2,6 +2,8 @@ package lsp
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"sort"
 	"strings"
 
@@ -55,7 +57,7 @@ func complete(pl *place) completions {
 		if !tunnels {
 			add("local", "target", "the engine's own host", protocol.CompletionItemKindReference)
 		}
-		for _, name := range sortedKeys(c.Targets) {
+		for _, name := range slices.Sorted(maps.Keys(c.Targets)) {
 			k, _ := transports.KindOf(c.Targets[name].Kind)
 			if tunnels && !k.Tunnel || name == "local" && !tunnels {
 				continue
@@ -68,7 +70,7 @@ func complete(pl *place) completions {
 		if c == nil {
 			return nil
 		}
-		for _, name := range sortedKeys(c.Vars) {
+		for _, name := range slices.Sorted(maps.Keys(c.Vars)) {
 			add(name, "var", c.Vars[name], protocol.CompletionItemKindVariable)
 		}
 		for _, name := range c.Secrets {
@@ -113,7 +115,7 @@ func complete(pl *place) completions {
 			}
 		case "for_each":
 			if c != nil {
-				for _, name := range sortedKeys(c.ForEach) {
+				for _, name := range slices.Sorted(maps.Keys(c.ForEach)) {
 					add(name, "for_each list", "", protocol.CompletionItemKindReference)
 				}
 			}
@@ -156,7 +158,7 @@ func (pl *place) cellItems() completions {
 	if head, _, dotted := strings.Cut(typed, "."); dotted {
 		switch head {
 		case "vars":
-			for _, name := range sortedKeys(pl.d.draft.Vars) {
+			for _, name := range slices.Sorted(maps.Keys(pl.d.draft.Vars)) {
 				add(name, "var", pl.d.draft.Vars[name], protocol.CompletionItemKindVariable)
 			}
 		case "item":
@@ -197,14 +199,5 @@ func (pl *place) itemKeys() []string {
 	if pl.stage == nil || pl.stage.ForEach == "" || pl.d.draft == nil {
 		return nil
 	}
-	return sortedKeys(pl.d.draft.Defs.Items[pl.stage.ForEach])
-}
-
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
+	return slices.Sorted(maps.Keys(pl.d.draft.Defs.Items[pl.stage.ForEach]))
 }
