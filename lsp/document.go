@@ -107,9 +107,6 @@ func (d *document) line(n int) string {
 	return strings.TrimRight(string(d.text[d.lines[n]:end]), "\r")
 }
 
-// lineCount is the number of lines.
-func (d *document) lineCount() int { return len(d.lines) }
-
 // position converts a contract position (1-based line, 1-based column in
 // runes) to the protocol's (0-based line, UTF-16 units).
 func (d *document) position(line, col int) protocol.Position {
