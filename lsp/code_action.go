@@ -29,11 +29,10 @@ func codeAction(ctx context.Context, s *Server, p *protocol.CodeActionParams) (a
 		if !ok {
 			continue
 		}
-		pd := protocol.Diagnostic{Range: d.diagRange(diag), Severity: severities[diag.Severity], Source: "contractd", Message: diag.Msg, Data: diag.Suggestion}
 		actions = append(actions, protocol.CodeAction{
 			Title:       fmt.Sprintf("Change %q to %q", diag.Suggestion.Wrong, diag.Suggestion.Right),
 			Kind:        protocol.QuickFix,
-			Diagnostics: []protocol.Diagnostic{pd},
+			Diagnostics: []protocol.Diagnostic{d.protocolDiagnostic(diag)},
 			IsPreferred: true,
 			Edit: &protocol.WorkspaceEdit{Changes: map[protocol.DocumentURI][]protocol.TextEdit{
 				d.uri: {{Range: r, NewText: diag.Suggestion.Right}},

@@ -26,18 +26,23 @@ func (d *document) diagnostics() []protocol.Diagnostic {
 		if diag.Pos.File != d.path {
 			continue
 		}
-		pd := protocol.Diagnostic{
-			Range:    d.diagRange(diag),
-			Severity: severities[diag.Severity],
-			Source:   "contractd",
-			Message:  diag.Msg,
-		}
-		if diag.Suggestion != nil {
-			pd.Data = diag.Suggestion
-		}
-		out = append(out, pd)
+		out = append(out, d.protocolDiagnostic(diag))
 	}
 	return out
+}
+
+// protocolDiagnostic is one diagnostic of the document as the protocol's.
+func (d *document) protocolDiagnostic(diag contracts.Diagnostic) protocol.Diagnostic {
+	pd := protocol.Diagnostic{
+		Range:    d.diagRange(diag),
+		Severity: severities[diag.Severity],
+		Source:   "contractd",
+		Message:  diag.Msg,
+	}
+	if diag.Suggestion != nil {
+		pd.Data = diag.Suggestion
+	}
+	return pd
 }
 
 // diagRange is where a diagnostic is: from its position, lint's, over the
