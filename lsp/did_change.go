@@ -19,10 +19,6 @@ func didChange(ctx context.Context, s *Server, p *protocol.DidChangeTextDocument
 		return nil, fmt.Errorf("%w: %s is not open", jsonrpc2.ErrInvalidParams, p.TextDocument.URI)
 	}
 	text := p.ContentChanges[len(p.ContentChanges)-1].Text
-	d := newDocument(p.TextDocument.URI, p.TextDocument.Version, text, s.opts)
-	s.mu.Lock()
-	s.docs[d.uri] = d
-	s.mu.Unlock()
-	s.publish(ctx, d)
+	s.put(ctx, newDocument(p.TextDocument.URI, p.TextDocument.Version, text, s.opts))
 	return nil, nil
 }
