@@ -43,21 +43,13 @@ func TestExplainVarsAndItems(t *testing.T) {
 	if ds.HasErrors() {
 		t.Fatal(ds)
 	}
-	var text bytes.Buffer
-	if err := WriteExplainText(&text, c); err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{
-		"  warn_pct     80\n", "  ratio        0.5\n", "  paging       true\n", `  unit         "web"` + "\n",
+	explainSays(t, c,
+		"  warn_pct     80\n", "  ratio        0.5\n", "  paging       true\n", `  unit         "web"`+"\n",
 		"   agent ops, on local\n",
 		"   once for each item of lanes:\n",
 		"     lanes[alpha]: agent alpha, on pve (ssh root@10.0.0.1)\n",
 		"     lanes[beta]: agent beta, on ct (ssh root@10.0.0.1 → pct 112) [report-only]\n",
-	} {
-		if !strings.Contains(text.String(), want) {
-			t.Errorf("explain lacks %q:\n%s", want, text.String())
-		}
-	}
+	)
 	raw, err := json.Marshal(Explain(c))
 	if err != nil {
 		t.Fatal(err)
@@ -93,5 +85,19 @@ func TestExplainVarsAndItems(t *testing.T) {
 	items := plan.Stages[1].Items
 	if len(items) != 2 || items[1].ID != "lanes[beta]" || items[1].Agent != "beta" || items[1].On != "ct" || !items[1].ReportOnly {
 		t.Errorf("explain --json items: %+v", items)
+	}
+}
+
+// explainSays fails t for each of want that c's explain text lacks.
+func explainSays(t *testing.T, c *Contract, want ...string) {
+	t.Helper()
+	var text bytes.Buffer
+	if err := WriteExplainText(&text, c); err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range want {
+		if !strings.Contains(text.String(), w) {
+			t.Errorf("explain lacks %q:\n%s", w, text.String())
+		}
 	}
 }
