@@ -310,6 +310,7 @@ func TestCompletion(t *testing.T) {
 		{"on= of a step", "```bash {id=public timeout=20s on=local}", "```bash {id=public timeout=20s on=", []string{"local", "amdpve", "tanko", "agent-zero"}, nil},
 		{"as= of a step", "```bash {id=pm2 timeout=15s as=json", "```bash {id=pm2 timeout=15s as=", []string{"json", "lines", "text"}, []string{"local"}},
 		{"a step attribute", "```bash {id=pm2 timeout=15s as=json", "```bash {id=pm2 ", []string{"timeout", "as", "fields", "on", "sudo"}, nil},
+		{"a stage attribute", "### Step 3: Platform B — Tanko (DSH on amdpve CT 112) {#tanko agent=tanko on=tanko}", "### Step 3: Platform B — Tanko (DSH on amdpve CT 112) {#tanko ", []string{"agent", "on", "for_each"}, []string{"timeout", "sudo"}},
 		{"a var in a notifier option", "  - {zulip: {site:", "  - {zulip: {site: \"${", []string{"zulip_site"}, nil},
 		{"a var", "GET ${zulip_site}/api/v1/server_settings", "GET ${", []string{"zulip_site", "pi_url", "ZULIP_API_KEY"}, []string{"stdout"}},
 		{"a guard key", "  debounce: 300s", "  ", []string{"debounce", "crash_loop", "budget", "slow_retry", "blast_radius"}, []string{"schedule"}},
