@@ -60,10 +60,8 @@ func TestEveryGuardSettingIsReadAsDeclared(t *testing.T) {
 				if ds.HasErrors() {
 					t.Fatalf("guards: {%s: %s}: %v", s.Name, s.Example, ds)
 				}
-				gs := GuardSettings()
-				cur := gs[indexOfSetting(gs, s.Name)]
-				if reflect.DeepEqual(cur.value(&c.Guards), cur.value(&base.Guards)) {
-					t.Errorf("guards: {%s: %s} left the value at %v", s.Name, s.Example, cur.value(&base.Guards))
+				if reflect.DeepEqual(s.value(&c.Guards), s.value(&base.Guards)) {
+					t.Errorf("guards: {%s: %s} left the value at %v", s.Name, s.Example, s.value(&base.Guards))
 				}
 				said, _ := contractSaid(c)
 				if baseSaid, _ := contractSaid(base); reflect.DeepEqual(said, baseSaid) {
@@ -88,7 +86,7 @@ func TestEveryGuardSettingIsReadAsDeclared(t *testing.T) {
 					t.Fatalf("row %s=%s: %v", s.Name, ex, ds)
 				}
 				a := c.Stages[0].Actions[0]
-				if _, set := GuardSettings()[indexOfSetting(GuardSettings(), s.Name)].rowValue(a); !set {
+				if _, set := s.rowValue(a); !set {
 					t.Errorf("row %s=%s is not the row's", s.Name, ex)
 				}
 				if said := Explain(c).Stages[0].Actions[0].Guards.Said; reflect.DeepEqual(said, baseRow) && s.Name != "timeout" {
@@ -101,13 +99,4 @@ func TestEveryGuardSettingIsReadAsDeclared(t *testing.T) {
 			}
 		})
 	}
-}
-
-func indexOfSetting(gs []GuardSetting, name string) int {
-	for i, s := range gs {
-		if s.Name == name {
-			return i
-		}
-	}
-	return -1
 }
