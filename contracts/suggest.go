@@ -13,14 +13,8 @@ import (
 // case aside, when it is near enough to be a typo (an edit distance of at
 // most 2, or a third of the name), else "".
 func Suggest(name string, candidates []string) string {
-	best, bestD := "", -1
-	for _, c := range candidates {
-		d := EditDistance(strings.ToLower(name), strings.ToLower(c))
-		if bestD < 0 || d < bestD {
-			best, bestD = c, d
-		}
-	}
-	if bestD < 0 || bestD > max(2, len(name)/3) {
+	best := nearest(name, candidates, true, max(2, len(name)/3))
+	if best == "" {
 		return ""
 	}
 	return fmt.Sprintf("; did you mean %q?", best)
@@ -28,10 +22,21 @@ func Suggest(name string, candidates []string) string {
 
 // closest returns the known word nearest to s when it is a likely typo (an
 // edit distance of at most 2, case counting), else "".
-func closest(s string, known []string) string {
-	best, bestD := "", 3
+func closest(s string, known []string) string { return nearest(s, known, false, 2) }
+
+// nearest returns the first of known at the least edit distance from s
+// when that is at most limit, else ""; fold compares them case aside.
+func nearest(s string, known []string, fold bool, limit int) string {
+	if fold {
+		s = strings.ToLower(s)
+	}
+	best, bestD := "", limit+1
 	for _, k := range known {
-		if d := EditDistance(s, k); d < bestD {
+		w := k
+		if fold {
+			w = strings.ToLower(k)
+		}
+		if d := EditDistance(s, w); d < bestD {
 			best, bestD = k, d
 		}
 	}
