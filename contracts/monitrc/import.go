@@ -236,10 +236,3 @@ func stageID(service string) string {
 	}
 	return id
 }
-
-// Lint loads a translated contract as contractd lint does, so a caller
-// can hold the import to lint --strict.
-func Lint(c Contract) contracts.Diagnostics {
-	_, ds := contracts.Parse(c.Name+".md", []byte(c.Text), contracts.Options{})
-	return ds
-}
