@@ -2,6 +2,8 @@ package monitrc
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -634,7 +636,7 @@ func (p *parser) parseCheck() {
 	kind, ok := checkKinds[kindTok.lower()]
 	if !ok || kindTok.quoted {
 		p.cur = nil
-		p.note(at, p.skipStatement(start), didYouMean(kindTok, sortedKeys(checkKinds))+"an unknown kind of check; translate it by hand")
+		p.note(at, p.skipStatement(start), didYouMean(kindTok, slices.Sorted(maps.Keys(checkKinds)))+"an unknown kind of check; translate it by hand")
 		return
 	}
 	name := p.next()
