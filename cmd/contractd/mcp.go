@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"sort"
 	"strings"
 	"time"
 
@@ -129,12 +128,7 @@ func (s *localSource) List(ctx context.Context) ([]mcpserver.ContractRow, error)
 func (s *localSource) Contract(ctx context.Context, name string) (*contracts.Contract, error) {
 	path, err := findContract(s.rf.dir, func(c *contracts.Contract) bool { return c.Name == name })
 	if err != nil {
-		var names []string
-		for n := range contractFiles(contractDirs(s.rf.dir)) {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		return nil, fmt.Errorf("unknown contract %q: no contract file of that name in %v%s", name, err, contracts.Suggest(name, names))
+		return nil, fmt.Errorf("unknown contract %q: no contract file of that name in %v%s", name, err, contracts.Suggest(name, contractFileNames(s.rf.dir)))
 	}
 	c, diags := contracts.LoadFile(path, s.opts)
 	if c == nil || diags.HasErrors() {
