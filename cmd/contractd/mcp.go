@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"strings"
 	"time"
 
 	"github.com/contractd/contractd/contracts"
@@ -164,27 +162,9 @@ func (s *localSource) Health(ctx context.Context) (mcpserver.HealthOut, error) {
 
 // clients are the daemons to ask: --daemon, then the state dir's socket.
 func (s *localSource) clients() []*serve.Client {
-	var out []*serve.Client
-	if s.rf.daemon.oneShot {
-		return nil
-	}
-	if s.rf.daemon.addr != "" {
-		tok := ""
-		if s.rf.daemon.tokenFile != "" {
-			b, err := os.ReadFile(s.rf.daemon.tokenFile)
-			if err != nil {
-				s.log.Warn("token file unreadable; asking the daemon without a token", "error", err)
-			}
-			tok = strings.TrimSpace(string(b))
-		}
-		out = append(out, serve.NewClient(s.rf.daemon.addr, tok))
-	}
-	if !s.src.shared {
-		if c := serve.SocketClient(s.rf.stateDir); c != nil {
-			out = append(out, c)
-		}
-	}
-	return out
+	return s.rf.daemon.clients(s.rf.stateDir, !s.src.shared, func(err error) {
+		s.log.Warn("token file unreadable; asking the daemon without a token", "error", err)
+	})
 }
 
 // engine is a one-shot engine over the source's state, as `contractd run`
