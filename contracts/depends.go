@@ -199,6 +199,7 @@ type cycle struct {
 // the entry that starts the way back.
 func dependencyCycles(cs []*Contract, byName map[string]*Contract) []cycle {
 	var out []cycle
+	deps := contractDeps(byName)
 	for _, c := range cs {
 		if c == nil {
 			continue
@@ -207,7 +208,7 @@ func dependencyCycles(cs []*Contract, byName map[string]*Contract) []cycle {
 			if r.Target != "" || byName[r.Contract] == nil || r.Contract == c.Name {
 				continue
 			}
-			if path := pathBack(byName, r.Contract, c.Name, map[string]bool{}); path != nil {
+			if path := DependencyPath(r.Contract, c.Name, deps); path != nil {
 				out = append(out, cycle{at: r, path: append([]string{c.Name}, path...)})
 			}
 		}
@@ -215,31 +216,50 @@ func dependencyCycles(cs []*Contract, byName map[string]*Contract) []cycle {
 	return out
 }
 
-// pathBack returns the contracts from `from` to `to` along depends_on,
-// both included, or nil when there is no such way.
-func pathBack(byName map[string]*Contract, from, to string, seen map[string]bool) []string {
-	if from == to {
-		return []string{to}
+// contractDeps is what each contract depends on among the others (its
+// entries naming a contract or one of its agents), by name, in order, for
+// DependencyPath.
+func contractDeps(byName map[string]*Contract) func(string) []string {
+	return func(name string) []string {
+		c := byName[name]
+		if c == nil {
+			return nil
+		}
+		var out []string
+		for _, r := range c.DependsOn {
+			if r.Target == "" {
+				out = append(out, r.Contract)
+			}
+		}
+		sort.Strings(out)
+		return out
 	}
-	if seen[from] {
+}
+
+// DependencyPath returns the names from `from` to `to` along deps (what
+// each name depends on, in the order they are tried), both included, or
+// nil when there is no such way: the walk that finds a dependency cycle,
+// among contracts (CheckFleet) or among the checks of a Monit control file
+// (contracts/monitrc).
+func DependencyPath(from, to string, deps func(name string) []string) []string {
+	seen := map[string]bool{}
+	var walk func(n string) []string
+	walk = func(n string) []string {
+		if n == to {
+			return []string{to}
+		}
+		if seen[n] {
+			return nil
+		}
+		seen[n] = true
+		for _, d := range deps(n) {
+			if p := walk(d); p != nil {
+				return append([]string{n}, p...)
+			}
+		}
 		return nil
 	}
-	seen[from] = true
-	c := byName[from]
-	if c == nil {
-		return nil
-	}
-	refs := append([]*DepRef(nil), c.DependsOn...)
-	sort.Slice(refs, func(i, j int) bool { return refs[i].Contract < refs[j].Contract })
-	for _, r := range refs {
-		if r.Target != "" {
-			continue
-		}
-		if p := pathBack(byName, r.Contract, to, seen); p != nil {
-			return append([]string{from}, p...)
-		}
-	}
-	return nil
+	return walk(from)
 }
 
 // Fleet loads the contracts that run beside the given ones, for

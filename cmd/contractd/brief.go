@@ -69,11 +69,7 @@ func (m *Main) contractArg(cmd, arg, dir string, lf loadFlags) (*contracts.Contr
 	if isName(arg) {
 		p, err := findContract(dir, func(c *contracts.Contract) bool { return c.Name == arg })
 		if err != nil {
-			var names []string
-			for n := range contractFiles(contractDirs(dir)) {
-				names = append(names, n)
-			}
-			m.errorf("%s: %s is neither a file nor a contract in %v%s", cmd, arg, err, contracts.Suggest(arg, names))
+			m.errorf("%s: %s is neither a file nor a contract in %v%s", cmd, arg, err, contracts.Suggest(arg, contractFileNames(dir)))
 			return nil, exitUsage
 		}
 		path = p

@@ -300,11 +300,7 @@ func (m *Main) cmdRun(ctx context.Context, args []string) int {
 		}
 		path, err := findContract(rf.dir, func(c *contracts.Contract) bool { return c.Name == name })
 		if err != nil {
-			var names []string
-			for n := range contractFiles(contractDirs(rf.dir)) {
-				names = append(names, n)
-			}
-			why := fmt.Sprintf("%s is neither a file nor a contract in %v%s", name, err, contracts.Suggest(name, names))
+			why := fmt.Sprintf("%s is neither a file nor a contract in %v%s", name, err, contracts.Suggest(name, contractFileNames(rf.dir)))
 			if rf.nagios {
 				return m.nagiosUnknown(name, why)
 			}

@@ -28,6 +28,34 @@ func (d *daemonFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 	fs.StringVar(&d.tokenFile, "token-file", getenv("CONTRACTD_TOKEN_FILE"), "bearer token `FILE` for --daemon")
 }
 
+// clients are the daemons to ask, in order: the one at --daemon (with the
+// token of --token-file; unreadable is told to unreadable and asks without
+// one), then, with socket, the one whose socket is in stateDir. None with
+// --one-shot.
+func (d daemonFlags) clients(stateDir string, socket bool, unreadable func(error)) []*serve.Client {
+	if d.oneShot {
+		return nil
+	}
+	var out []*serve.Client
+	if d.addr != "" {
+		tok := ""
+		if d.tokenFile != "" {
+			b, err := os.ReadFile(d.tokenFile)
+			if err != nil {
+				unreadable(err)
+			}
+			tok = strings.TrimSpace(string(b))
+		}
+		out = append(out, serve.NewClient(d.addr, tok))
+	}
+	if socket {
+		if c := serve.SocketClient(stateDir); c != nil {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // runChanging lists the flags whose run a daemon cannot make: it runs its
 // own contract with its own inventory, state and guards, and it repairs
 // (a --nagios check does not).
@@ -52,21 +80,9 @@ func (m *Main) askDaemon(ctx context.Context, fs *flag.FlagSet, rf runFlags, req
 	if changed != "" {
 		return serve.RunAnswer{}
 	}
-	var clients []*serve.Client
-	if rf.daemon.addr != "" {
-		tok := ""
-		if rf.daemon.tokenFile != "" {
-			b, err := os.ReadFile(rf.daemon.tokenFile)
-			if err != nil {
-				m.logInfo(rf, "token file unreadable; asking the daemon without a token", "error", err)
-			}
-			tok = strings.TrimSpace(string(b))
-		}
-		clients = append(clients, serve.NewClient(rf.daemon.addr, tok))
-	}
-	if c := serve.SocketClient(rf.stateDir); c != nil {
-		clients = append(clients, c)
-	}
+	clients := rf.daemon.clients(rf.stateDir, true, func(err error) {
+		m.logInfo(rf, "token file unreadable; asking the daemon without a token", "error", err)
+	})
 	ctx, cancel := context.WithTimeout(ctx, rf.timeout)
 	defer cancel()
 	for _, c := range clients {

@@ -5,9 +5,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -244,20 +245,13 @@ func verified(rep *engine.Report) string {
 	var out []string
 	for _, a := range rep.Actions {
 		if a.Status == engine.ActionRan || a.Status == engine.ActionFailed {
-			out = append(out, fmt.Sprintf("%s of %s: %s", a.Action, a.Agent, nonEmptyVerify(a.Verify)))
+			out = append(out, fmt.Sprintf("%s of %s: %s", a.Action, a.Agent, nonEmpty(a.Verify, "not verified")))
 		}
 	}
 	if len(out) == 0 {
 		return "no repair ran"
 	}
 	return "verification after the grace: " + strings.Join(out, "; ")
-}
-
-func nonEmptyVerify(v string) string {
-	if v == "" {
-		return "not verified"
-	}
-	return v
 }
 
 // resolved says which incidents a run resolved and which agents it still
@@ -270,7 +264,7 @@ func resolved(rep *engine.Report) string {
 		}
 	}
 	var still []string
-	for _, n := range sortedAgentNames(rep) {
+	for _, n := range slices.Sorted(maps.Keys(rep.Agents)) {
 		if s := rep.Agents[n].Severity; s != contracts.SeverityHealthy {
 			still = append(still, n+" "+s.String())
 		}
@@ -280,15 +274,6 @@ func resolved(rep *engine.Report) string {
 		msg += "; still not healthy: " + strings.Join(still, ", ")
 	}
 	return msg
-}
-
-func sortedAgentNames(rep *engine.Report) []string {
-	names := make([]string, 0, len(rep.Agents))
-	for n := range rep.Agents {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	return names
 }
 
 func (d *demo) runOnce(ctx context.Context, c *contracts.Contract) (*engine.Report, error) {

@@ -5,9 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"sort"
-	"strings"
 	"time"
 
 	"github.com/contractd/contractd/contracts"
@@ -129,12 +126,7 @@ func (s *localSource) List(ctx context.Context) ([]mcpserver.ContractRow, error)
 func (s *localSource) Contract(ctx context.Context, name string) (*contracts.Contract, error) {
 	path, err := findContract(s.rf.dir, func(c *contracts.Contract) bool { return c.Name == name })
 	if err != nil {
-		var names []string
-		for n := range contractFiles(contractDirs(s.rf.dir)) {
-			names = append(names, n)
-		}
-		sort.Strings(names)
-		return nil, fmt.Errorf("unknown contract %q: no contract file of that name in %v%s", name, err, contracts.Suggest(name, names))
+		return nil, fmt.Errorf("unknown contract %q: no contract file of that name in %v%s", name, err, contracts.Suggest(name, contractFileNames(s.rf.dir)))
 	}
 	c, diags := contracts.LoadFile(path, s.opts)
 	if c == nil || diags.HasErrors() {
@@ -170,27 +162,9 @@ func (s *localSource) Health(ctx context.Context) (mcpserver.HealthOut, error) {
 
 // clients are the daemons to ask: --daemon, then the state dir's socket.
 func (s *localSource) clients() []*serve.Client {
-	var out []*serve.Client
-	if s.rf.daemon.oneShot {
-		return nil
-	}
-	if s.rf.daemon.addr != "" {
-		tok := ""
-		if s.rf.daemon.tokenFile != "" {
-			b, err := os.ReadFile(s.rf.daemon.tokenFile)
-			if err != nil {
-				s.log.Warn("token file unreadable; asking the daemon without a token", "error", err)
-			}
-			tok = strings.TrimSpace(string(b))
-		}
-		out = append(out, serve.NewClient(s.rf.daemon.addr, tok))
-	}
-	if !s.src.shared {
-		if c := serve.SocketClient(s.rf.stateDir); c != nil {
-			out = append(out, c)
-		}
-	}
-	return out
+	return s.rf.daemon.clients(s.rf.stateDir, !s.src.shared, func(err error) {
+		s.log.Warn("token file unreadable; asking the daemon without a token", "error", err)
+	})
 }
 
 // engine is a one-shot engine over the source's state, as `contractd run`

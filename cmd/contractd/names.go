@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -56,6 +57,13 @@ func contractFiles(dirs []string) map[string]*contracts.Contract {
 		}
 	}
 	return out
+}
+
+// contractFileNames are the names of the contract files of
+// contractDirs(dir), sorted: what a "did you mean" offers for a name no
+// contract file has.
+func contractFileNames(dir string) []string {
+	return slices.Sorted(maps.Keys(contractFiles(contractDirs(dir))))
 }
 
 // known is what the CLI knows of contract names: the contracts with state

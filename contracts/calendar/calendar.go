@@ -220,7 +220,7 @@ func (e *Event) parseDate(d string) error {
 		return fmt.Errorf("date %q in %q: want YEAR-MONTH-DAY or MONTH-DAY", d, e.Source)
 	}
 	var err error
-	if e.year, err = parseField(yearText, "year", 1970, 2199, e.Source); err != nil {
+	if e.year, err = parseField(yearText, "year", 1970, lastYear, e.Source); err != nil {
 		return err
 	}
 	if e.month, err = parseField(monthText, "month", 1, 12, e.Source); err != nil {

@@ -153,6 +153,19 @@ func fileOrder(toks []token) []string {
 // be judged on its own. Monit refuses such a file too ("Found a depend
 // loop"), and lint refuses the contracts it would make.
 func dependencyLoops(cfg *config, contractOf map[string]string, byContract map[string]*service) {
+	deps := func(contract string) []string {
+		s := byContract[contract]
+		if s == nil {
+			return nil
+		}
+		var out []string
+		for _, d := range s.depends {
+			if next, ok := contractOf[strings.ToLower(d.name.text)]; ok {
+				out = append(out, next)
+			}
+		}
+		return out
+	}
 	said := map[string]bool{}
 	for _, s := range cfg.services {
 		for _, d := range s.depends {
@@ -160,11 +173,14 @@ func dependencyLoops(cfg *config, contractOf map[string]string, byContract map[s
 			if !ok {
 				continue
 			}
-			path := loopBack(dep, s.contract, contractOf, byContract, map[string]bool{})
+			path := contracts.DependencyPath(dep, s.contract, deps)
 			if path == nil {
 				continue
 			}
-			loop := append([]string{s.name}, path...)
+			loop := []string{s.name} // by the checks' names in the monitrc
+			for _, c := range path {
+				loop = append(loop, byContract[c].name)
+			}
 			key := append([]string(nil), loop[1:]...)
 			sort.Strings(key)
 			if said[strings.Join(key, "\x00")] {
@@ -181,28 +197,6 @@ func dependencyLoops(cfg *config, contractOf map[string]string, byContract map[s
 				d.name.text, strings.Join(loop, " → "))
 		}
 	}
-}
-
-// loopBack returns the checks from the contract from to the contract to
-// along their dependencies, both included, by their names in the
-// monitrc, or nil when there is no such way.
-func loopBack(from, to string, contractOf map[string]string, byContract map[string]*service, seen map[string]bool) []string {
-	s := byContract[from]
-	if from == to {
-		return []string{s.name}
-	}
-	if seen[from] || s == nil {
-		return nil
-	}
-	seen[from] = true
-	for _, d := range s.depends {
-		if next, ok := contractOf[strings.ToLower(d.name.text)]; ok {
-			if p := loopBack(next, to, contractOf, byContract, seen); p != nil {
-				return append([]string{s.name}, p...)
-			}
-		}
-	}
-	return nil
 }
 
 func hasNote(ns []Note, n Note) bool {
@@ -241,11 +235,4 @@ func stageID(service string) string {
 		id = "s_" + id
 	}
 	return id
-}
-
-// Lint loads a translated contract as contractd lint does, so a caller
-// can hold the import to lint --strict.
-func Lint(c Contract) contracts.Diagnostics {
-	_, ds := contracts.Parse(c.Name+".md", []byte(c.Text), contracts.Options{})
-	return ds
 }

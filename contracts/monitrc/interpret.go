@@ -285,9 +285,7 @@ func (b *builder) systemResource(t *test, w []token) (check, bool) {
 		period := "1"
 		rest := strings.TrimPrefix(what, "loadavg")
 		for len(w) > 0 && strings.HasSuffix(w[0].lower(), "min") {
-			if strings.HasSuffix(w[0].lower(), "min") {
-				rest = w[0].lower()
-			}
+			rest = w[0].lower()
 			w = w[1:]
 		}
 		rest = strings.Trim(rest, "()")
@@ -346,7 +344,7 @@ func (b *builder) systemResource(t *test, w []token) (check, bool) {
 func (b *builder) fileTest(t *test, w []token) (check, bool) {
 	what := w[0].lower()
 	rest := w[1:]
-	if field, ok := timestampField(what, rest); ok {
+	if field, ok := timestampField(what); ok {
 		for len(rest) > 0 && rest[0].is("time", "timestamp") {
 			rest = rest[1:]
 		}
@@ -375,23 +373,15 @@ func (b *builder) fileTest(t *test, w []token) (check, bool) {
 
 // timestampField maps Monit's timestamp words to the file step's age
 // fields.
-func timestampField(what string, rest []token) (string, bool) {
+func timestampField(what string) (string, bool) {
 	switch what {
-	case "timestamp", "timestamps":
+	case "timestamp", "timestamps", "time":
 		return "age_seconds", true
-	case "time":
-		return "age_seconds", true
-	case "mtime":
+	case "mtime", "modification":
 		return "mtime_age_seconds", true
-	case "ctime":
+	case "ctime", "change":
 		return "ctime_age_seconds", true
-	case "atime":
-		return "atime_age_seconds", true
-	case "modification":
-		return "mtime_age_seconds", true
-	case "change":
-		return "ctime_age_seconds", true
-	case "access":
+	case "atime", "access":
 		return "atime_age_seconds", true
 	}
 	return "", false
@@ -490,7 +480,7 @@ func (b *builder) changedTest(t *test, w []token) (check, bool) {
 			return b.unknownTest(t)
 		}
 		b.fileStep("")
-		f, _ := timestampField(what, nil)
+		f, _ := timestampField(what)
 		stepID, field, example = "file", strings.TrimSuffix(f, "_age_seconds"), "1700000000"
 		if field == "age_seconds" {
 			field = "timestamp"
@@ -816,8 +806,8 @@ func (b *builder) connection(t *test, succeeded bool, w []token) (check, bool) {
 		return b.httpCheck(scheme, host, portNo, method, request, headers, timeout, status, content, respTime), true
 	case len(exchange) > 0:
 		return b.exchangeCheck("port", host, portNo, exchange, timeout), true
-	case bannerProtocols[proto] != nil:
-		return b.exchangeCheck(proto, host, portNo, bannerProtocols[proto], timeout), true
+	case banner(proto) != nil:
+		return b.exchangeCheck(proto, host, portNo, banner(proto), timeout), true
 	}
 	if proto != "" {
 		b.note(t.at, t.text, "protocol "+proto+" is checked as a TCP connection only: contractd speaks HTTP natively "+
@@ -859,10 +849,6 @@ func appendOnce(list []string, s string) []string {
 		}
 	}
 	return append(list, s)
-}
-
-func bannerNames() []string {
-	return []string{"ssh", "smtp", "lmtp", "ftp", "pop", "imap", "nntp", "memcache", "redis"}
 }
 
 // freeID returns base, or base_2, base_3 … when a step has it.

@@ -2,6 +2,8 @@ package monitrc
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -37,13 +39,6 @@ func (p *parser) peek() token {
 		return token{}
 	}
 	return p.toks[p.i]
-}
-
-func (p *parser) peekAt(n int) token {
-	if p.i+n >= len(p.toks) {
-		return token{}
-	}
-	return p.toks[p.i+n]
 }
 
 func (p *parser) next() token {
@@ -299,16 +294,6 @@ func notAPort(t token) string {
 		return "port needs a number from 1 to 65535 after it"
 	}
 	return fmt.Sprintf("port %s is not a port: a port is a number from 1 to 65535", written(t))
-}
-
-// seconds reads N [second(s)|minute(s)|…] as a duration (seconds by
-// default).
-func (p *parser) seconds() (time.Duration, bool) {
-	n, ok := p.number()
-	if !ok {
-		return 0, false
-	}
-	return time.Duration(n) * p.unit(), true
 }
 
 // mustSeconds reads the duration a statement needs after what (as
@@ -634,7 +619,7 @@ func (p *parser) parseCheck() {
 	kind, ok := checkKinds[kindTok.lower()]
 	if !ok || kindTok.quoted {
 		p.cur = nil
-		p.note(at, p.skipStatement(start), didYouMean(kindTok, sortedKeys(checkKinds))+"an unknown kind of check; translate it by hand")
+		p.note(at, p.skipStatement(start), didYouMean(kindTok, slices.Sorted(maps.Keys(checkKinds)))+"an unknown kind of check; translate it by hand")
 		return
 	}
 	name := p.next()

@@ -197,15 +197,37 @@ func monitEscapes(s string) string {
 }
 
 // bannerProtocols are the protocols whose test is a greeting (and a
-// polite goodbye), checked as send/expect.
-var bannerProtocols = map[string][]sendExpect{
-	"ssh":      {{expect: "^SSH-"}},
-	"smtp":     {{expect: "^220"}, {send: `QUIT\r\n`}},
-	"lmtp":     {{expect: "^220"}, {send: `QUIT\r\n`}},
-	"ftp":      {{expect: "^220"}, {send: `QUIT\r\n`}},
-	"pop":      {{expect: `^\+OK`}, {send: `QUIT\r\n`}},
-	"imap":     {{expect: `^\* (OK|PREAUTH)`}, {send: `a1 LOGOUT\r\n`}},
-	"nntp":     {{expect: "^20[01]"}, {send: `QUIT\r\n`}},
-	"memcache": {{send: `version\r\n`}, {expect: "^VERSION "}},
-	"redis":    {{send: `PING\r\n`}, {expect: `^\+PONG`}},
+// polite goodbye), checked as send/expect, in the order a note names them.
+var bannerProtocols = []struct {
+	name string
+	talk []sendExpect
+}{
+	{"ssh", []sendExpect{{expect: "^SSH-"}}},
+	{"smtp", []sendExpect{{expect: "^220"}, {send: `QUIT\r\n`}}},
+	{"lmtp", []sendExpect{{expect: "^220"}, {send: `QUIT\r\n`}}},
+	{"ftp", []sendExpect{{expect: "^220"}, {send: `QUIT\r\n`}}},
+	{"pop", []sendExpect{{expect: `^\+OK`}, {send: `QUIT\r\n`}}},
+	{"imap", []sendExpect{{expect: `^\* (OK|PREAUTH)`}, {send: `a1 LOGOUT\r\n`}}},
+	{"nntp", []sendExpect{{expect: "^20[01]"}, {send: `QUIT\r\n`}}},
+	{"memcache", []sendExpect{{send: `version\r\n`}, {expect: "^VERSION "}}},
+	{"redis", []sendExpect{{send: `PING\r\n`}, {expect: `^\+PONG`}}},
+}
+
+// banner is the greeting of proto, or nil when it is none of
+// bannerProtocols.
+func banner(proto string) []sendExpect {
+	for _, p := range bannerProtocols {
+		if p.name == proto {
+			return p.talk
+		}
+	}
+	return nil
+}
+
+func bannerNames() []string {
+	names := make([]string, len(bannerProtocols))
+	for i, p := range bannerProtocols {
+		names[i] = p.name
+	}
+	return names
 }

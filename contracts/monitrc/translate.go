@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"regexp"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -474,11 +473,8 @@ func (b *builder) test(t *test) {
 // skips the other tests of a process that does not run or a file that
 // does not exist.
 func (b *builder) guardCond(stepID string) string {
-	switch {
-	case stepID != "process" && b.byID["process"] != nil:
+	if stepID != "process" && b.byID["process"] != nil {
 		return "process.running"
-	case stepID == "file" && !b.s.hasExistence:
-		return ""
 	}
 	return ""
 }
@@ -504,13 +500,14 @@ func (b *builder) restartLimit(l *restartLimit) {
 	}
 }
 
-// crashLoop is the front matter's crash_loop from the first unmonitor
-// restart limit, or "".
+// crashLoop is the front matter's crash_loop from the first restart
+// limit when it unmonitors (or stops), or "".
 func (b *builder) crashLoop() string {
-	for _, l := range b.s.limits {
-		if l == b.s.limits[0] && (l.act.kind == "unmonitor" || l.act.kind == "stop") {
-			return fmt.Sprintf("{max_restarts: %d, per: %s, then: escalate}", l.count, contracts.FormatDuration(time.Duration(l.cycles)*b.every))
-		}
+	if len(b.s.limits) == 0 {
+		return ""
+	}
+	if l := b.s.limits[0]; l.act.kind == "unmonitor" || l.act.kind == "stop" {
+		return fmt.Sprintf("{max_restarts: %d, per: %s, then: escalate}", l.count, contracts.FormatDuration(time.Duration(l.cycles)*b.every))
 	}
 	return ""
 }
@@ -527,13 +524,3 @@ func (b *builder) relayNotes() {
 }
 
 var reOctal = regexp.MustCompile(`^[0-7]{1,4}$`)
-
-// sortedKeys returns m's keys in order.
-func sortedKeys(m map[string]string) []string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	return keys
-}

@@ -2,6 +2,8 @@ package monitrc
 
 import (
 	"fmt"
+	"maps"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -278,7 +280,7 @@ func (b *builder) maintains(w *strings.Builder) {
 	w.WriteString("- agents: map of what the previous run saw, for the tests that alert on a change\n\n")
 	w.WriteString("### Per-Agent Snapshot Schema\n\n```json\n")
 	var kv []string
-	for _, k := range sortedKeys(b.changed) {
+	for _, k := range slices.Sorted(maps.Keys(b.changed)) {
 		kv = append(kv, fmt.Sprintf("%q: %s", k, b.changed[k]))
 	}
 	fmt.Fprintf(w, "{%q: {%s}}\n```\n\n", b.name, strings.Join(kv, ", "))
