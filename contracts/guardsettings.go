@@ -15,8 +15,10 @@ import (
 // row's Guards cell (Row), or both, with its type, default, doc and what
 // explain says of it. The decoder, lint, explain (the contract's guards
 // line and every row's), the JSON Schema, the language server and the
-// docs' table all read the table of them (GuardSettings): a setting is
-// never spelt out anywhere else.
+// docs' table all read the table of them (GuardSettings). The one other
+// place a built-in setting is named is the typed fields of explain --json
+// (PlanGuards, PlanActGuards), kept as they were for the programs that
+// read them; a registered setting appears there under settings.
 //
 // The built-in settings are bound to their fields of Guards and
 // ActionGuard (Set, Get, SetRow, GetRow). A guard registered beyond them
