@@ -386,8 +386,8 @@ func (b *bodyParser) lintSeverities(u exprUse, found []wordCmp) {
 		if i := strings.Index(u.src, c.word); i >= 0 && u.src != "" {
 			at = offsetPos(u.pos, u.src, i)
 		}
-		b.d.errorf(at, "severity compared with %q, which is not a severity%s: a stage's severity is %s, so the condition never holds",
-			c.word, hint(c.word, severityWords, ""), joinWords(severityWords, "or"))
+		b.d.errorf(at, "severity compared with %q, which is not a severity%s: a stage's severity is %s, so the condition %s",
+			c.word, hint(c.word, severityWords, ""), joinWords(severityWords, "or"), c.outcome())
 	}
 }
 
@@ -407,8 +407,8 @@ func (b *bodyParser) lintWords(u exprUse, v *view, found []wordCmp) {
 		} else if i := strings.Index(u.src, cmp.word); i >= 0 && u.src != "" {
 			at = offsetPos(u.pos, u.src, i)
 		}
-		b.d.errorf(at, "%s compared with %q, which it never is%s: %s is %s, so this never holds",
-			name, cmp.word, wordHint(cmp.word, words), name, joinWords(words, "or"))
+		b.d.errorf(at, "%s compared with %q, which it never is%s: %s is %s, so this %s",
+			name, cmp.word, wordHint(cmp.word, words), name, joinWords(words, "or"), cmp.outcome())
 	}
 }
 
@@ -464,6 +464,15 @@ type wordCmp struct {
 	subject ast.Node
 	op      string
 	word    string
+}
+
+// outcome says what a comparison with a word the subject never is does:
+// an equality never holds, an inequality always does.
+func (c wordCmp) outcome() string {
+	if c.op == "!=" || c.op == "not in" {
+		return "always holds"
+	}
+	return "never holds"
 }
 
 func (w *wordVisitor) Visit(n *ast.Node) {

@@ -340,6 +340,8 @@ func TestNagiosLint(t *testing.T) {
 			`plugin.md:18:21: error: plugin_status compared with "CRITCAL", which it never is (did you mean "CRITICAL"?): plugin_status is OK, WARNING, CRITICAL or UNKNOWN, so this never holds`},
 		{"a status that is never one, through the step's id", "TABLE", "| Condition | Action |\n|---|---|\n| `df.plugin_status in [\"OK\", \"unknown\"]` | log |",
 			`plugin.md:18:31: error: df.plugin_status compared with "unknown", which it never is (did you mean "UNKNOWN"?)`},
+		{"a status that is never one, in a condition that then always holds", "TABLE", "| Condition | Action |\n|---|---|\n| `plugin_status != \"CRITCAL\"` | `systemctl restart web` |",
+			`plugin.md:18:21: error: plugin_status compared with "CRITCAL", which it never is (did you mean "CRITICAL"?): plugin_status is OK, WARNING, CRITICAL or UNKNOWN, so this always holds`},
 		{"a status that is never one, in a cell", "TABLE", "| Field | Healthy | Critical |\n|---|---|---|\n| `plugin_status` | `OK` | `CRITCAL` |",
 			`plugin.md:18:29: error: plugin_status compared with "CRITCAL", which it never is (did you mean "CRITICAL"?)`},
 		{"a status that is never one, in Expected:", "TABLE", "Expected: `OK` or `WARN`",
