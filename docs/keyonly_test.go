@@ -2,7 +2,6 @@ package docs_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -27,9 +26,7 @@ import (
 var keyOnlyRuns atomic.Int32
 
 func TestKeyOnlyLoginUserAsDocumented(t *testing.T) {
-	if os.Geteuid() != 0 {
-		need.Missing(t, "root", errors.New("creating a login user needs root"))
-	}
+	need.Root(t, "creating a login user")
 	need.SSHD(t)
 	need.Command(t, "useradd", "passwd")
 	page, err := os.ReadFile("transports.md")

@@ -2,13 +2,11 @@ package engine
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"strings"
 	"time"
 
 	"github.com/contractd/contractd/contracts"
-	"github.com/contractd/contractd/transports"
 )
 
 // Fleet is what a run knows of the contracts that run beside it (one
@@ -191,27 +189,7 @@ func identity(c *contracts.Contract, target string) string {
 	if err != nil || s.Kind == "local" {
 		return ""
 	}
-	return specIdentity(s)
-}
-
-func specIdentity(s *transports.Spec) string {
-	var link string
-	switch s.Kind {
-	case "ssh":
-		port := s.Port
-		if port == 0 {
-			port = 22
-		}
-		link = fmt.Sprintf("ssh %s@%s:%d", s.User, s.Host, port)
-	case "pct", "docker":
-		link = s.Kind + " " + s.Addr
-	default:
-		link = s.Kind
-	}
-	if s.Via != nil {
-		return specIdentity(s.Via) + " → " + link
-	}
-	return link
+	return s.Chain()
 }
 
 // hops are the targets a target is reached through, the engine's side

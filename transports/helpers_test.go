@@ -85,7 +85,7 @@ func open(t testing.TB, p *Pool, spec *Spec) Transport {
 	t.Helper()
 	tr, err := p.Open(spec)
 	if err != nil {
-		t.Fatalf("open %v: %v", spec.chain(), err)
+		t.Fatalf("open %v: %v", spec.Chain(), err)
 	}
 	return tr
 }

@@ -181,7 +181,7 @@ func (w *wrapped) prepare(c Command) Command {
 }
 
 // String names the chain, e.g. "ssh root@pve:22 → pct 112".
-func (w *wrapped) String() string { return w.spec.chain() }
+func (w *wrapped) String() string { return w.spec.Chain() }
 
 func (w *wrapped) logger() logger { return w.parent.logger() }
 

@@ -182,7 +182,7 @@ func (p *Pool) Dialer(spec *Spec) (Dialer, error) {
 	case k.Tunnel:
 		return sshDialer{p: p, spec: spec}, nil
 	}
-	return nil, fmt.Errorf("%s: no tcp tunnel through %s links: %w", spec.chain(), spec.Kind, ErrInvalidSpec)
+	return nil, fmt.Errorf("%s: no tcp tunnel through %s links: %w", spec.Chain(), spec.Kind, ErrInvalidSpec)
 }
 
 type sshDialer struct {
@@ -205,9 +205,9 @@ func (d sshDialer) DialContext(ctx context.Context, network, addr string) (net.C
 	var refused *ssh.OpenChannelError
 	switch {
 	case errors.As(err, &refused):
-		return nil, fmt.Errorf("%s: forward to %s: %w", d.spec.chain(), addr, err)
+		return nil, fmt.Errorf("%s: forward to %s: %w", d.spec.Chain(), addr, err)
 	case err != nil:
-		return nil, fmt.Errorf("%s: forward to %s: %w: %w", d.spec.chain(), addr, err, ErrUnreachable)
+		return nil, fmt.Errorf("%s: forward to %s: %w: %w", d.spec.Chain(), addr, err, ErrUnreachable)
 	}
 	return conn, nil
 }
@@ -298,7 +298,7 @@ func (p *Pool) client(ctx context.Context, spec *Spec) (*ssh.Client, error) {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
-		return nil, fmt.Errorf("%s: %w", spec.chain(), ErrPoolClosed)
+		return nil, fmt.Errorf("%s: %w", spec.Chain(), ErrPoolClosed)
 	}
 	c := p.conn(key)
 	p.mu.Unlock()
@@ -313,12 +313,12 @@ func (p *Pool) client(ctx context.Context, spec *Spec) (*ssh.Client, error) {
 		return nil, err // the caller logs it, with its command's secrets redacted
 	}
 	c.client, c.stop = cl, make(chan struct{})
-	p.logf.info(nil, label(spec.chain()), "connected")
+	p.logf.info(nil, label(spec.Chain()), "connected")
 	go func(stop chan struct{}) {
 		err := cl.Wait()
 		c.mu.Lock()
 		if c.client == cl {
-			p.logf.warn(nil, label(spec.chain()), "connection closed: %v", err)
+			p.logf.warn(nil, label(spec.Chain()), "connection closed: %v", err)
 		}
 		c.drop(cl)
 		c.mu.Unlock()
@@ -385,9 +385,9 @@ func (p *Pool) keepalive(spec *Spec, cl *ssh.Client, stop chan struct{}) {
 			if err == nil {
 				continue
 			}
-			p.logf.warn(nil, label(spec.chain()), "keepalive failed: %v", err)
+			p.logf.warn(nil, label(spec.Chain()), "keepalive failed: %v", err)
 		case <-time.After(p.opts.KeepAlive):
-			p.logf.warn(nil, label(spec.chain()), "keepalive unanswered for %s", p.opts.KeepAlive)
+			p.logf.warn(nil, label(spec.Chain()), "keepalive unanswered for %s", p.opts.KeepAlive)
 		case <-stop:
 			return
 		}

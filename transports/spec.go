@@ -135,10 +135,12 @@ func (s *Spec) label() string {
 	return Link(s.Kind, s.Addr)
 }
 
-// chain names the whole chain, outermost first: "ssh root@h:22 → pct 112".
-func (s *Spec) chain() string {
+// Chain names the whole chain, outermost first: "ssh root@h:22 → pct 112",
+// "local" for the engine's host. Two specs that reach a place the same way
+// have the same Chain, whatever the contracts call their targets.
+func (s *Spec) Chain() string {
 	if s.Via == nil {
 		return s.label()
 	}
-	return s.Via.chain() + " → " + s.label()
+	return s.Via.Chain() + " → " + s.label()
 }

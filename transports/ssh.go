@@ -75,7 +75,7 @@ func (s *SSH) ExecBatch(ctx context.Context, cmds []Command) ([]Result, error) {
 }
 
 // String names the chain, e.g. "ssh root@h:22".
-func (s *SSH) String() string { return s.spec.chain() }
+func (s *SSH) String() string { return s.spec.Chain() }
 
 // run opens a session (redialing once when the pooled connection turns out
 // dead), starts argv and waits. When ctx ends it signals the remote process
@@ -366,7 +366,7 @@ func (e *HostKeyError) Error() string {
 // dial connects and authenticates to spec's host, directly or through the
 // pooled connection of spec.Via, within the connect timeout.
 func (p *Pool) dial(ctx context.Context, spec *Spec) (*ssh.Client, error) {
-	name := spec.chain()
+	name := spec.Chain()
 	ctx, cancel := context.WithTimeout(ctx, spec.connectTimeout())
 	defer cancel()
 	addr := spec.addr()
@@ -389,7 +389,7 @@ func (p *Pool) dial(ctx context.Context, spec *Spec) (*ssh.Client, error) {
 		}
 		nc, err = parent.DialContext(ctx, "tcp", addr)
 		if err != nil {
-			return nil, fmt.Errorf("%s: dial %s through %s: %w: %w", name, addr, spec.Via.chain(), err, ErrUnreachable)
+			return nil, fmt.Errorf("%s: dial %s through %s: %w: %w", name, addr, spec.Via.Chain(), err, ErrUnreachable)
 		}
 	} else {
 		nc, err = (&net.Dialer{}).DialContext(ctx, "tcp", addr)
@@ -484,7 +484,7 @@ func (p *Pool) hostKeyCallback(spec *Spec) (ssh.HostKeyCallback, []string, error
 		if p.opts.HostKeys != nil {
 			log = logger{slog: p.opts.HostKeys}
 		}
-		log.warn(nil, label(spec.chain()), "accepted new host key for %s: %s %s, recorded in %s", hostname, key.Type(), hk.Fingerprint, file)
+		log.warn(nil, label(spec.Chain()), "accepted new host key for %s: %s %s, recorded in %s", hostname, key.Type(), hk.Fingerprint, file)
 		return nil
 	}
 	return cb, algos, nil

@@ -59,6 +59,15 @@ func TestHelpIsOnStdoutAndExitsZero(t *testing.T) {
 			if name != "version" && !strings.HasPrefix(out, "usage: contractd "+name) {
 				t.Errorf("contractd %s %s: stdout %q, want its usage", name, flag, out)
 			}
+			// A flag's value is named in one word (FILE, DURATION): the
+			// first backquoted words of its usage, so a quoted command
+			// there would become the name.
+			for _, line := range strings.Split(out, "\n") {
+				left, _, _ := strings.Cut(strings.TrimSpace(line), "  ")
+				if strings.HasPrefix(line, "  -") && len(strings.Fields(left)) > 2 {
+					t.Errorf("contractd %s %s: the flag %q names its value in more than one word", name, flag, left)
+				}
+			}
 		}
 	}
 	code, out, _ := runMain(t, "contractd", "run", "--help")

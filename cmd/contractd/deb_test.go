@@ -122,9 +122,12 @@ func TestDebPackage(t *testing.T) {
 		"/usr/share/doc/contractd/copyright":                          "-rw-r--r--",
 		"/usr/share/doc/contractd/changelog.Debian.gz":                "-rw-r--r--",
 		"/usr/share/doc/contractd/contract-format.md":                 "-rw-r--r--",
+		"/usr/share/doc/contractd/mcp.md":                             "-rw-r--r--",
+		"/usr/share/doc/contractd/editors.md":                         "-rw-r--r--",
+		"/usr/share/doc/contractd/tutorial.md":                        "-rw-r--r--",
 		"/usr/share/lintian/overrides/contractd":                      "-rw-r--r--",
 		"/usr/share/doc/contractd/examples/contracts/zulip-health.md": "-rw-r--r--",
-		"/etc/contractd/": "drwxr-xr-x",
+		"/etc/contractd/":                                             "drwxr-xr-x",
 	}
 	examples, _ := filepath.Glob("../../fixtures/contracts/*")
 	for _, e := range examples {

@@ -20,7 +20,7 @@ import (
 // literal command per login user, grouped by the host they belong on.
 func (m *Main) cmdSudoers(ctx context.Context, args []string) int {
 	fs := m.flags("sudoers")
-	user := fs.String("user", "contractd", "the user `contractd serve` runs as: the login of the lines for the engine's own host")
+	user := fs.String("user", "contractd", "the `NAME` of the user contractd serve runs as: the login of the lines for the engine's own host")
 	host := fs.String("host", "", "print only the lines for this target's host: an ssh target's name, or local")
 	var lf loadFlags
 	lf.register(fs)
