@@ -195,13 +195,10 @@ func prose(c *contracts.Contract, stage string) string {
 	}
 	lines := strings.Split(string(src), "\n")
 	start := 0
-	if len(lines) > 0 && strings.TrimSpace(lines[0]) == "---" {
-		for i := 1; i < len(lines); i++ {
-			if strings.TrimSpace(lines[i]) == "---" {
-				start = i + 1
-				break
-			}
-		}
+	if yaml, line, ok := contracts.FrontMatterText(src); ok {
+		// The body starts after the YAML's lines and the closing line,
+		// as the parser reads them (a byte order mark, a "..." close).
+		start = line + bytes.Count(yaml, []byte("\n"))
 	}
 	end := len(lines)
 	if stage != "" {
