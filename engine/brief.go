@@ -332,11 +332,7 @@ func WriteBrief(w io.Writer, b *Briefing) error {
 	if len(b.Maintenance) == 0 {
 		p("No maintenance window.\n\n")
 	}
-	keys := make([]string, 0, len(b.Maintenance))
-	for k := range b.Maintenance {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := sortedKeys(b.Maintenance)
 	for _, k := range keys {
 		who := "agent " + k
 		if k == AllAgents {
