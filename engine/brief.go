@@ -108,7 +108,8 @@ func Brief(c *contracts.Contract, stage string, st store.Backend, now time.Time)
 	if err != nil {
 		return nil, err
 	}
-	b.Incidents, b.Maintenance, b.Problems = sum.Incidents, sum.Maintenance, sum.Problems
+	// The windows in force: an operator's, and those the contract declares.
+	b.Incidents, b.Maintenance, b.Problems = sum.Incidents, AddDeclaredWindows(sum.Maintenance, c, now), sum.Problems
 	hist, err := st.History(c.Name, briefRuns)
 	if err != nil && !errors.Is(err, store.ErrCorrupt) {
 		b.Problems = append(b.Problems, "history: "+err.Error())

@@ -51,3 +51,44 @@ func TestBriefProseIsTheBodyAlone(t *testing.T) {
 		})
 	}
 }
+
+// A briefing lists the maintenance windows in force, a window the
+// contract declares among them: an agent briefed during a patch night
+// reads that repairs are paused, not "No maintenance window".
+func TestBriefListsADeclaredMaintenanceWindow(t *testing.T) {
+	c := parse(t, `---
+name: briefed
+runtime_contract: 2
+maintenance:
+  - {calendar: "daily", for: 2h, timezone: UTC, reason: patch night, agents: [web]}
+---
+
+## Execution
+
+### Web {#web agent=web}
+
+`+"```sh {id=ping}\necho ok\n```\nExpected: `ok`\n")
+	st, err := store.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		at   time.Time
+		want string
+	}{
+		{time.Date(2026, 12, 1, 1, 0, 0, 0, time.UTC), "- agent web: maintenance until 2026-12-01T02:00:00Z: patch night (set by the contract's maintenance schedule)"},
+		{time.Date(2026, 12, 1, 3, 0, 0, 0, time.UTC), "No maintenance window."},
+	} {
+		b, err := Brief(c, "", st, tc.at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out strings.Builder
+		if err := WriteBrief(&out, b); err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(out.String(), tc.want) {
+			t.Errorf("at %s the briefing lacks %q:\n%s", tc.at.Format(time.Kitchen), tc.want, out.String())
+		}
+	}
+}
