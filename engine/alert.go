@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"log/slog"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -300,7 +301,7 @@ func (r *alerting) mayResolve(in *intent) (bool, string) {
 	case guard.SourceTarget:
 		name := strings.TrimPrefix(in.agent, contracts.TargetPrefix)
 		for _, td := range r.down {
-			if contains(td.names, name) {
+			if slices.Contains(td.names, name) {
 				return false, ""
 			}
 		}

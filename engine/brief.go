@@ -108,7 +108,8 @@ func Brief(c *contracts.Contract, stage string, st store.Backend, now time.Time)
 	if err != nil {
 		return nil, err
 	}
-	b.Incidents, b.Maintenance, b.Problems = sum.Incidents, sum.Maintenance, sum.Problems
+	// The windows in force: an operator's, and those the contract declares.
+	b.Incidents, b.Maintenance, b.Problems = sum.Incidents, AddDeclaredWindows(sum.Maintenance, c, now), sum.Problems
 	hist, err := st.History(c.Name, briefRuns)
 	if err != nil && !errors.Is(err, store.ErrCorrupt) {
 		b.Problems = append(b.Problems, "history: "+err.Error())
@@ -195,13 +196,10 @@ func prose(c *contracts.Contract, stage string) string {
 	}
 	lines := strings.Split(string(src), "\n")
 	start := 0
-	if len(lines) > 0 && strings.TrimSpace(lines[0]) == "---" {
-		for i := 1; i < len(lines); i++ {
-			if strings.TrimSpace(lines[i]) == "---" {
-				start = i + 1
-				break
-			}
-		}
+	if yaml, line, ok := contracts.FrontMatterText(src); ok {
+		// The body starts after the YAML's lines and the closing line,
+		// as the parser reads them (a byte order mark, a "..." close).
+		start = line + bytes.Count(yaml, []byte("\n"))
 	}
 	end := len(lines)
 	if stage != "" {
@@ -335,11 +333,7 @@ func WriteBrief(w io.Writer, b *Briefing) error {
 	if len(b.Maintenance) == 0 {
 		p("No maintenance window.\n\n")
 	}
-	keys := make([]string, 0, len(b.Maintenance))
-	for k := range b.Maintenance {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
+	keys := sortedKeys(b.Maintenance)
 	for _, k := range keys {
 		who := "agent " + k
 		if k == AllAgents {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -102,7 +103,7 @@ func (r *run) depend(ctx context.Context, units []*unit) (map[string]*targetDown
 					td = &targetDown{err: d.checked[name]}
 					down[host] = td
 				}
-				if !contains(td.names, name) {
+				if !slices.Contains(td.names, name) {
 					td.names = append(td.names, name)
 					sort.Strings(td.names)
 				}
@@ -299,7 +300,7 @@ func behind(c *contracts.Contract, target string) []string {
 	}
 	var out []string
 	for _, sr := range expandStages(c) {
-		if sr.agent == "" || contains(out, unitName(sr)) {
+		if sr.agent == "" || slices.Contains(out, unitName(sr)) {
 			continue
 		}
 		through := all

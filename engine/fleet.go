@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -19,14 +20,13 @@ type Fleet struct {
 	every    map[string]time.Duration
 	watchers map[string]string   // target identity → "contract/agent" of the unit that runs on it
 	depends  map[string][]string // "contract" or "contract/agent" → the units that depend on it
-	units    map[string][]string // contract → its units' names
 }
 
 // NewFleet builds the fleet of cs (nil entries are skipped): the watcher of
 // each target is the first unit, by contract name and stage order, whose
 // stage runs on it.
 func NewFleet(cs []*contracts.Contract) *Fleet {
-	f := &Fleet{every: map[string]time.Duration{}, watchers: map[string]string{}, depends: map[string][]string{}, units: map[string][]string{}}
+	f := &Fleet{every: map[string]time.Duration{}, watchers: map[string]string{}, depends: map[string][]string{}}
 	sorted := make([]*contracts.Contract, 0, len(cs))
 	for _, c := range cs {
 		if c != nil {
@@ -40,13 +40,9 @@ func NewFleet(cs []*contracts.Contract) *Fleet {
 			if sr.agent == "" {
 				continue
 			}
-			name := unitName(sr)
-			if !contains(f.units[c.Name], name) {
-				f.units[c.Name] = append(f.units[c.Name], name)
-			}
 			if id := identity(c, sr.target); id != "" {
 				if _, ok := f.watchers[id]; !ok {
-					f.watchers[id] = c.Name + "/" + name
+					f.watchers[id] = c.Name + "/" + unitName(sr)
 				}
 			}
 		}
@@ -58,7 +54,7 @@ func NewFleet(cs []*contracts.Contract) *Fleet {
 			}
 			self := c.Name + "/" + unitName(sr)
 			for _, dep := range f.unitDeps(c, sr) {
-				if dep != self && !contains(f.depends[dep], self) {
+				if dep != self && !slices.Contains(f.depends[dep], self) {
 					f.depends[dep] = append(f.depends[dep], self)
 				}
 			}
@@ -216,13 +212,4 @@ func WithFleet(ctx context.Context, f *Fleet) context.Context {
 func fleetOf(ctx context.Context) *Fleet {
 	f, _ := ctx.Value(fleetKey{}).(*Fleet)
 	return f
-}
-
-func contains(list []string, s string) bool {
-	for _, v := range list {
-		if v == s {
-			return true
-		}
-	}
-	return false
 }

@@ -290,12 +290,7 @@ func (r *run) open() (said, error) {
 			rep.Maintenance[agent] = w
 		}
 	}
-	for agent, w := range DeclaredWindows(r.c, now) {
-		if rep.Maintenance == nil {
-			rep.Maintenance = map[string]*guard.Window{}
-		}
-		rep.Maintenance[agent] = guard.Later(rep.Maintenance[agent], w)
-	}
+	rep.Maintenance = AddDeclaredWindows(rep.Maintenance, r.c, now)
 	if !r.e.opts.DryRun {
 		r.recordStopped(now, &s)
 		// From this run's first write-ahead record on, the ledger names

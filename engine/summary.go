@@ -160,11 +160,13 @@ func HistoryByAgent(hist []HistoryRecord) []AgentHistory {
 	return out
 }
 
-// DeclaredWindows returns the maintenance windows contract c declares that
-// are open at now, by the agent they cover ("*" for the whole contract);
-// of two over one agent, the one that ends later.
-func DeclaredWindows(c *contracts.Contract, now time.Time) map[string]*guard.Window {
-	out := map[string]*guard.Window{}
+// AddDeclaredWindows adds to windows (by agent, "*" for the whole
+// contract: an operator's, say) the maintenance windows contract c
+// declares that are open at now, keeping of two over one agent the one
+// that ends later. It returns the map, made when windows is nil and a
+// declared window is open; nil when there is none at all.
+func AddDeclaredWindows(windows map[string]*guard.Window, c *contracts.Contract, now time.Time) map[string]*guard.Window {
+	out := windows
 	for _, mw := range c.Maintenance {
 		since, until, ok := mw.Active(now)
 		if !ok {
@@ -174,6 +176,9 @@ func DeclaredWindows(c *contracts.Contract, now time.Time) map[string]*guard.Win
 		agents := mw.Agents
 		if len(agents) == 0 {
 			agents = []string{AllAgents}
+		}
+		if out == nil {
+			out = map[string]*guard.Window{}
 		}
 		for _, a := range agents {
 			out[a] = guard.Later(out[a], w)

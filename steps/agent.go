@@ -437,17 +437,10 @@ func replayAgent(step *contracts.Step, rec *Recording) *Observation {
 	o := newAgentObservation(step)
 	o.Values["output"], o.Values["exit_code"] = joinOutput(rec.Stdout, rec.Stderr), rec.Exit
 	o.Result = transports.Result{Stdout: rec.Stdout, Stderr: rec.Stderr, ExitCode: rec.Exit, TimedOut: rec.Timeout}
-	var body []byte
-	switch r := rec.Report.(type) {
-	case nil:
-	case string:
-		body = []byte(r)
-	default:
-		var err error
-		if body, err = json.Marshal(r); err != nil {
-			notTaken(o, fmt.Sprintf("the recorded report cannot be encoded as JSON: %v", err))
-			return o
-		}
+	body, _, err := recorded(rec.Report)
+	if err != nil {
+		notTaken(o, fmt.Sprintf("the recorded report cannot be encoded as JSON: %v", err))
+		return o
 	}
 	switch {
 	case rec.Timeout:

@@ -11,6 +11,7 @@ import (
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine/replay"
+	"github.com/contractd/contractd/fixtures/owner"
 	"github.com/contractd/contractd/steps"
 )
 
@@ -114,7 +115,7 @@ func TestAgentSession(t *testing.T) {
 		}
 		f := strings.Fields(string(b))
 		pgid, _ := strconv.Atoi(f[0])
-		if alive := liveInGroup(pgid); len(alive) > 0 {
+		if alive := owner.InGroup(pgid); len(alive) > 0 {
 			t.Fatalf("process group %d still has %v after the step returned (pids %s)", pgid, alive, b)
 		}
 	})
@@ -191,31 +192,6 @@ func TestAgentSession(t *testing.T) {
 			t.Fatalf("a symlinked report was taken: %v", o.Values)
 		}
 	})
-}
-
-// liveInGroup lists the processes of group pgid that are not zombies.
-func liveInGroup(pgid int) []string {
-	var out []string
-	procs, _ := os.ReadDir("/proc")
-	for _, p := range procs {
-		if _, err := strconv.Atoi(p.Name()); err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", p.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		s := string(stat)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:]) // state, ppid, pgrp, …
-		if len(f) > 2 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" && f[0] != "X" {
-			out = append(out, p.Name()+" "+s[:i+1])
-		}
-	}
-	return out
 }
 
 // A recorded report is checked as the file is: `contractd test` replays

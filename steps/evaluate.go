@@ -103,15 +103,7 @@ func Evaluate(step *contracts.Step, o *Observation, env map[string]any) {
 		}
 		return
 	}
-	sev := contracts.SeverityHealthy
-	for _, row := range step.Health {
-		rs, finding := EvaluateRow(row, env)
-		sev = Worst(sev, rs)
-		if finding != "" {
-			o.Findings = append(o.Findings, finding)
-		}
-	}
-	o.Severity = sev
+	o.Severity = judgeRows(step, o, env, contracts.SeverityHealthy)
 }
 
 // judged is Evaluate for a kind that judges its own steps: the worst of
@@ -120,6 +112,15 @@ func Evaluate(step *contracts.Step, o *Observation, env map[string]any) {
 // plugin's status line is no finding).
 func judged(step *contracts.Step, o *Observation, env map[string]any, judge JudgeFn) {
 	sev, said := judge(step, o)
+	o.Severity = judgeRows(step, o, env, sev)
+	if o.Severity != contracts.SeverityHealthy {
+		o.Findings = append(o.Findings, said...)
+	}
+}
+
+// judgeRows judges every row of step's table in env, adding each finding to
+// o's, and returns the worst of sev and the rows' severities.
+func judgeRows(step *contracts.Step, o *Observation, env map[string]any, sev contracts.Severity) contracts.Severity {
 	for _, row := range step.Health {
 		rs, finding := EvaluateRow(row, env)
 		sev = Worst(sev, rs)
@@ -127,10 +128,7 @@ func judged(step *contracts.Step, o *Observation, env map[string]any, judge Judg
 			o.Findings = append(o.Findings, finding)
 		}
 	}
-	o.Severity = sev
-	if sev != contracts.SeverityHealthy {
-		o.Findings = append(o.Findings, said...)
-	}
+	return sev
 }
 
 // EvaluateRow judges one row; the finding is empty when the row is healthy.

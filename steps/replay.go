@@ -97,13 +97,8 @@ func replayHTTP(step *contracts.Step, rec *Recording) *Observation {
 		o.Values["stderr"] = why
 	default:
 		header := http.Header{}
-		var body []byte
-		switch b := rec.HTTP.Body.(type) {
-		case nil:
-		case string:
-			body = []byte(b)
-		default:
-			body, _ = json.Marshal(b)
+		body, isJSON, _ := recorded(rec.HTTP.Body)
+		if isJSON {
 			header.Set("Content-Type", "application/json")
 		}
 		for k, v := range rec.HTTP.Headers {
@@ -134,4 +129,18 @@ func replayTCP(step *contracts.Step, rec *Recording) *Observation {
 		o.Values["open"] = true
 	}
 	return o
+}
+
+// recorded is a recorded body or report as the bytes it stands for: a
+// string as written, any other value as the JSON it encodes to (isJSON);
+// nil for none. It fails when the value cannot be encoded.
+func recorded(v any) (b []byte, isJSON bool, err error) {
+	switch x := v.(type) {
+	case nil:
+		return nil, false, nil
+	case string:
+		return []byte(x), false, nil
+	}
+	b, err = json.Marshal(v)
+	return b, true, err
 }

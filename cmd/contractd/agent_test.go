@@ -12,6 +12,7 @@ import (
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine"
 	"github.com/contractd/contractd/engine/notify"
+	"github.com/contractd/contractd/fixtures/owner"
 )
 
 // watchdogContract runs an agent session as its probe: the stand-in
@@ -165,7 +166,7 @@ func TestAgentStepAsAWatchdog(t *testing.T) {
 		t.Fatalf("the late harness did not say its process group: %v", err)
 	}
 	pgid, _ := strconv.Atoi(strings.Fields(string(b))[0])
-	if alive := groupMembers(pgid); len(alive) > 0 {
+	if alive := owner.InGroup(pgid); len(alive) > 0 {
 		t.Fatalf("the late session's process group %d still runs %v", pgid, alive)
 	}
 	if repairs() != 1 || len(messages()) != 1 {
@@ -181,29 +182,4 @@ func TestAgentStepAsAWatchdog(t *testing.T) {
 	if repairs() != 1 || len(messages()) != 1 {
 		t.Fatalf("invalid report: %d repairs, %d messages; an unknown step repairs and sends nothing", repairs(), len(messages()))
 	}
-}
-
-// groupMembers lists the processes of group pgid that are not zombies.
-func groupMembers(pgid int) []string {
-	var out []string
-	procs, _ := os.ReadDir("/proc")
-	for _, p := range procs {
-		if _, err := strconv.Atoi(p.Name()); err != nil {
-			continue
-		}
-		stat, err := os.ReadFile(filepath.Join("/proc", p.Name(), "stat"))
-		if err != nil {
-			continue
-		}
-		s := string(stat)
-		i := strings.LastIndexByte(s, ')')
-		if i < 0 {
-			continue
-		}
-		f := strings.Fields(s[i+1:]) // state, ppid, pgrp, …
-		if len(f) > 2 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" && f[0] != "X" {
-			out = append(out, p.Name()+" "+s[:i+1])
-		}
-	}
-	return out
 }

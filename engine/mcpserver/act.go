@@ -28,18 +28,7 @@ func (s *server) runContract(ctx context.Context, req *mcp.CallToolRequest, in C
 		return nil, RunOut{}, err
 	}
 	rep, err := s.Source.Run(engine.WithRequester(ctx, s.caller(req)), in.Contract)
-	if rep == nil {
-		if err == nil {
-			err = errors.New("the engine returned no report")
-		}
-		return nil, RunOut{}, fmt.Errorf("run %s: %w", in.Contract, err)
-	}
-	res, out := runOut(rep)
-	if err != nil {
-		out.Errors = append(out.Errors, err.Error())
-		res.IsError = true
-	}
-	return res, out, nil
+	return runOut("run "+in.Contract, rep, err)
 }
 
 // MaintenanceInput starts or ends a maintenance window.

@@ -248,9 +248,17 @@ type RunOut struct {
 	Skipped     string                 `json:"skipped,omitempty" jsonschema:"why the whole run was skipped (another run holds the lock)"`
 }
 
-// runOut summarizes a report as RunOut, with the report's text (and, for
-// a dry run, every guard's answer) for people.
-func runOut(rep *engine.Report) (*mcp.CallToolResult, RunOut) {
+// runOut is the answer of dry_run and run_contract: the run's report as
+// RunOut, with the report's text (and every guard's answer) for people,
+// and the engine's error beside them in an error result. Without a report
+// it fails with the error alone, as what (the run, "run NAME") did.
+func runOut(what string, rep *engine.Report, err error) (*mcp.CallToolResult, RunOut, error) {
+	if rep == nil {
+		if err == nil {
+			err = errors.New("the engine returned no report")
+		}
+		return nil, RunOut{}, fmt.Errorf("%s: %w", what, err)
+	}
 	out := RunOut{Contract: rep.Contract, RunID: rep.RunID, DryRun: rep.DryRun, Severity: rep.OverallSeverity.String(),
 		Agents: map[string]string{}, RequestedBy: rep.RequestedBy, Actions: rep.Actions, Messages: messages(rep.Alerts), Errors: rep.Errors, Skipped: rep.Skipped}
 	for name, a := range rep.Agents {
@@ -263,7 +271,12 @@ func runOut(rep *engine.Report) (*mcp.CallToolResult, RunOut) {
 	engine.WriteText(&b, rep)
 	b.WriteString("\nguards:\n")
 	engine.WriteTrace(&b, rep)
-	return textResult(b.String()), out
+	res := textResult(b.String())
+	if err != nil {
+		out.Errors = append(out.Errors, err.Error())
+		res.IsError = true
+	}
+	return res, out, nil
 }
 
 func (s *server) dryRun(ctx context.Context, req *mcp.CallToolRequest, in ContractInput) (*mcp.CallToolResult, RunOut, error) {
@@ -276,16 +289,5 @@ func (s *server) dryRun(ctx context.Context, req *mcp.CallToolRequest, in Contra
 		return nil, RunOut{}, err
 	}
 	rep, err := s.Source.DryRun(engine.WithRequester(ctx, s.caller(req)), c)
-	if rep == nil {
-		if err == nil {
-			err = errors.New("the engine returned no report")
-		}
-		return nil, RunOut{}, fmt.Errorf("dry run of %s: %w", in.Contract, err)
-	}
-	res, out := runOut(rep)
-	if err != nil {
-		out.Errors = append(out.Errors, err.Error())
-		res.IsError = true
-	}
-	return res, out, nil
+	return runOut("dry run of "+in.Contract, rep, err)
 }

@@ -146,31 +146,31 @@ func (s *server) known(ctx context.Context, name string) error {
 	if err := checkName(name); err != nil {
 		return err
 	}
-	rows, err := s.Source.List(ctx)
-	if err != nil {
-		return err
-	}
-	names := make([]string, 0, len(rows))
-	for _, r := range rows {
-		if r.Name == name {
-			return nil
-		}
-		names = append(names, r.Name)
-	}
-	return fmt.Errorf("unknown contract %q: %s knows %d contracts%s", name, s.Source.Where(), len(names), contracts.Suggest(name, names))
+	_, err := s.row(ctx, name)
+	return err
 }
 
+// row is the contract's row of the source's list; it fails, with the
+// nearest name, for a contract the source does not know.
 func (s *server) row(ctx context.Context, name string) (ContractRow, error) {
 	rows, err := s.Source.List(ctx)
 	if err != nil {
 		return ContractRow{}, err
 	}
+	return s.find(rows, name)
+}
+
+// find is the row of name among rows, or the error that says the source
+// does not know it, with the nearest name.
+func (s *server) find(rows []ContractRow, name string) (ContractRow, error) {
+	names := make([]string, 0, len(rows))
 	for _, r := range rows {
 		if r.Name == name {
 			return r, nil
 		}
+		names = append(names, r.Name)
 	}
-	return ContractRow{}, s.known(ctx, name)
+	return ContractRow{}, fmt.Errorf("unknown contract %q: %s knows %d contracts%s", name, s.Source.Where(), len(names), contracts.Suggest(name, names))
 }
 
 func (s *server) getStatus(ctx context.Context, req *mcp.CallToolRequest, in ContractInput) (*mcp.CallToolResult, StatusOut, error) {
@@ -426,13 +426,18 @@ type IncidentsOut struct {
 func (s *server) listIncidents(ctx context.Context, req *mcp.CallToolRequest, in IncidentsInput) (*mcp.CallToolResult, IncidentsOut, error) {
 	s.logCall(ctx, req, "list_incidents", false, "contract", in.Contract)
 	if in.Contract != "" {
-		if err := s.known(ctx, in.Contract); err != nil {
+		if err := checkName(in.Contract); err != nil {
 			return nil, IncidentsOut{}, err
 		}
 	}
 	rows, err := s.Source.List(ctx)
 	if err != nil {
 		return nil, IncidentsOut{}, err
+	}
+	if in.Contract != "" {
+		if _, err := s.find(rows, in.Contract); err != nil {
+			return nil, IncidentsOut{}, err
+		}
 	}
 	out := IncidentsOut{Incidents: []IncidentOut{}, Maintenance: []WindowOut{}}
 	for _, r := range rows {

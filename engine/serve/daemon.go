@@ -413,7 +413,10 @@ func (d *Daemon) Run(ctx context.Context) error {
 		defer func() { stopHA(); <-haDone }()
 	}
 	d.reload()
-	go d.pollDeps(d.loopCtx)
+	// The dependency poll stops with the scheduling loops, and Run returns
+	// only once it has: it reads the store, which the caller closes next.
+	pollDone := make(chan struct{})
+	go func() { defer close(pollDone); d.pollDeps(d.loopCtx) }()
 	srvErr := make(chan error, 2)
 	go func() { srvErr <- d.srv.Serve(d.ln) }()
 	if d.sock != nil {
@@ -500,6 +503,7 @@ loop:
 	if err := d.shutdown(); err != nil && runErr == nil {
 		runErr = err
 	}
+	<-pollDone
 	if runErr == nil {
 		d.log.Info("daemon stopped")
 	}

@@ -144,7 +144,7 @@ func (d *Daemon) judged(name string) {
 		}
 		d.mu.Unlock()
 	}
-	for _, other := range sortedSet(again) {
+	for _, other := range sortedKeysOf(again) {
 		d.judgeNow(other, "a dependency, "+name+", was judged again")
 	}
 }
@@ -180,7 +180,7 @@ func (d *Daemon) waits(name string, rep *engine.Report) {
 		d.deps.waiting[dep][name] = true
 	}
 	d.deps.mu.Unlock()
-	for _, dep := range sortedSet(on) {
+	for _, dep := range sortedKeysOf(on) {
 		d.judgeNow(dep, name+" waits for it")
 	}
 }
@@ -243,13 +243,4 @@ func (d *Daemon) pollDeps(ctx context.Context) {
 			}
 		}
 	}
-}
-
-func sortedSet(m map[string]bool) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

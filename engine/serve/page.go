@@ -225,6 +225,7 @@ func (d *Daemon) handlePage(w http.ResponseWriter, r *http.Request) {
 	d.render(w, "overview.html", data)
 }
 
+// sortedKeysOf returns m's keys, sorted.
 func sortedKeysOf[V any](m map[string]V) []string {
 	out := make([]string, 0, len(m))
 	for k := range m {

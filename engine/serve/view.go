@@ -116,12 +116,7 @@ func (d *Daemon) contractStatus(e *entry, cs contractState) ContractStatus {
 	e.mu.Lock()
 	c := e.c
 	e.mu.Unlock()
-	for agent, w := range engine.DeclaredWindows(c, d.clock.Now()) {
-		if s.Maintenance == nil {
-			s.Maintenance = map[string]*guard.Window{}
-		}
-		s.Maintenance[agent] = guard.Later(s.Maintenance[agent], w)
-	}
+	s.Maintenance = engine.AddDeclaredWindows(s.Maintenance, c, d.clock.Now())
 	s.Problems = cs.problems
 	return s
 }
