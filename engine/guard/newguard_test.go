@@ -7,33 +7,51 @@ import (
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine/clock"
+	_ "github.com/contractd/contractd/steps" // the contract below has a sh step
 )
 
 // guardNope names nope in a Step and a Verdict.
 const guardNope = "nope"
 
 // nope is a guard that exists only in this test, to show what a new
-// stateless guard takes: this file and one row in the table guards. It
-// holds back (pending) a repair whose condition says "nope".
-type nope struct{}
+// guard takes: this file and one row in the table guards, its setting
+// included. It holds back (pending) a repair whose condition says its
+// word: guards.nope_word, a row's nope_word=, else "nope".
+type nope struct{ c *Chain }
 
 var _ Guard = nope{}
 
-func newNope(*Chain) Guard { return nope{} }
+// nopeSettings declare nope's one setting, as its row would carry them.
+var nopeSettings = []contracts.GuardSetting{{
+	Key: contracts.Key{Name: "nope_word", Type: contracts.KeyString, Default: "nope", Example: "stuck",
+		Doc: "the word in a condition whose repair nope holds back"},
+	Contract: true, Row: true,
+}}
+
+// The package registers a table row's settings when it is initialised;
+// nope's row is not in the table, so this test does it the same way.
+func init() {
+	for _, s := range nopeSettings {
+		contracts.RegisterGuardSetting(s)
+	}
+}
+
+func newNope(c *Chain) Guard { return nope{c: c} }
 
 func (nope) Name() string { return guardNope }
 
-func (nope) Decide(_ *Unit, cand Candidate) Step {
-	if strings.Contains(cand.Condition, "nope") {
-		return deny(guardNope, StatusPending, "the condition says nope")
+func (n nope) Decide(_ *Unit, cand Candidate) Step {
+	word, _ := n.c.Setting("nope_word", cand.Guard).(string)
+	if strings.Contains(cand.Condition, word) {
+		return deny(guardNope, StatusPending, "the condition says "+word)
 	}
-	return allow(guardNope, "the condition does not say nope")
+	return allow(guardNope, "the condition does not say "+word)
 }
 
 // withNope is the chain of the table guards with nope's row at index i,
 // as a build with that row in the table has it.
 func withNope(i int, clk Clock) *Chain {
-	return newChain(zulipGuards, contracts.Schedule{}, clk, slices.Insert(slices.Clone(guards), i, Row{New: newNope}))
+	return newChain(zulipGuards, contracts.Schedule{}, clk, slices.Insert(slices.Clone(guards), i, Row{New: newNope, Settings: nopeSettings}))
 }
 
 // TestANewGuardIsOneFileAndOneRow adds nope as the table's last row, after
@@ -103,5 +121,50 @@ func TestARowsPlaceIsItsOrder(t *testing.T) {
 	}
 	if v.Trace[0].Guard != guardNope || v.Trace[3].Guard != GuardSeverity || v.Trace[3].Allowed {
 		t.Errorf("trace does not start with nope, then maintenance, dependency and the severity guard's denial:\n%s", v)
+	}
+}
+
+// nope's setting, declared with its row, is read from a contract like a
+// built-in one: guards: sets it, a row overrides it, explain says both,
+// lint refuses a misspelt one, and the guard decides by the value in force
+// on the row.
+func TestANewGuardsSettingIsReadFromTheContract(t *testing.T) {
+	src := "---\nname: svc\nruntime_contract: 2\nagent: svc\nguards: {nope_word: stuck}\n---\n\n## Execution\n\n### Svc {#svc agent=svc}\n\n" +
+		"```sh {id=st}\necho running\n```\n\nExpected: `running`\n\n" +
+		"| Condition | Action | Guards |\n|---|---|---|\n" +
+		"| `st.stdout == \"stuck\"` | `systemctl restart svc` | |\n" +
+		"| `st.stdout == \"wedged\"` | `systemctl kill svc` | nope_word=wedged |\n"
+	c, ds := contracts.Parse("svc.md", []byte(src), contracts.Options{})
+	if ds.HasErrors() {
+		t.Fatal(ds)
+	}
+	plan := contracts.Explain(c)
+	if !slices.Contains(plan.Guards.Said, "nope word stuck") || plan.Guards.Settings["nope_word"] != "stuck" {
+		t.Errorf("explain's guards: said %v, settings %v; want nope word stuck", plan.Guards.Said, plan.Guards.Settings)
+	}
+	if said := plan.Stages[0].Actions[1].Guards.Said; !slices.Contains(said, "nope word wedged") {
+		t.Errorf("explain's second row says %v; want nope word wedged", said)
+	}
+	chain := newChain(c.Guards, c.Schedule, clock.NewFake(t0), slices.Insert(slices.Clone(guards), len(guards), Row{New: newNope, Settings: nopeSettings}))
+	held := func() *Unit { return &Unit{Conditions: map[string]*Condition{"stuck": {Held: 1}, "wedged": {Held: 1}}} }
+	for _, tc := range []struct {
+		row       int
+		condition string
+		want      string
+	}{
+		{0, "stuck", "nope: pending (the condition says stuck)"},
+		{1, "stuck", "nope: allow (the condition does not say wedged)"},
+		{1, "wedged", "nope: pending (the condition says wedged)"},
+	} {
+		a := c.Stages[0].Actions[tc.row]
+		v := chain.Decide(held(), Candidate{Condition: tc.condition, Action: a.Action, Severity: C, Guard: a.Guard})
+		i := slices.Index(chain.Guards(), guardNope)
+		if got := v.TraceLines()[i]; got != tc.want {
+			t.Errorf("row %d, condition %s: %q, want %q", tc.row, tc.condition, got, tc.want)
+		}
+	}
+	_, ds = contracts.Parse("svc.md", []byte(strings.Replace(src, "nope_word: stuck", "nope_wrod: stuck", 1)), contracts.Options{})
+	if !strings.Contains(ds.String(), `svc.md:5:10: error: unknown key "nope_wrod" in guards (did you mean "nope_word"?)`) {
+		t.Errorf("a misspelt setting: %s", ds)
 	}
 }
