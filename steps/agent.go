@@ -160,7 +160,7 @@ func probeAgent(ctx context.Context, step *contracts.Step, vars map[string]strin
 	if res.TimedOut {
 		// Killed by us or by `timeout` on the way: the status `timeout`
 		// gives, whoever signalled first.
-		res.ExitCode = 124
+		res.ExitCode = transports.ExitTimedOut
 	}
 	o.Result = res
 	o.Values["output"] = joinOutput(res.Stdout, res.Stderr)
@@ -446,7 +446,7 @@ func replayAgent(step *contracts.Step, rec *Recording) *Observation {
 	case rec.Timeout:
 		o.Values["timed_out"] = true
 		if rec.Exit == 0 {
-			o.Values["exit_code"], o.Result.ExitCode = 124, 124
+			o.Values["exit_code"], o.Result.ExitCode = transports.ExitTimedOut, transports.ExitTimedOut
 		}
 		notTaken(o, "the session ran past its deadline and its process group was killed (recorded)")
 	case body == nil:

@@ -74,7 +74,7 @@ func replayExec(step *contracts.Step, rec *Recording) *Observation {
 	res := transports.Result{Stdout: rec.Stdout, Stderr: rec.Stderr, ExitCode: rec.Exit, TimedOut: rec.Timeout,
 		StdoutBytes: int64(len(rec.Stdout)), StderrBytes: int64(len(rec.Stderr))}
 	if rec.Timeout && rec.Exit == 0 {
-		res.ExitCode = 124
+		res.ExitCode = transports.ExitTimedOut
 	}
 	return FromResult(step, res, nil)
 }

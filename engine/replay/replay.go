@@ -216,7 +216,7 @@ func (t *transport) Exec(ctx context.Context, cmd transports.Command) (transport
 	res := transports.Result{Stdout: o.Stdout, Stderr: o.Stderr, ExitCode: o.Exit, TimedOut: o.Timeout,
 		StdoutBytes: int64(len(o.Stdout)), StderrBytes: int64(len(o.Stderr))}
 	if o.Timeout && o.Exit == 0 {
-		res.ExitCode = 124 // what `timeout` exits with
+		res.ExitCode = transports.ExitTimedOut
 	}
 	if o.Unreachable {
 		return transports.Result{}, fmt.Errorf("%w: recorded unreachable", transports.ErrUnreachable)
