@@ -75,12 +75,11 @@ func TestImportedMonitContractRestartsAWedgedAgentWithinItsLimit(t *testing.T) {
 		}
 	})
 	rc := filepath.Join(dir, "agent.monitrc")
-	if monit, err := exec.LookPath("monit"); err == nil {
-		cmd := exec.Command(monit, "-t", "-c", rc)
-		cmd.Env = append(os.Environ(), "HOME="+dir)
-		if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "Control file syntax OK") {
-			t.Fatalf("monit -t refuses the test's monitrc: %v\n%s", err, out)
-		}
+	monit := need.Command(t, "monit", "monit")
+	cmd := exec.Command(monit, "-t", "-c", rc)
+	cmd.Env = append(os.Environ(), "HOME="+dir)
+	if out, err := cmd.CombinedOutput(); err != nil || !strings.Contains(string(out), "Control file syntax OK") {
+		t.Fatalf("monit -t refuses the test's monitrc: %v\n%s", err, out)
 	}
 
 	out := filepath.Join(dir, "contracts")
