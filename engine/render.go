@@ -12,6 +12,7 @@ import (
 
 	"github.com/contractd/contractd/contracts"
 	"github.com/contractd/contractd/engine/guard"
+	"github.com/contractd/contractd/engine/store"
 	"github.com/contractd/contractd/transports"
 )
 
@@ -218,6 +219,54 @@ func guardSays(a *ActionReport) string {
 		return a.Reason
 	}
 	return a.Guard + ": " + a.Why()
+}
+
+// WriteWhy renders the last run h of contract name as `contractd why` and
+// the MCP why tool say it: who asked, what operators did before it (and,
+// from since, after it), each step's findings, the agents a dependency
+// suppressed or that flap, and every candidate action with each guard's
+// answer (WriteTrace).
+func WriteWhy(w io.Writer, name string, h store.RunRecord, since []store.OperatorEvent) error {
+	ew := &errWriter{w: w}
+	ew.printf("%s run %s at %s: %s\n", name, h.RunID, h.StartedAt.Format(time.RFC3339), h.OverallSeverity)
+	if h.Interrupted != "" {
+		ew.printf("  interrupted: %s\n", h.Interrupted)
+	}
+	if h.RequestedBy != "" {
+		ew.printf("  requested by %s\n", h.RequestedBy)
+	}
+	for _, ev := range h.Operator {
+		ew.printf("  before it: %s\n", ev.String())
+	}
+	for _, ev := range since {
+		ew.printf("  since then: %s\n", ev.String())
+	}
+	steps := make([]string, 0, len(h.Findings))
+	for step := range h.Findings {
+		steps = append(steps, step)
+	}
+	sort.Strings(steps)
+	for _, step := range steps {
+		for _, line := range h.Findings[step] {
+			ew.printf("  %s: %s\n", step, line)
+		}
+	}
+	agents := map[string]*AgentReport{}
+	for a, sup := range h.Suppressed {
+		agents[a] = &AgentReport{Agent: a, Suppressed: &guard.Suppression{By: sup.By, Root: sup.Root, Waiting: sup.Waiting, Reason: sup.Reason}}
+	}
+	flapping := make([]string, 0, len(h.Flapping))
+	for a := range h.Flapping {
+		flapping = append(flapping, a)
+	}
+	sort.Strings(flapping)
+	for _, a := range flapping {
+		ew.printf("  %s: flapping (its state changed in %.0f%% of its last runs): its messages wait until it settles\n", a, h.Flapping[a])
+	}
+	if ew.err != nil {
+		return ew.err
+	}
+	return WriteTrace(w, &Report{RunID: h.RunID, Actions: h.Actions, Agents: agents})
 }
 
 // WriteTrace renders every candidate action with each guard's answer, for

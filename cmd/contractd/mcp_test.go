@@ -333,9 +333,13 @@ func TestMCPStdioReadsLintsDryRunsAndRepairsOnce(t *testing.T) {
 		t.Fatalf("why does not say who asked: %+v\n%s", why, text)
 	}
 	ok(t, actor, "set_maintenance", map[string]any{"contract": "svc", "duration": "2h", "reason": "disk swap"}, nil)
-	ok(t, cs, "why", map[string]any{"contract": "svc"}, &why)
+	text = ok(t, cs, "why", map[string]any{"contract": "svc"}, &why)
 	if len(why.Operator) != 1 || why.Operator[0].Seen != "since_run" || !strings.Contains(why.Operator[0].By, "contractd-test-agent") || !strings.Contains(why.Operator[0].What, "disk swap") {
 		t.Fatalf("why after set_maintenance: %+v", why.Operator)
+	}
+	// The tool says what `contractd why` says, line for line.
+	if _, cli, _ := runMain(t, "contractd", "why", "--state-dir", r.state, "svc"); cli != text {
+		t.Fatalf("the why tool says:\n%s\ncontractd why says:\n%s", text, cli)
 	}
 	_, hist, _ := runMain(t, "contractd", "history", "--state-dir", r.state, "svc")
 	if !strings.Contains(hist, "requested by mcp contractd-test-agent 0.1 (stdio)") {

@@ -347,40 +347,11 @@ func (m *Main) cmdWhy(ctx context.Context, args []string) int {
 		m.errorf("why: %s has not run yet: no run history in %s", name, src.where)
 		return exitFailed
 	}
-	h := hist[len(hist)-1]
-	say(m.Stdout, "%s run %s at %s: %s\n", name, h.RunID, h.StartedAt.Format(time.RFC3339), h.OverallSeverity)
-	if h.Interrupted != "" {
-		say(m.Stdout, "  interrupted: %s\n", h.Interrupted)
-	}
-	if h.RequestedBy != "" {
-		say(m.Stdout, "  requested by %s\n", h.RequestedBy)
-	}
-	for _, ev := range h.Operator {
-		say(m.Stdout, "  before it: %s\n", ev.String())
-	}
+	var since []store.OperatorEvent
 	if l, err := engine.ReadLedger(src.st, name); err == nil {
-		for _, ev := range l.Operator {
-			say(m.Stdout, "  since then: %s\n", ev.String())
-		}
+		since = l.Operator
 	}
-	steps := make([]string, 0, len(h.Findings))
-	for step := range h.Findings {
-		steps = append(steps, step)
-	}
-	sort.Strings(steps)
-	for _, step := range steps {
-		for _, line := range h.Findings[step] {
-			say(m.Stdout, "  %s: %s\n", step, line)
-		}
-	}
-	agents := map[string]*engine.AgentReport{}
-	for a, sup := range h.Suppressed {
-		agents[a] = &engine.AgentReport{Agent: a, Suppressed: &guard.Suppression{By: sup.By, Root: sup.Root, Waiting: sup.Waiting, Reason: sup.Reason}}
-	}
-	for a, pct := range h.Flapping {
-		say(m.Stdout, "  %s: flapping (its state changed in %.0f%% of its last runs): its messages wait until it settles\n", a, pct)
-	}
-	engine.WriteTrace(m.Stdout, &engine.Report{RunID: h.RunID, Actions: h.Actions, Agents: agents})
+	engine.WriteWhy(m.Stdout, name, hist[len(hist)-1], since)
 	return exitOK
 }
 

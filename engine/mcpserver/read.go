@@ -248,37 +248,15 @@ func (s *server) why(ctx context.Context, req *mcp.CallToolRequest, in ContractI
 	for _, ev := range h.Operator {
 		out.Operator = append(out.Operator, OperatorOut{At: stamp(ev.At), By: ev.By, What: ev.What, Seen: "before_run"})
 	}
+	var since []store.OperatorEvent
 	if l, err := engine.ReadLedger(st, in.Contract); err == nil {
+		since = l.Operator
 		for _, ev := range l.Operator {
 			out.Operator = append(out.Operator, OperatorOut{At: stamp(ev.At), By: ev.By, What: ev.What, Seen: "since_run"})
 		}
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s run %s at %s: %s\n", in.Contract, h.RunID, out.StartedAt, h.OverallSeverity)
-	if h.RequestedBy != "" {
-		fmt.Fprintf(&b, "  requested by %s\n", h.RequestedBy)
-	}
-	if h.Interrupted != "" {
-		fmt.Fprintf(&b, "  interrupted: %s\n", h.Interrupted)
-	}
-	for _, ev := range out.Operator {
-		when := "before it"
-		if ev.Seen == "since_run" {
-			when = "since then"
-		}
-		fmt.Fprintf(&b, "  %s: %s by %s: %s\n", when, ev.At, ev.By, ev.What)
-	}
-	steps := make([]string, 0, len(h.Findings))
-	for k := range h.Findings {
-		steps = append(steps, k)
-	}
-	sort.Strings(steps)
-	for _, k := range steps {
-		for _, line := range h.Findings[k] {
-			fmt.Fprintf(&b, "  %s: %s\n", k, line)
-		}
-	}
-	engine.WriteTrace(&b, &engine.Report{RunID: h.RunID, Actions: h.Actions})
+	engine.WriteWhy(&b, in.Contract, h, since)
 	return textResult(b.String()), out, nil
 }
 
